@@ -1,0 +1,93 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
+
+let package = Package(
+    name: "discoverd",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "discoverd", targets: ["discoverd"]),
+        .executable(name: "discover", targets: ["discover"]),
+        .library(name: "DiscoverClient", targets: ["DiscoverClient"]),
+        .library(name: "DiscoverAPI", targets: ["DiscoverAPI"]),
+        .library(name: "Resolver", targets: ["Resolver"]),
+        .library(name: "Discovery", targets: ["Discovery"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+    ],
+    targets: [
+        // C shims: system libraries found with pkg-config.
+        .systemLibrary(name: "CAvahi", pkgConfig: "avahi-client", providers: [.apt(["libavahi-client-dev"])]),
+        .systemLibrary(name: "CLDNS", pkgConfig: "ldns", providers: [.apt(["libldns-dev"])]),
+
+        // Wire types and varlink framing: no C, no NIO, usable by any client.
+        .target(name: "DiscoverAPI", swiftSettings: strict),
+
+        // DNS: ldns codec, async I/O, cache, optimistic DNS, RFC 9460, connection plans.
+        .target(
+            name: "Resolver",
+            dependencies: [
+                "CLDNS",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+
+        // DNS-SD over one Avahi client.
+        .target(
+            name: "Discovery",
+            dependencies: ["CAvahi", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
+
+        // Async Swift client of the daemon.
+        .target(
+            name: "DiscoverClient",
+            dependencies: [
+                "DiscoverAPI",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: strict
+        ),
+
+        .executableTarget(
+            name: "discoverd",
+            dependencies: [
+                "DiscoverAPI", "Resolver", "Discovery",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "discover",
+            dependencies: [
+                "DiscoverAPI", "DiscoverClient",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
+        ),
+
+        .testTarget(name: "DiscoverAPITests", dependencies: ["DiscoverAPI"], swiftSettings: strict),
+        .testTarget(name: "ResolverTests", dependencies: ["Resolver"], swiftSettings: strict),
+        .testTarget(name: "DiscoveryTests", dependencies: ["Discovery"], swiftSettings: strict),
+        .testTarget(name: "DiscoverClientTests", dependencies: ["DiscoverClient", "DiscoverAPI"], swiftSettings: strict),
+        // Integration tests: start the built daemon binary on the network lab.
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: ["DiscoverClient", "DiscoverAPI"],
+            swiftSettings: strict
+        ),
+    ]
+)
