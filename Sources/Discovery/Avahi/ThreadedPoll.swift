@@ -1,0 +1,116 @@
+import CAvahi
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Thread-local marker: the `AvahiThreadedPoll` whose lock the current thread holds (or `nil`).
+///
+/// The poll thread runs Avahi callbacks with the lock held, and nothing else; so a callback marks its thread once and
+/// the mark stays (`withLocked` on that thread then runs the body directly instead of deadlocking on the
+/// non-recursive lock).
+private let lockOwnerKey: pthread_key_t = {
+    var key = pthread_key_t()
+    pthread_key_create(&key, nil)
+    return key
+}()
+
+/// Owns one `AvahiThreadedPoll`: the thread that runs the Avahi client's D-Bus I/O and every Avahi callback.
+///
+/// Lock rule (DESIGN.md): every call into Avahi happens inside `withLocked { }`, except in Avahi callbacks, which run
+/// on the poll thread with the lock already held; the lock is not recursive, so `withLocked` detects both cases.
+final class ThreadedPoll: @unchecked Sendable {
+    // @unchecked Sendable: `pointer` never changes; lock/unlock/start/stop of an AvahiThreadedPoll are thread-safe
+    // (Avahi's own mutex), and `started` is only touched by init and `stop`, which the owner calls once.
+    let pointer: OpaquePointer
+    private var started = false
+
+    /// Creates and starts the poll thread.
+    /// - Throws: `DiscoveryError.avahiFailure` if Avahi cannot create or start the thread.
+    init() throws(DiscoveryError) {
+        guard let pointer = avahi_threaded_poll_new() else {
+            throw DiscoveryError(.avahiFailure, "avahi_threaded_poll_new failed")
+        }
+        self.pointer = pointer
+        let rc = avahi_threaded_poll_start(pointer)
+        guard rc >= 0 else {
+            avahi_threaded_poll_free(pointer)
+            throw DiscoveryError(.avahiFailure, "avahi_threaded_poll_start failed (\(rc))")
+        }
+        self.started = true
+    }
+
+    /// The `AvahiPoll` vtable to hand to `avahi_client_new`.
+    var api: UnsafePointer<AvahiPoll> {
+        avahi_threaded_poll_get(self.pointer)
+    }
+
+    /// True when the calling thread holds this poll's lock (inside `withLocked` or an Avahi callback).
+    var isLockedByCurrentThread: Bool {
+        pthread_getspecific(lockOwnerKey) == UnsafeMutableRawPointer(self.pointer)
+    }
+
+    /// Called first thing in every Avahi callback: the poll thread holds the lock whenever it runs our code.
+    func enterCallback() {
+        if !self.isLockedByCurrentThread {
+            pthread_setspecific(lockOwnerKey, UnsafeRawPointer(self.pointer))
+        }
+    }
+
+    /// Runs `body` holding the poll lock; runs it directly if this thread already holds it.
+    func withLocked<Result, Failure: Error>(_ body: () throws(Failure) -> Result) throws(Failure) -> Result {
+        if self.isLockedByCurrentThread {
+            return try body()
+        }
+        avahi_threaded_poll_lock(self.pointer)
+        pthread_setspecific(lockOwnerKey, UnsafeRawPointer(self.pointer))
+        defer {
+            pthread_setspecific(lockOwnerKey, nil)
+            avahi_threaded_poll_unlock(self.pointer)
+        }
+        return try body()
+    }
+
+    /// Stops the poll thread. Must not be called from the poll thread or with the lock held.
+    func stop() {
+        guard self.started, !self.isLockedByCurrentThread else { return }
+        self.started = false
+        avahi_threaded_poll_stop(self.pointer)
+    }
+
+    deinit {
+        if self.isLockedByCurrentThread {
+            // Released from inside a callback: stopping would join our own thread. Leak rather than deadlock.
+            return
+        }
+        self.stop()
+        avahi_threaded_poll_free(self.pointer)
+    }
+}
+
+/// The userdata of one Avahi object: a Swift closure recovered in the C callback with `Unmanaged.fromOpaque`.
+///
+/// Retain rule: the handle that creates the Avahi object passes `Unmanaged.passRetained(box)` as userdata and
+/// releases it only after `avahi_*_free` returned, holding the poll lock. Callbacks run with that lock held, so a
+/// callback can never see a released box; it uses `takeUnretainedValue()` and never releases.
+final class CallbackBox<Event>: @unchecked Sendable {
+    // @unchecked Sendable: both fields are immutable; `handler` is only invoked on the poll thread with the poll lock
+    // held, so whatever it captures is only touched under that lock.
+    let poll: ThreadedPoll
+    let handler: (Event) -> Void
+
+    init(poll: ThreadedPoll, handler: @escaping (Event) -> Void) {
+        self.poll = poll
+        self.handler = handler
+    }
+
+    /// Recovers the box from a callback's userdata (unretained) and marks the poll thread as lock holder.
+    static func fromCallback(_ userdata: UnsafeMutableRawPointer?) -> CallbackBox<Event>? {
+        guard let userdata else { return nil }
+        let box = Unmanaged<CallbackBox<Event>>.fromOpaque(userdata).takeUnretainedValue()
+        box.poll.enterCallback()
+        return box
+    }
+}

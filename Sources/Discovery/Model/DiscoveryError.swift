@@ -1,0 +1,141 @@
+import CAvahi
+
+/// An error of the Discovery module.
+///
+/// `code` maps onto the varlink errors of `io.discoverd.Discovery` (see `apiErrorName`); `message` says what went
+/// wrong in words; `avahiError` and `avahiErrorText` carry Avahi's own error number and text when the error came from
+/// Avahi.
+public struct DiscoveryError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// What kind of failure this is.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        enum Base: Hashable, Sendable {
+            case invalidServiceType
+            case invalidName
+            case notFound
+            case timeout
+            case avahiUnavailable
+            case nameConflict
+            case invalidParameter
+            case subscriberTooSlow
+            case avahiFailure
+        }
+
+        let base: Base
+
+        /// The service type is not `_name._tcp` / `_name._udp` (RFC 6763 §7), or a subtype is malformed.
+        public static let invalidServiceType = Code(base: .invalidServiceType)
+        /// An instance, host or domain name is empty, too long or malformed.
+        public static let invalidName = Code(base: .invalidName)
+        /// The service instance does not exist.
+        public static let notFound = Code(base: .notFound)
+        /// The operation did not complete in time.
+        public static let timeout = Code(base: .timeout)
+        /// avahi-daemon (or the system bus) is not reachable right now.
+        public static let avahiUnavailable = Code(base: .avahiUnavailable)
+        /// The name is taken and could not be replaced by an alternative.
+        public static let nameConflict = Code(base: .nameConflict)
+        /// A parameter other than a name or type is invalid (port, TXT record, interface).
+        /// Maps to `org.varlink.service.InvalidParameter`.
+        public static let invalidParameter = Code(base: .invalidParameter)
+        /// A browse subscriber did not consume its events fast enough and was dropped.
+        public static let subscriberTooSlow = Code(base: .subscriberTooSlow)
+        /// Avahi reported an error that fits no other code.
+        public static let avahiFailure = Code(base: .avahiFailure)
+
+        public var description: String {
+            switch self.base {
+            case .invalidServiceType: "invalidServiceType"
+            case .invalidName: "invalidName"
+            case .notFound: "notFound"
+            case .timeout: "timeout"
+            case .avahiUnavailable: "avahiUnavailable"
+            case .nameConflict: "nameConflict"
+            case .invalidParameter: "invalidParameter"
+            case .subscriberTooSlow: "subscriberTooSlow"
+            case .avahiFailure: "avahiFailure"
+            }
+        }
+    }
+
+    /// What kind of failure this is.
+    public var code: Code
+    /// A human-readable explanation.
+    public var message: String
+    /// Avahi's error number (`AVAHI_ERR_*`, negative), when the error came from Avahi.
+    public var avahiError: Int32?
+
+    /// Creates an error.
+    public init(_ code: Code, _ message: String, avahiError: Int32? = nil) {
+        self.code = code
+        self.message = message
+        self.avahiError = avahiError
+    }
+
+    /// Avahi's text for `avahiError` (`avahi_strerror`), if any.
+    public var avahiErrorText: String? {
+        guard let avahiError else { return nil }
+        guard let text = avahi_strerror(avahiError) else { return nil }
+        return String(cString: text)
+    }
+
+    /// The varlink error name of API.md this error is answered with.
+    ///
+    /// `subscriberTooSlow` has no API error: the daemon drops the subscriber's stream. `avahiFailure` is answered as
+    /// `AvahiUnavailable` because for the client the effect is the same: Avahi could not do it.
+    public var apiErrorName: String {
+        switch self.code.base {
+        case .invalidServiceType: "io.discoverd.Discovery.InvalidServiceType"
+        case .invalidName: "io.discoverd.Discovery.InvalidName"
+        case .notFound: "io.discoverd.Discovery.NotFound"
+        case .timeout: "io.discoverd.Discovery.Timeout"
+        case .avahiUnavailable, .avahiFailure, .subscriberTooSlow: "io.discoverd.Discovery.AvahiUnavailable"
+        case .nameConflict: "io.discoverd.Discovery.NameConflict"
+        case .invalidParameter: "org.varlink.service.InvalidParameter"
+        }
+    }
+
+    public var description: String {
+        if let text = self.avahiErrorText {
+            return "DiscoveryError.\(self.code): \(self.message) (avahi: \(text))"
+        }
+        return "DiscoveryError.\(self.code): \(self.message)"
+    }
+}
+
+extension DiscoveryError {
+    /// Turns an Avahi return code into an error, or `nil` when it is not an error (`rc >= 0`).
+    static func fromAvahi(_ rc: Int32, _ what: String) -> DiscoveryError? {
+        guard rc < 0 else { return nil }
+        let code: Code
+        switch Int(rc) {
+        case AVAHI_ERR_COLLISION:
+            code = .nameConflict
+        case AVAHI_ERR_INVALID_SERVICE_TYPE, AVAHI_ERR_INVALID_SERVICE_SUBTYPE:
+            code = .invalidServiceType
+        case AVAHI_ERR_INVALID_SERVICE_NAME, AVAHI_ERR_INVALID_HOST_NAME, AVAHI_ERR_INVALID_DOMAIN_NAME:
+            code = .invalidName
+        case AVAHI_ERR_NOT_FOUND, AVAHI_ERR_DNS_NXDOMAIN:
+            code = .notFound
+        case AVAHI_ERR_TIMEOUT:
+            code = .timeout
+        case AVAHI_ERR_NO_DAEMON, AVAHI_ERR_DISCONNECTED, AVAHI_ERR_BAD_STATE, AVAHI_ERR_DBUS_ERROR,
+            AVAHI_ERR_NO_NETWORK:
+            code = .avahiUnavailable
+        case AVAHI_ERR_INVALID_PORT, AVAHI_ERR_INVALID_RECORD, AVAHI_ERR_INVALID_KEY, AVAHI_ERR_INVALID_INTERFACE,
+            AVAHI_ERR_INVALID_PROTOCOL, AVAHI_ERR_INVALID_FLAGS, AVAHI_ERR_INVALID_ARGUMENT, AVAHI_ERR_INVALID_ADDRESS:
+            code = .invalidParameter
+        default:
+            code = .avahiFailure
+        }
+        return DiscoveryError(code, what, avahiError: rc)
+    }
+}
+
+/// Throws the `DiscoveryError` matching an Avahi return code; returns the code when it is not an error.
+@discardableResult
+func check(_ rc: Int32, _ what: @autoclosure () -> String) throws(DiscoveryError) -> Int32 {
+    if let error = DiscoveryError.fromAvahi(rc, what()) {
+        throw error
+    }
+    return rc
+}

@@ -1,0 +1,66 @@
+/// One DNS-SD service instance, merged over every interface and protocol it was seen on.
+public struct Service: Hashable, Sendable {
+    /// The instance name, e.g. `Living Room Printer`.
+    public var name: String
+    /// The service type, e.g. `_ipp._tcp`.
+    public var type: String
+    /// The domain, e.g. `local`.
+    public var domain: String
+    /// Names of the interfaces the instance was seen on (from `if_indextoname`, `if<N>` if the index is unknown).
+    public var interfaces: [String]
+    /// The target host name (SRV), once resolved.
+    public var host: String?
+    /// The port (SRV), once resolved.
+    public var port: Int?
+    /// Addresses of the host; IPv6 link-local ones carry their zone, e.g. `fe80::1%eth0`.
+    public var addresses: [String]
+    /// TXT attributes with UTF-8 keys and values (see `TXTRecord.dictionary`).
+    public var txt: [String: String]
+    /// The raw TXT strings, present only when some string is not UTF-8 (the daemon sends them base64-encoded).
+    public var txtRaw: [[UInt8]]?
+
+    /// Creates a service value.
+    public init(
+        name: String,
+        type: String,
+        domain: String,
+        interfaces: [String] = [],
+        host: String? = nil,
+        port: Int? = nil,
+        addresses: [String] = [],
+        txt: [String: String] = [:],
+        txtRaw: [[UInt8]]? = nil
+    ) {
+        self.name = name
+        self.type = type
+        self.domain = domain
+        self.interfaces = interfaces
+        self.host = host
+        self.port = port
+        self.addresses = addresses
+        self.txt = txt
+        self.txtRaw = txtRaw
+    }
+}
+
+/// An event of a browse stream.
+public enum BrowseEvent: Hashable, Sendable {
+    /// A service instance appeared (first sighting on any interface/protocol).
+    case added(Service)
+    /// A service instance disappeared from every interface/protocol, or Avahi went away.
+    case removed(Service)
+    /// The interfaces, addresses or TXT record of a known instance changed.
+    case changed(Service)
+    /// Avahi has reported everything it currently knows; more events may follow.
+    case allForNow
+}
+
+/// The state of the connection to avahi-daemon.
+public enum AvahiState: String, Hashable, Sendable {
+    /// Connected; avahi-daemon is up and its host name is established.
+    case running
+    /// Waiting for avahi-daemon to appear on the system bus, or for it to establish its host name.
+    case connecting
+    /// The system bus cannot be reached or the client failed; a new attempt is scheduled.
+    case unavailable
+}

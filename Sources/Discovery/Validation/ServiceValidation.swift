@@ -1,0 +1,138 @@
+/// Checks of names, types and parameters done before anything reaches Avahi, so callers get a precise error.
+public enum ServiceValidation {
+    /// Longest instance name: one DNS label (RFC 6763 §4.1.1).
+    public static let maximumInstanceNameLength = 63
+
+    /// A parsed service type `_name._tcp` or `_name._udp`.
+    public struct ServiceType: Hashable, Sendable {
+        /// The service name without underscore, e.g. `http`.
+        public var name: String
+        /// `tcp` or `udp` (lower case).
+        public var transport: String
+        /// The canonical type string, e.g. `_http._tcp`.
+        public var string: String { "_\(self.name)._\(self.transport)" }
+    }
+
+    /// Validates a service type per RFC 6763 §7 and RFC 6335 §5.1.
+    ///
+    /// The service name is 1-15 characters of letters, digits and hyphens, with at least one letter, no hyphen at
+    /// either end and no two hyphens in a row; the transport is `_tcp` or `_udp` (any case).
+    /// - Throws: `DiscoveryError.invalidServiceType` saying which rule failed.
+    @discardableResult
+    public static func serviceType(_ type: String) throws(DiscoveryError) -> ServiceType {
+        func fail(_ reason: String) -> DiscoveryError {
+            DiscoveryError(.invalidServiceType, "invalid service type \"\(type)\": \(reason)")
+        }
+        let labels = type.split(separator: ".", omittingEmptySubsequences: false)
+        guard labels.count == 2 else { throw fail("expected _name._tcp or _name._udp") }
+        let transport = labels[1].lowercased()
+        guard transport == "_tcp" || transport == "_udp" else {
+            throw fail("the second label must be _tcp or _udp")
+        }
+        guard labels[0].hasPrefix("_") else { throw fail("the service name must start with '_'") }
+        let name = labels[0].dropFirst()
+        guard !name.isEmpty, name.utf8.count <= 15 else { throw fail("the service name must be 1-15 characters") }
+        var hasLetter = false
+        var previous: UInt8 = 0
+        for byte in name.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"):
+                hasLetter = true
+            case UInt8(ascii: "0")...UInt8(ascii: "9"):
+                break
+            case UInt8(ascii: "-"):
+                if previous == UInt8(ascii: "-") { throw fail("the service name must not contain \"--\"") }
+            default:
+                throw fail("the service name may contain only letters, digits and hyphens")
+            }
+            previous = byte
+        }
+        guard hasLetter else { throw fail("the service name must contain at least one letter") }
+        guard name.first != "-", name.last != "-" else {
+            throw fail("the service name must not start or end with a hyphen")
+        }
+        return ServiceType(name: String(name), transport: String(transport.dropFirst()))
+    }
+
+    /// Validates a subtype and returns its label with the leading underscore, e.g. `_printer`.
+    ///
+    /// Accepts `_printer`, `printer` or the full form `_printer._sub._http._tcp` (whose base type must be `type`).
+    /// A subtype label is 1-63 bytes of printable ASCII other than '.' (RFC 6763 §7.1 allows any bytes, but Avahi
+    /// and most clients only handle these).
+    /// - Throws: `DiscoveryError.invalidServiceType`.
+    public static func subtype(_ subtype: String, of type: String) throws(DiscoveryError) -> String {
+        func fail(_ reason: String) -> DiscoveryError {
+            DiscoveryError(.invalidServiceType, "invalid subtype \"\(subtype)\": \(reason)")
+        }
+        var label = Substring(subtype)
+        let parts = subtype.split(separator: ".", omittingEmptySubsequences: false)
+        if let sub = parts.firstIndex(where: { $0.lowercased() == "_sub" }) {
+            guard sub == 1, parts[2...].joined(separator: ".").lowercased() == type.lowercased() else {
+                throw fail("expected _label._sub.\(type)")
+            }
+            label = parts[0]
+        }
+        if label.hasPrefix("_") { label = label.dropFirst() }
+        guard !label.isEmpty, label.utf8.count <= 62 else { throw fail("the label must be 1-62 characters") }
+        for byte in label.utf8 where byte < 0x21 || byte > 0x7E || byte == UInt8(ascii: ".") {
+            throw fail("the label may contain only printable ASCII without '.' or spaces")
+        }
+        return "_" + label
+    }
+
+    /// Validates a service instance name: non-empty, at most 63 bytes of UTF-8, no control characters.
+    /// - Throws: `DiscoveryError.invalidName`.
+    public static func instanceName(_ name: String) throws(DiscoveryError) {
+        guard !name.isEmpty else {
+            throw DiscoveryError(.invalidName, "the service instance name must not be empty")
+        }
+        let count = name.utf8.count
+        guard count <= maximumInstanceNameLength else {
+            throw DiscoveryError(
+                .invalidName,
+                "the service instance name is \(count) bytes of UTF-8; at most \(maximumInstanceNameLength) allowed"
+            )
+        }
+        // RFC 6763 §4.1.1: instance names must not contain ASCII control characters.
+        for scalar in name.unicodeScalars where scalar.value < 0x20 || scalar.value == 0x7F {
+            throw DiscoveryError(.invalidName, "the service instance name contains a control character")
+        }
+    }
+
+    /// Validates a domain such as `local` or `example.com` (a trailing dot is allowed).
+    /// - Throws: `DiscoveryError.invalidName`.
+    public static func domain(_ domain: String) throws(DiscoveryError) {
+        try dnsName(domain, what: "domain")
+    }
+
+    /// Validates a host name such as `printer.local`.
+    /// - Throws: `DiscoveryError.invalidName`.
+    public static func hostName(_ host: String) throws(DiscoveryError) {
+        try dnsName(host, what: "host name")
+    }
+
+    private static func dnsName(_ name: String, what: String) throws(DiscoveryError) {
+        var trimmed = Substring(name)
+        if trimmed.hasSuffix(".") { trimmed = trimmed.dropLast() }
+        guard !trimmed.isEmpty, trimmed.utf8.count <= 253 else {
+            throw DiscoveryError(.invalidName, "the \(what) \"\(name)\" must be 1-253 bytes")
+        }
+        for label in trimmed.split(separator: ".", omittingEmptySubsequences: false) {
+            guard !label.isEmpty, label.utf8.count <= 63 else {
+                throw DiscoveryError(.invalidName, "the \(what) \"\(name)\" has an empty label or one over 63 bytes")
+            }
+            for scalar in label.unicodeScalars where scalar.value <= 0x20 || scalar.value == 0x7F {
+                throw DiscoveryError(.invalidName, "the \(what) \"\(name)\" contains a space or control character")
+            }
+        }
+    }
+
+    /// Validates a port number (0-65535; 0 is allowed for placeholder registrations).
+    /// - Throws: `DiscoveryError.invalidParameter`.
+    public static func port(_ port: Int) throws(DiscoveryError) -> UInt16 {
+        guard let value = UInt16(exactly: port) else {
+            throw DiscoveryError(.invalidParameter, "port \(port) is outside 0-65535")
+        }
+        return value
+    }
+}
