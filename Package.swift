@@ -61,8 +61,9 @@ let package = Package(
         .executableTarget(
             name: "discoverd",
             dependencies: [
-                "DiscoverAPI", "Resolver", "Discovery",
+                "DiscoverAPI",
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),

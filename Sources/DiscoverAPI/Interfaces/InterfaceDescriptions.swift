@@ -1,0 +1,308 @@
+/// The varlink IDL of every interface the daemon implements, served by `GetInterfaceDescription`.
+///
+/// Keep these in step with the types in `Types/`: the integration tests parse them with Python's
+/// `varlink` package and call through its generated proxies.
+public enum InterfaceDescriptions {
+    /// Interface names in the order `GetInfo` lists them.
+    public static let names = [
+        "org.varlink.service", "io.discoverd.Resolver", "io.discoverd.Discovery", "io.discoverd.Daemon",
+    ]
+
+    /// The IDL text of an interface, or nil when the daemon has no such interface.
+    public static func description(of interface: String) -> String? {
+        switch interface {
+        case "org.varlink.service": return service
+        case "io.discoverd.Resolver": return resolver
+        case "io.discoverd.Discovery": return discovery
+        case "io.discoverd.Daemon": return daemon
+        default: return nil
+        }
+    }
+
+    /// Method names of an interface, parsed from its IDL (used to tell MethodNotFound from MethodNotImplemented).
+    public static func methods(of interface: String) -> Set<String> {
+        guard let text = description(of: interface) else { return [] }
+        var names = Set<String>()
+        for line in text.split(separator: "\n") where line.hasPrefix("method ") {
+            let rest = line.dropFirst("method ".count)
+            if let paren = rest.firstIndex(of: "(") {
+                names.insert(String(rest[..<paren].filter { $0 != " " }))
+            }
+        }
+        return names
+    }
+
+    public static let service = """
+        # The Varlink Service Interface is provided by every varlink service. It
+        # describes the service and the interfaces it implements.
+        interface org.varlink.service
+
+        # Get a list of all the interfaces a service provides and information
+        # about the implementation.
+        method GetInfo() -> (
+          vendor: string,
+          product: string,
+          version: string,
+          url: string,
+          interfaces: []string
+        )
+
+        # Get the description of an interface that is implemented by this service.
+        method GetInterfaceDescription(interface: string) -> (description: string)
+
+        # The requested interface was not found.
+        error InterfaceNotFound (interface: string)
+
+        # The requested method was not found
+        error MethodNotFound (method: string)
+
+        # The interface defines the requested method, but the service does not
+        # implement it.
+        error MethodNotImplemented (method: string)
+
+        # One of the passed parameters is invalid.
+        error InvalidParameter (parameter: string)
+
+        # Client is denied access
+        error PermissionDenied ()
+
+        # Method is expected to be called with 'more' set to true, but wasn't
+        error ExpectedMore ()
+
+        """
+
+    public static let resolver = """
+        # DNS HTTPS/SVCB resolution (RFC 9460), addresses and connection plans,
+        # with optimistic DNS (RFC 8767): an expired answer is served at once as
+        # source "expiredCache" while one refresh runs.
+        interface io.discoverd.Resolver
+
+        # Where an answer came from.
+        type Source (cache, expiredCache, network)
+
+        # One upstream query made for this call.
+        type Query (
+          name: string,
+          type: string,
+          server: string,
+          transport: (udp, tcp),
+          ms: float,
+          rcode: string
+        )
+
+        # The resolution half of an establishment report. queries is empty when
+        # the call was answered from cache.
+        type Timing (
+          totalMs: float,
+          queries: []Query
+        )
+
+        # An SvcParam the daemon does not interpret: its key number and the
+        # base64 of its value.
+        type UnknownParam (
+          key: int,
+          value: string
+        )
+
+        # A usable ServiceMode binding after RFC 9460 processing. ech is the
+        # base64 ECHConfigList.
+        type ServiceBinding (
+          priority: int,
+          target: string,
+          port: ?int,
+          alpn: []string,
+          noDefaultAlpn: bool,
+          ipv4hint: []string,
+          ipv6hint: []string,
+          ech: ?string,
+          mandatory: []string,
+          dohpath: ?string,
+          unknown: []UnknownParam
+        )
+
+        # One endpoint of a connection plan.
+        type Endpoint (
+          address: string,
+          port: int,
+          transport: (quic, tcp),
+          alpn: []string,
+          target: string,
+          priority: int,
+          ech: ?string
+        )
+
+        # The HTTPS records of a name (queryName is _PORT._https.NAME for ports
+        # other than 443), in priority order. With more, an expiredCache answer
+        # is followed by the refreshed one.
+        method ResolveHTTPS(name: string, port: ?int, optimistic: ?bool) -> (
+          name: string,
+          queryName: string,
+          aliasChain: []string,
+          records: []ServiceBinding,
+          h3: bool,
+          source: Source,
+          ttl: int,
+          staleSeconds: ?int,
+          timing: Timing
+        )
+
+        # The addresses of a name.
+        method ResolveAddresses(name: string, family: ?(any, ipv4, ipv6), optimistic: ?bool) -> (
+          name: string,
+          addresses: []string,
+          source: Source,
+          ttl: int,
+          timing: Timing
+        )
+
+        # Endpoints in the order a Happy Eyeballs v3 client should try them.
+        method ConnectionPlan(host: string, port: ?int, optimistic: ?bool, assumeH3: ?bool) -> (
+          host: string,
+          port: int,
+          h3: bool,
+          h3Source: ?(https, altsvc, assumed),
+          endpoints: []Endpoint,
+          source: Source,
+          timing: Timing
+        )
+
+        # Tell the daemon what an origin's Alt-Svc header said (RFC 7838).
+        method ReportAltSvc(origin: string, header: string) -> ()
+
+        # Drop cached answers for a name, or everything. Needs root or the admin group.
+        method Flush(name: ?string) -> (flushed: int)
+
+        # The name does not exist (NXDOMAIN).
+        error NoSuchName (name: string)
+
+        # No upstream answered in time.
+        error Timeout ()
+
+        # The upstream answered with an error code.
+        error UpstreamFailure (rcode: string)
+
+        # The name is not a valid DNS name, or the origin or header is malformed.
+        error InvalidName (name: string, reason: string)
+
+        """
+
+    public static let discovery = """
+        # DNS-SD (Bonjour) through Avahi: browse, resolve and advertise services.
+        interface io.discoverd.Discovery
+
+        # A service instance, merged over every interface and protocol it is seen
+        # on. txtRaw (base64 of each TXT string) is present when a value is not UTF-8.
+        type Service (
+          name: string,
+          type: string,
+          domain: string,
+          interfaces: []string,
+          host: ?string,
+          port: ?int,
+          addresses: []string,
+          txt: [string]string,
+          txtRaw: ?[]string
+        )
+
+        # With more: a stream of events. Without: one reply with services once
+        # Avahi says all-for-now, or after timeoutMs (default 3000).
+        method Browse(
+          type: string,
+          domain: ?string,
+          subtype: ?string,
+          interface: ?string,
+          resolve: ?bool,
+          timeoutMs: ?int
+        ) -> (
+          event: ?(added, removed, changed, allForNow),
+          service: ?Service,
+          services: ?[]Service
+        )
+
+        # Resolve one service instance.
+        method Resolve(name: string, type: string, domain: ?string, timeoutMs: ?int) -> (service: Service)
+
+        # Advertise a service for as long as this connection lives. Requires more:
+        # first "registered" with the final name, later "renamed" or "failed".
+        method Advertise(
+          name: ?string,
+          type: string,
+          port: int,
+          txt: ?[string]string,
+          subtypes: ?[]string,
+          domain: ?string,
+          host: ?string
+        ) -> (
+          event: (registered, renamed, failed),
+          id: string,
+          name: string,
+          error: ?string
+        )
+
+        # Replace the TXT of an advertisement. Owner uid or root only.
+        method UpdateAdvertisement(id: string, txt: [string]string) -> ()
+
+        # Withdraw an advertisement. Owner uid or root only.
+        method Withdraw(id: string) -> ()
+
+        # The service types seen in a domain.
+        method BrowseTypes(domain: ?string) -> (types: []string)
+
+        # The browse domains Avahi knows.
+        method BrowseDomains() -> (domains: []string)
+
+        error InvalidServiceType (type: string, reason: string)
+        error InvalidName (name: string, reason: string)
+        error NotFound (name: string)
+        error Timeout ()
+        error AvahiUnavailable ()
+        error NameConflict (name: string)
+
+        """
+
+    public static let daemon = """
+        # The daemon itself: status, configuration, and errors about messages that
+        # belong to no method.
+        interface io.discoverd.Daemon
+
+        type CacheStatistics (
+          entries: int,
+          hits: int,
+          misses: int,
+          staleServed: int,
+          refreshes: int,
+          refreshFailures: int
+        )
+
+        method Status() -> (
+          version: string,
+          uptimeSeconds: int,
+          avahi: (running, connecting, unavailable),
+          upstreams: []string,
+          cache: CacheStatistics,
+          connections: int,
+          subscriptions: int,
+          registrations: int
+        )
+
+        # Re-read the configuration and static services. Needs root or the admin group.
+        method Reload() -> ()
+
+        # The message is not a varlink call (malformed JSON, no method). The
+        # connection stays open.
+        error InvalidMessage (reason: string)
+
+        # The message is larger than the limit. The connection is closed.
+        error MessageTooLarge (limit: int)
+
+        # The daemon serves its maximum number of connections. The connection is closed.
+        error TooManyConnections (limit: int)
+
+        # Reload found an error in the configuration file; nothing was changed.
+        error InvalidConfiguration (reason: string)
+
+        # The daemon failed in a way no other error describes.
+        error InternalError (reason: string)
+
+        """
+}

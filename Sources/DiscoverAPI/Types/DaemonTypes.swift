@@ -1,0 +1,84 @@
+// Wire types of io.discoverd.Daemon and org.varlink.service (API.md).
+
+/// State of the daemon's connection to avahi-daemon.
+public enum AvahiState: String, Codable, Sendable {
+    case running, connecting, unavailable
+}
+
+/// Cache counters.
+public struct CacheStatistics: Codable, Equatable, Sendable {
+    public var entries: Int
+    public var hits: Int
+    public var misses: Int
+    public var staleServed: Int
+    public var refreshes: Int
+    public var refreshFailures: Int
+
+    public init(
+        entries: Int = 0, hits: Int = 0, misses: Int = 0, staleServed: Int = 0, refreshes: Int = 0,
+        refreshFailures: Int = 0
+    ) {
+        self.entries = entries
+        self.hits = hits
+        self.misses = misses
+        self.staleServed = staleServed
+        self.refreshes = refreshes
+        self.refreshFailures = refreshFailures
+    }
+}
+
+/// Reply of `Status`.
+public struct StatusReply: Codable, Equatable, Sendable {
+    public var version: String
+    public var uptimeSeconds: Int
+    public var avahi: AvahiState
+    public var upstreams: [String]
+    public var cache: CacheStatistics
+    public var connections: Int
+    public var subscriptions: Int
+    public var registrations: Int
+
+    public init(
+        version: String, uptimeSeconds: Int, avahi: AvahiState, upstreams: [String], cache: CacheStatistics,
+        connections: Int, subscriptions: Int, registrations: Int
+    ) {
+        self.version = version
+        self.uptimeSeconds = uptimeSeconds
+        self.avahi = avahi
+        self.upstreams = upstreams
+        self.cache = cache
+        self.connections = connections
+        self.subscriptions = subscriptions
+        self.registrations = registrations
+    }
+}
+
+/// Reply of `org.varlink.service.GetInfo`.
+public struct ServiceInfo: Codable, Equatable, Sendable {
+    public var vendor: String
+    public var product: String
+    public var version: String
+    public var url: String
+    public var interfaces: [String]
+
+    public init(vendor: String, product: String, version: String, url: String, interfaces: [String]) {
+        self.vendor = vendor
+        self.product = product
+        self.version = version
+        self.url = url
+        self.interfaces = interfaces
+    }
+}
+
+/// Parameters of `org.varlink.service.GetInterfaceDescription`.
+public struct InterfaceDescriptionParameters: VarlinkParameters, Equatable {
+    public enum CodingKeys: String, CodingKey, CaseIterable { case interface }
+    public var interface: String
+    public init(interface: String) { self.interface = interface }
+}
+
+/// Reply of `org.varlink.service.GetInterfaceDescription`.
+public struct InterfaceDescriptionReply: Codable, Equatable, Sendable {
+    public var description: String
+    public init(description: String) { self.description = description }
+}

@@ -1,0 +1,184 @@
+// Wire types of the io.discoverd.Discovery interface (API.md).
+
+/// A DNS-SD service instance, merged over every interface and protocol it is seen on.
+public struct Service: Codable, Equatable, Sendable {
+    public var name: String
+    public var type: String
+    public var domain: String
+    public var interfaces: [String]
+    public var host: String?
+    public var port: Int?
+    /// IPv6 link-local addresses carry `%ifname`.
+    public var addresses: [String]
+    /// TXT as key/value; values that are not UTF-8 appear only in `txtRaw`.
+    public var txt: [String: String]
+    /// Base64 of each TXT string, present when any value is not UTF-8.
+    public var txtRaw: [String]?
+
+    public init(
+        name: String, type: String, domain: String, interfaces: [String] = [], host: String? = nil,
+        port: Int? = nil, addresses: [String] = [], txt: [String: String] = [:], txtRaw: [String]? = nil
+    ) {
+        self.name = name
+        self.type = type
+        self.domain = domain
+        self.interfaces = interfaces
+        self.host = host
+        self.port = port
+        self.addresses = addresses
+        self.txt = txt
+        self.txtRaw = txtRaw
+    }
+}
+
+/// What happened to a browsed service.
+public enum BrowseEventKind: String, Codable, Sendable {
+    case added, removed, changed, allForNow
+}
+
+/// Parameters of `Browse`.
+public struct BrowseParameters: VarlinkParameters, Equatable {
+    public enum CodingKeys: String, CodingKey, CaseIterable {
+        case type, domain, subtype, interface, resolve, timeoutMs
+    }
+    public var type: String
+    public var domain: String?
+    public var subtype: String?
+    public var interface: String?
+    public var resolve: Bool?
+    /// Without `more`: how long to wait for all-for-now (default 3000).
+    public var timeoutMs: Int?
+
+    public init(
+        type: String, domain: String? = nil, subtype: String? = nil, interface: String? = nil,
+        resolve: Bool? = nil, timeoutMs: Int? = nil
+    ) {
+        self.type = type
+        self.domain = domain
+        self.subtype = subtype
+        self.interface = interface
+        self.resolve = resolve
+        self.timeoutMs = timeoutMs
+    }
+}
+
+/// Reply of `Browse`: an event when streaming (`more`), else `services`.
+public struct BrowseReply: Codable, Equatable, Sendable {
+    public var event: BrowseEventKind?
+    public var service: Service?
+    public var services: [Service]?
+
+    public init(event: BrowseEventKind? = nil, service: Service? = nil, services: [Service]? = nil) {
+        self.event = event
+        self.service = service
+        self.services = services
+    }
+}
+
+/// Parameters of `Resolve`.
+public struct ResolveServiceParameters: VarlinkParameters, Equatable {
+    public enum CodingKeys: String, CodingKey, CaseIterable { case name, type, domain, timeoutMs }
+    public var name: String
+    public var type: String
+    public var domain: String?
+    public var timeoutMs: Int?
+
+    public init(name: String, type: String, domain: String? = nil, timeoutMs: Int? = nil) {
+        self.name = name
+        self.type = type
+        self.domain = domain
+        self.timeoutMs = timeoutMs
+    }
+}
+
+/// Reply of `Resolve`.
+public struct ResolveServiceReply: Codable, Equatable, Sendable {
+    public var service: Service
+    public init(service: Service) { self.service = service }
+}
+
+/// Parameters of `Advertise`.
+public struct AdvertiseParameters: VarlinkParameters, Equatable {
+    public enum CodingKeys: String, CodingKey, CaseIterable { case name, type, port, txt, subtypes, domain, host }
+    /// Default: the host name.
+    public var name: String?
+    public var type: String
+    public var port: Int
+    public var txt: [String: String]?
+    public var subtypes: [String]?
+    public var domain: String?
+    public var host: String?
+
+    public init(
+        name: String? = nil, type: String, port: Int, txt: [String: String]? = nil, subtypes: [String]? = nil,
+        domain: String? = nil, host: String? = nil
+    ) {
+        self.name = name
+        self.type = type
+        self.port = port
+        self.txt = txt
+        self.subtypes = subtypes
+        self.domain = domain
+        self.host = host
+    }
+}
+
+/// What happened to an advertisement.
+public enum AdvertiseEventKind: String, Codable, Sendable {
+    case registered, renamed, failed
+}
+
+/// Reply of `Advertise` (a stream).
+public struct AdvertiseReply: Codable, Equatable, Sendable {
+    public var event: AdvertiseEventKind
+    public var id: String
+    /// The final name after collision renames.
+    public var name: String
+    /// Why it failed, for `failed`.
+    public var error: String?
+
+    public init(event: AdvertiseEventKind, id: String, name: String, error: String? = nil) {
+        self.event = event
+        self.id = id
+        self.name = name
+        self.error = error
+    }
+}
+
+/// Parameters of `UpdateAdvertisement`.
+public struct UpdateAdvertisementParameters: VarlinkParameters, Equatable {
+    public enum CodingKeys: String, CodingKey, CaseIterable { case id, txt }
+    public var id: String
+    public var txt: [String: String]
+
+    public init(id: String, txt: [String: String]) {
+        self.id = id
+        self.txt = txt
+    }
+}
+
+/// Parameters of `Withdraw`.
+public struct WithdrawParameters: VarlinkParameters, Equatable {
+    public enum CodingKeys: String, CodingKey, CaseIterable { case id }
+    public var id: String
+    public init(id: String) { self.id = id }
+}
+
+/// Parameters of `BrowseTypes`.
+public struct BrowseTypesParameters: VarlinkParameters, Equatable {
+    public enum CodingKeys: String, CodingKey, CaseIterable { case domain }
+    public var domain: String?
+    public init(domain: String? = nil) { self.domain = domain }
+}
+
+/// Reply of `BrowseTypes`.
+public struct BrowseTypesReply: Codable, Equatable, Sendable {
+    public var types: [String]
+    public init(types: [String]) { self.types = types }
+}
+
+/// Reply of `BrowseDomains`.
+public struct BrowseDomainsReply: Codable, Equatable, Sendable {
+    public var domains: [String]
+    public init(domains: [String]) { self.domains = domains }
+}

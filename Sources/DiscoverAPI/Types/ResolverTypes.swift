@@ -1,0 +1,265 @@
+// Wire types of the io.discoverd.Resolver interface (API.md).
+
+/// Where an answer came from.
+public enum AnswerSource: String, Codable, Sendable {
+    /// A fresh cache entry.
+    case cache
+    /// An expired entry served under optimistic DNS while a refresh is in flight.
+    case expiredCache
+    /// Fetched from an upstream for this call.
+    case network
+}
+
+/// One upstream query made for a call.
+public struct QueryTiming: Codable, Equatable, Sendable {
+    public var name: String
+    public var type: String
+    public var server: String
+    /// `udp` or `tcp`.
+    public var transport: String
+    public var ms: Double
+    /// The response code, e.g. `NOERROR`, or `TIMEOUT` when none came.
+    public var rcode: String
+
+    public init(name: String, type: String, server: String, transport: String, ms: Double, rcode: String) {
+        self.name = name
+        self.type = type
+        self.server = server
+        self.transport = transport
+        self.ms = ms
+        self.rcode = rcode
+    }
+}
+
+/// The resolution half of an establishment report.
+public struct Timing: Codable, Equatable, Sendable {
+    public var totalMs: Double
+    /// Only queries made for this call; empty when answered from cache.
+    public var queries: [QueryTiming]
+
+    public init(totalMs: Double, queries: [QueryTiming] = []) {
+        self.totalMs = totalMs
+        self.queries = queries
+    }
+}
+
+/// An SvcParam the daemon does not interpret, with its raw value.
+public struct UnknownSvcParam: Codable, Equatable, Sendable {
+    public var key: Int
+    /// Base64 of the value bytes.
+    public var value: String
+
+    public init(key: Int, value: String) {
+        self.key = key
+        self.value = value
+    }
+}
+
+/// A usable ServiceMode HTTPS/SVCB binding after RFC 9460 processing.
+public struct ServiceBinding: Codable, Equatable, Sendable {
+    public var priority: Int
+    public var target: String
+    public var port: Int?
+    public var alpn: [String]
+    public var noDefaultAlpn: Bool
+    public var ipv4hint: [String]
+    public var ipv6hint: [String]
+    /// Base64 ECHConfigList.
+    public var ech: String?
+    public var mandatory: [String]
+    public var dohpath: String?
+    public var unknown: [UnknownSvcParam]
+
+    public init(
+        priority: Int, target: String, port: Int? = nil, alpn: [String] = [], noDefaultAlpn: Bool = false,
+        ipv4hint: [String] = [], ipv6hint: [String] = [], ech: String? = nil, mandatory: [String] = [],
+        dohpath: String? = nil, unknown: [UnknownSvcParam] = []
+    ) {
+        self.priority = priority
+        self.target = target
+        self.port = port
+        self.alpn = alpn
+        self.noDefaultAlpn = noDefaultAlpn
+        self.ipv4hint = ipv4hint
+        self.ipv6hint = ipv6hint
+        self.ech = ech
+        self.mandatory = mandatory
+        self.dohpath = dohpath
+        self.unknown = unknown
+    }
+}
+
+/// Parameters of `ResolveHTTPS`.
+public struct ResolveHTTPSParameters: VarlinkParameters, Equatable {
+    public enum CodingKeys: String, CodingKey, CaseIterable { case name, port, optimistic }
+    public var name: String
+    public var port: Int?
+    public var optimistic: Bool?
+
+    public init(name: String, port: Int? = nil, optimistic: Bool? = nil) {
+        self.name = name
+        self.port = port
+        self.optimistic = optimistic
+    }
+}
+
+/// Reply of `ResolveHTTPS`.
+public struct ResolveHTTPSReply: Codable, Equatable, Sendable {
+    public var name: String
+    /// `_PORT._https.NAME` for ports other than 443.
+    public var queryName: String
+    public var aliasChain: [String]
+    public var records: [ServiceBinding]
+    public var h3: Bool
+    public var source: AnswerSource
+    public var ttl: Int
+    public var staleSeconds: Int?
+    public var timing: Timing
+
+    public init(
+        name: String, queryName: String, aliasChain: [String], records: [ServiceBinding], h3: Bool,
+        source: AnswerSource, ttl: Int, staleSeconds: Int? = nil, timing: Timing
+    ) {
+        self.name = name
+        self.queryName = queryName
+        self.aliasChain = aliasChain
+        self.records = records
+        self.h3 = h3
+        self.source = source
+        self.ttl = ttl
+        self.staleSeconds = staleSeconds
+        self.timing = timing
+    }
+}
+
+/// Address family filter.
+public enum AddressFamily: String, Codable, Sendable {
+    case any, ipv4, ipv6
+}
+
+/// Parameters of `ResolveAddresses`.
+public struct ResolveAddressesParameters: VarlinkParameters, Equatable {
+    public enum CodingKeys: String, CodingKey, CaseIterable { case name, family, optimistic }
+    public var name: String
+    public var family: AddressFamily?
+    public var optimistic: Bool?
+
+    public init(name: String, family: AddressFamily? = nil, optimistic: Bool? = nil) {
+        self.name = name
+        self.family = family
+        self.optimistic = optimistic
+    }
+}
+
+/// Reply of `ResolveAddresses`.
+public struct ResolveAddressesReply: Codable, Equatable, Sendable {
+    public var name: String
+    public var addresses: [String]
+    public var source: AnswerSource
+    public var ttl: Int
+    public var timing: Timing
+
+    public init(name: String, addresses: [String], source: AnswerSource, ttl: Int, timing: Timing) {
+        self.name = name
+        self.addresses = addresses
+        self.source = source
+        self.ttl = ttl
+        self.timing = timing
+    }
+}
+
+/// Parameters of `ConnectionPlan`.
+public struct ConnectionPlanParameters: VarlinkParameters, Equatable {
+    public enum CodingKeys: String, CodingKey, CaseIterable { case host, port, optimistic, assumeH3 }
+    public var host: String
+    public var port: Int?
+    public var optimistic: Bool?
+    public var assumeH3: Bool?
+
+    public init(host: String, port: Int? = nil, optimistic: Bool? = nil, assumeH3: Bool? = nil) {
+        self.host = host
+        self.port = port
+        self.optimistic = optimistic
+        self.assumeH3 = assumeH3
+    }
+}
+
+/// One endpoint of a connection plan.
+public struct PlanEndpoint: Codable, Equatable, Sendable {
+    public var address: String
+    public var port: Int
+    /// `quic` or `tcp`.
+    public var transport: String
+    public var alpn: [String]
+    public var target: String
+    public var priority: Int
+    public var ech: String?
+
+    public init(
+        address: String, port: Int, transport: String, alpn: [String], target: String, priority: Int,
+        ech: String? = nil
+    ) {
+        self.address = address
+        self.port = port
+        self.transport = transport
+        self.alpn = alpn
+        self.target = target
+        self.priority = priority
+        self.ech = ech
+    }
+}
+
+/// Reply of `ConnectionPlan`.
+public struct ConnectionPlanReply: Codable, Equatable, Sendable {
+    public var host: String
+    public var port: Int
+    public var h3: Bool
+    /// `https`, `altsvc` or `assumed`.
+    public var h3Source: String?
+    /// In the order a Happy Eyeballs v3 client should try them.
+    public var endpoints: [PlanEndpoint]
+    public var source: AnswerSource
+    public var timing: Timing
+
+    public init(
+        host: String, port: Int, h3: Bool, h3Source: String?, endpoints: [PlanEndpoint], source: AnswerSource,
+        timing: Timing
+    ) {
+        self.host = host
+        self.port = port
+        self.h3 = h3
+        self.h3Source = h3Source
+        self.endpoints = endpoints
+        self.source = source
+        self.timing = timing
+    }
+}
+
+/// Parameters of `ReportAltSvc`.
+public struct ReportAltSvcParameters: VarlinkParameters, Equatable {
+    public enum CodingKeys: String, CodingKey, CaseIterable { case origin, header }
+    /// Like `https://example.com:443`.
+    public var origin: String
+    /// The Alt-Svc header value.
+    public var header: String
+
+    public init(origin: String, header: String) {
+        self.origin = origin
+        self.header = header
+    }
+}
+
+/// Parameters of `Flush`.
+public struct FlushParameters: VarlinkParameters, Equatable {
+    public enum CodingKeys: String, CodingKey, CaseIterable { case name }
+    /// Flush only this name; everything when nil.
+    public var name: String?
+
+    public init(name: String? = nil) { self.name = name }
+}
+
+/// Reply of `Flush`.
+public struct FlushReply: Codable, Equatable, Sendable {
+    public var flushed: Int
+    public init(flushed: Int) { self.flushed = flushed }
+}

@@ -1,0 +1,230 @@
+import DiscoverAPI
+import Foundation
+import Logging
+
+/// Everything the daemon can be told, with the defaults of API.md and DESIGN.md.
+///
+/// The file format is INI-like (`[section]`, `key = value`, `#` comments, a key repeated for lists), the
+/// format of avahi-daemon.conf and resolved.conf that Linux operators already know. Command-line flags
+/// override the file.
+struct DaemonConfiguration: Sendable, Equatable {
+    // [daemon]
+    var socketPath: String = SocketPath.daemonDefault()
+    var stateDirectory: String = DaemonConfiguration.defaultStateDirectory()
+    var logLevel: Logger.Level = .info
+    /// Members of this group may call Flush and Reload (root always may).
+    var adminGroup: String?
+    /// When set, only members of this group (and root) may advertise.
+    var advertiseGroup: String?
+    /// Directory of static service files.
+    var servicesDirectory: String?
+
+    // [limits]
+    var maxMessageSize = 64 * 1024
+    var maxConnections = 4096
+    var maxQueuedCalls = 256
+    /// Bytes a connection may have waiting to be sent before it is dropped as too slow.
+    var maxSendBuffer = 1024 * 1024
+
+    // [resolver]
+    var upstreams: [Upstream] = []
+    var queryTimeoutMs = 1500
+    var attempts = 2
+    var optimistic = true
+    var staleTTL = 30
+    var maxStaleSeconds = 86_400
+    var refreshRetrySeconds = 30
+    var noOptimisticDomains: [String] = []
+    var cacheSize = 100_000
+    var persistIntervalSeconds = 300
+
+    static func defaultStateDirectory(uid: UInt32 = getuid()) -> String {
+        if uid == 0 { return "/var/lib/discoverd" }
+        let env = ProcessInfo.processInfo.environment
+        if let state = env["XDG_STATE_HOME"], !state.isEmpty { return state + "/discoverd" }
+        return (env["HOME"] ?? "/tmp") + "/.local/state/discoverd"
+    }
+}
+
+/// A DNS server to ask.
+struct Upstream: Sendable, Equatable, CustomStringConvertible {
+    var host: String
+    var port: Int
+
+    /// Parses `ADDR`, `ADDR:PORT`, `[V6]`, `[V6]:PORT` or a bare IPv6 address.
+    init(parsing text: String) throws(ConfigurationError) {
+        let text = text.trimmingCharacters(in: .whitespaces)
+        var host = text
+        var port = 53
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]") else {
+                throw ConfigurationError("upstream '\(text)': missing ']'")
+            }
+            host = String(text[text.index(after: text.startIndex)..<close])
+            let rest = text[text.index(after: close)...]
+            if !rest.isEmpty {
+                guard rest.hasPrefix(":"), let value = Int(rest.dropFirst()) else {
+                    throw ConfigurationError("upstream '\(text)': expected [ADDRESS]:PORT")
+                }
+                port = value
+            }
+        } else if text.filter({ $0 == ":" }).count == 1, let colon = text.firstIndex(of: ":") {
+            host = String(text[..<colon])
+            guard let value = Int(text[text.index(after: colon)...]) else {
+                throw ConfigurationError("upstream '\(text)': port is not a number")
+            }
+            port = value
+        }
+        guard (1...65535).contains(port) else { throw ConfigurationError("upstream '\(text)': port out of range") }
+        guard Self.isIPAddress(host) else {
+            throw ConfigurationError("upstream '\(text)': not an IPv4 or IPv6 address (host names are not allowed)")
+        }
+        self.host = host
+        self.port = port
+    }
+
+    var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+
+    static func isIPAddress(_ text: String) -> Bool {
+        var v4 = in_addr()
+        var v6 = in6_addr()
+        // Scoped IPv6 (fe80::1%eth0) is accepted: strip the zone before checking.
+        let bare = text.split(separator: "%", maxSplits: 1).first.map(String.init) ?? text
+        return inet_pton(AF_INET, text, &v4) == 1 || inet_pton(AF_INET6, bare, &v6) == 1
+    }
+
+    /// The nameservers of a resolv.conf file.
+    static func fromResolvConf(_ path: String = "/etc/resolv.conf") -> [Upstream] {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return [] }
+        return text.split(separator: "\n").compactMap { line in
+            let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
+            guard fields.count >= 2, fields[0] == "nameserver" else { return nil }
+            return try? Upstream(parsing: String(fields[1]))
+        }
+    }
+}
+
+/// A configuration problem, reported at start-up with the file, line and key it concerns.
+struct ConfigurationError: Error, CustomStringConvertible, Equatable {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+extension DaemonConfiguration {
+    /// Reads a configuration file on top of the defaults.
+    static func load(path: String) throws(ConfigurationError) -> DaemonConfiguration {
+        let text: String
+        do {
+            text = try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            throw ConfigurationError("\(path): cannot read: \(error.localizedDescription)")
+        }
+        var config = DaemonConfiguration()
+        try config.apply(text: text, source: path)
+        return config
+    }
+
+    /// Applies `key = value` lines to this configuration.
+    mutating func apply(text: String, source: String) throws(ConfigurationError) {
+        var section = ""
+        var fileUpstreams: [Upstream] = []
+        var noOptimistic: [String] = []
+        for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let location = "\(source):\(index + 1)"
+            var line = Substring(rawLine)
+            if let hash = line.firstIndex(of: "#") { line = line[..<hash] }
+            if let semicolon = line.firstIndex(of: ";"), line.trimmingCharacters(in: .whitespaces).hasPrefix(";") {
+                line = line[..<semicolon]
+            }
+            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            if trimmed.isEmpty { continue }
+            if trimmed.hasPrefix("[") {
+                guard trimmed.hasSuffix("]") else { throw ConfigurationError("\(location): malformed section '\(trimmed)'") }
+                section = String(trimmed.dropFirst().dropLast()).trimmingCharacters(in: .whitespaces)
+                guard Self.sections.contains(section) else {
+                    throw ConfigurationError(
+                        "\(location): unknown section [\(section)] (known: \(Self.sections.sorted().joined(separator: ", ")))")
+                }
+                continue
+            }
+            guard let equals = trimmed.firstIndex(of: "=") else {
+                throw ConfigurationError("\(location): expected 'key = value', got '\(trimmed)'")
+            }
+            let key = trimmed[..<equals].trimmingCharacters(in: .whitespaces)
+            let value = trimmed[trimmed.index(after: equals)...].trimmingCharacters(in: .whitespaces)
+            guard !section.isEmpty else {
+                throw ConfigurationError("\(location): key '\(key)' outside a section; put it under [daemon], [limits] or [resolver]")
+            }
+            let context = "\(location): [\(section)] \(key)"
+            switch (section, key) {
+            case ("daemon", "socket"): socketPath = try Self.path(value, context)
+            case ("daemon", "state-dir"): stateDirectory = try Self.path(value, context)
+            case ("daemon", "log-level"): logLevel = try Self.logLevel(value, context)
+            case ("daemon", "admin-group"): adminGroup = value.isEmpty ? nil : value
+            case ("daemon", "advertise-group"): advertiseGroup = value.isEmpty ? nil : value
+            case ("daemon", "services-dir"): servicesDirectory = try Self.path(value, context)
+            case ("limits", "max-message-size"): maxMessageSize = try Self.int(value, context, 1024...16 * 1024 * 1024)
+            case ("limits", "max-connections"): maxConnections = try Self.int(value, context, 1...1_000_000)
+            case ("limits", "max-queued-calls"): maxQueuedCalls = try Self.int(value, context, 1...65536)
+            case ("limits", "max-send-buffer"): maxSendBuffer = try Self.int(value, context, 4096...1 << 30)
+            case ("resolver", "upstream"):
+                do { fileUpstreams.append(try Upstream(parsing: value)) } catch {
+                    throw ConfigurationError("\(context): \(error.description)")
+                }
+            case ("resolver", "timeout-ms"): queryTimeoutMs = try Self.int(value, context, 10...60_000)
+            case ("resolver", "attempts"): attempts = try Self.int(value, context, 1...10)
+            case ("resolver", "optimistic"): optimistic = try Self.bool(value, context)
+            case ("resolver", "stale-ttl"): staleTTL = try Self.int(value, context, 1...3600)
+            case ("resolver", "max-stale"): maxStaleSeconds = try Self.int(value, context, 0...30 * 86_400)
+            case ("resolver", "refresh-retry"): refreshRetrySeconds = try Self.int(value, context, 1...3600)
+            case ("resolver", "no-optimistic-domain"): noOptimistic.append(value.lowercased())
+            case ("resolver", "cache-size"): cacheSize = try Self.int(value, context, 0...10_000_000)
+            case ("resolver", "persist-interval"): persistIntervalSeconds = try Self.int(value, context, 0...86_400)
+            default:
+                let known = Self.keys[section, default: []].sorted().joined(separator: ", ")
+                throw ConfigurationError("\(location): unknown key '\(key)' in [\(section)] (known: \(known))")
+            }
+        }
+        if !fileUpstreams.isEmpty { upstreams = fileUpstreams }
+        if !noOptimistic.isEmpty { noOptimisticDomains = noOptimistic }
+    }
+
+    static let sections: Set<String> = ["daemon", "limits", "resolver"]
+    static let keys: [String: Set<String>] = [
+        "daemon": ["socket", "state-dir", "log-level", "admin-group", "advertise-group", "services-dir"],
+        "limits": ["max-message-size", "max-connections", "max-queued-calls", "max-send-buffer"],
+        "resolver": [
+            "upstream", "timeout-ms", "attempts", "optimistic", "stale-ttl", "max-stale", "refresh-retry",
+            "no-optimistic-domain", "cache-size", "persist-interval",
+        ],
+    ]
+
+    private static func int(_ value: String, _ context: String, _ range: ClosedRange<Int>) throws(ConfigurationError) -> Int {
+        guard let number = Int(value) else { throw ConfigurationError("\(context): '\(value)' is not a whole number") }
+        guard range.contains(number) else {
+            throw ConfigurationError("\(context): \(number) is out of range \(range.lowerBound)...\(range.upperBound)")
+        }
+        return number
+    }
+
+    private static func bool(_ value: String, _ context: String) throws(ConfigurationError) -> Bool {
+        switch value.lowercased() {
+        case "yes", "true", "on", "1": return true
+        case "no", "false", "off", "0": return false
+        default: throw ConfigurationError("\(context): '\(value)' is not yes or no")
+        }
+    }
+
+    private static func path(_ value: String, _ context: String) throws(ConfigurationError) -> String {
+        guard value.hasPrefix("/") else { throw ConfigurationError("\(context): '\(value)' is not an absolute path") }
+        return value
+    }
+
+    static func logLevel(_ value: String, _ context: String) throws(ConfigurationError) -> Logger.Level {
+        guard let level = Logger.Level(rawValue: value.lowercased()) else {
+            let names = Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")
+            throw ConfigurationError("\(context): '\(value)' is not a log level (\(names))")
+        }
+        return level
+    }
+}

@@ -1,0 +1,81 @@
+import DiscoverAPI
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import ServiceLifecycle
+
+/// Wires the components together and runs them in a ServiceGroup until SIGTERM or SIGINT.
+struct Daemon {
+    let configuration: DaemonConfiguration
+    let logger: Logger
+    let state: DaemonState
+    let registry = ConnectionRegistry()
+
+    init(configuration: DaemonConfiguration, configurationPath: String?, logger: Logger) throws {
+        self.configuration = configuration
+        self.logger = logger
+        self.state = DaemonState(configuration: configuration, configurationPath: configurationPath, registry: registry)
+    }
+
+    func run() async throws {
+        var routes = RouteTable()
+        let state = self.state
+        let logger = self.logger
+        DaemonMethods.register(into: &routes, state: state) {
+            try Self.reloadConfiguration(state: state, logger: logger)
+        }
+        let router = MethodRouter(routes, logger: logger)
+        let server = VarlinkServer(
+            settings: .init(
+                socketPath: configuration.socketPath, maxConnections: configuration.maxConnections,
+                limits: .init(
+                    maxMessageSize: configuration.maxMessageSize, maxQueuedCalls: configuration.maxQueuedCalls,
+                    maxSendBuffer: configuration.maxSendBuffer)),
+            router: router, registry: registry, group: MultiThreadedEventLoopGroup.singleton, logger: logger)
+        // Bind before starting the group, so a socket problem is a clear start-up error.
+        let listener = try await server.bind()
+        let group = ServiceGroup(
+            configuration: .init(
+                services: [.init(service: ListeningService(server: server, channel: listener))],
+                gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: logger))
+        logger.info(
+            "discoverd started",
+            metadata: [
+                "version": "\(DiscoverdVersion.current)",
+                "upstreams": "\(configuration.upstreams.map(\.description).joined(separator: " "))",
+            ])
+        try await group.run()
+        logger.info("discoverd stopped")
+    }
+
+    /// Re-reads the configuration file; settings that need a restart (socket, limits) are reported, not applied.
+    static func reloadConfiguration(state: DaemonState, logger: Logger) throws {
+        guard let path = state.configurationPath else { return }
+        let fresh: DaemonConfiguration
+        do {
+            fresh = try DaemonConfiguration.load(path: path)
+        } catch {
+            throw VarlinkError(
+                name: "io.discoverd.Daemon.InvalidConfiguration", parameters: ["reason": .string(error.description)])
+        }
+        state.update { mutable in
+            var next = mutable.configuration
+            next.adminGroup = fresh.adminGroup
+            next.advertiseGroup = fresh.advertiseGroup
+            next.servicesDirectory = fresh.servicesDirectory
+            if !fresh.upstreams.isEmpty { next.upstreams = fresh.upstreams }
+            mutable.configuration = next
+        }
+        logger.info("configuration reloaded", metadata: ["file": "\(path)"])
+    }
+}
+
+/// Adapts an already-bound server to ServiceLifecycle.
+private struct ListeningService: ServiceLifecycle.Service {
+    let server: VarlinkServer
+    let channel: any Channel
+
+    func run() async throws { try await server.serve(channel) }
+}

@@ -1,0 +1,98 @@
+import ArgumentParser
+import DiscoverAPI
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import ServiceLifecycle
+
+@main
+struct Discoverd: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "discoverd",
+        abstract: "Service discovery and connection set-up for every program on the machine.",
+        discussion: """
+            Browses and advertises DNS-SD services through Avahi, resolves DNS HTTPS/SVCB records \
+            (RFC 9460) with optimistic DNS, and serves both over a varlink API on a Unix socket.
+
+            Settings come from the configuration file (default \(Discoverd.defaultConfigPath) when it \
+            exists); flags override it. SIGTERM or SIGINT shut down gracefully.
+
+            Examples:
+              discoverd                                  # system daemon, upstreams from /etc/resolv.conf
+              discoverd --socket /tmp/d.sock --upstream 192.0.2.53 --log-level debug
+            """,
+        version: DiscoverdVersion.current)
+
+    static let defaultConfigPath = "/etc/discoverd/discoverd.conf"
+
+    @Option(name: .long, help: ArgumentHelp("Configuration file.", valueName: "file"))
+    var config: String?
+
+    @Option(name: .long, help: ArgumentHelp("Socket path (default: /run/discoverd/io.discoverd as root, else $XDG_RUNTIME_DIR/discoverd/io.discoverd).", valueName: "path"))
+    var socket: String?
+
+    @Option(name: .long, help: ArgumentHelp("DNS server ADDR[:PORT] or [V6]:PORT; repeat for several (default: nameservers of /etc/resolv.conf).", valueName: "addr"))
+    var upstream: [String] = []
+
+    @Option(name: .long, help: ArgumentHelp("Where the cache is persisted.", valueName: "dir"))
+    var stateDir: String?
+
+    @Option(name: .long, help: ArgumentHelp("trace, debug, info, notice, warning, error or critical.", valueName: "level"))
+    var logLevel: String?
+
+    func run() async throws {
+        let configuration: DaemonConfiguration
+        do {
+            configuration = try makeConfiguration()
+        } catch {
+            FileHandle.standardError.write(Data("discoverd: \(error.description)\n".utf8))
+            throw ExitCode(78)  // EX_CONFIG
+        }
+        let level = configuration.logLevel
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        var logger = Logger(label: "discoverd")
+        logger.logLevel = level
+        let openFiles = ResourceLimits.raiseOpenFiles()
+        logger.debug("open files limit", metadata: ["limit": "\(openFiles)"])
+
+        let daemon = try Daemon(configuration: configuration, configurationPath: configPathInUse, logger: logger)
+        do {
+            try await daemon.run()
+        } catch let error as SocketFile.Error {
+            FileHandle.standardError.write(Data("discoverd: \(error.description)\n".utf8))
+            throw ExitCode(1)
+        }
+    }
+
+    private var configPathInUse: String? {
+        if let config { return config }
+        return FileManager.default.fileExists(atPath: Self.defaultConfigPath) ? Self.defaultConfigPath : nil
+    }
+
+    /// Defaults, then the file, then flags.
+    func makeConfiguration() throws(ConfigurationError) -> DaemonConfiguration {
+        var configuration = DaemonConfiguration()
+        if let path = configPathInUse {
+            configuration = try DaemonConfiguration.load(path: path)
+        }
+        if let socket { configuration.socketPath = socket }
+        if let stateDir { configuration.stateDirectory = stateDir }
+        if let logLevel { configuration.logLevel = try DaemonConfiguration.logLevel(logLevel, "--log-level") }
+        if !upstream.isEmpty {
+            var parsed: [Upstream] = []
+            for text in upstream {
+                do { parsed.append(try Upstream(parsing: text)) } catch {
+                    throw ConfigurationError("--upstream: \(error.description)")
+                }
+            }
+            configuration.upstreams = parsed
+        }
+        if configuration.upstreams.isEmpty { configuration.upstreams = Upstream.fromResolvConf() }
+        return configuration
+    }
+}

@@ -1,0 +1,253 @@
+import DiscoverAPI
+import Foundation
+import Logging
+import NIOCore
+
+/// One client connection: splits messages, runs calls, and writes replies strictly in call order.
+///
+/// Pipelined one-shot calls run concurrently; their replies are held until every earlier call has
+/// answered. A `more` call is a barrier: calls behind it start only when its stream ends, as varlink
+/// requires. When too many calls are queued the handler stops reading (back-pressure, nothing lost);
+/// when a reader lets more than `maxSendBuffer` bytes pile up, the connection is closed so it cannot
+/// stall the daemon. All state is confined to the channel's event loop.
+final class VarlinkConnectionHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    struct Limits: Sendable {
+        var maxMessageSize: Int
+        var maxQueuedCalls: Int
+        var maxSendBuffer: Int
+    }
+
+    private struct Slot {
+        let id: UInt64
+        let call: VarlinkCall?
+        var output: [[UInt8]] = []
+        var outputBytes = 0
+        var started = false
+        var done = false
+        var task: Task<Void, Never>?
+
+        var more: Bool { call?.more ?? false }
+        var oneway: Bool { call?.oneway ?? false }
+    }
+
+    let connectionID: UInt64
+    private let router: MethodRouter
+    private let limits: Limits
+    private let logger: Logger
+    private let registry: ConnectionRegistry
+
+    private var framer: VarlinkFramer
+    private var slots = CircularBuffer<Slot>()
+    private var nextSlotID: UInt64 = 0
+    private var peer = PeerCredentials.unknown
+    private var context: ChannelHandlerContext?
+    private var readingPaused = false
+    private var closing = false
+    /// The client shut down its write side: close once every call has answered.
+    private var inputClosed = false
+
+    init(
+        connectionID: UInt64, router: MethodRouter, limits: Limits, registry: ConnectionRegistry, logger: Logger
+    ) {
+        self.connectionID = connectionID
+        self.router = router
+        self.limits = limits
+        self.registry = registry
+        self.logger = logger
+        self.framer = VarlinkFramer(maxMessageSize: limits.maxMessageSize)
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        readPeerCredentials(context: context)
+        context.fireChannelActive()
+    }
+
+    private func readPeerCredentials(context: ChannelHandlerContext) {
+        guard let provider = context.channel as? SocketOptionProvider else { return }
+        let future: EventLoopFuture<KernelPeerCredentials> = provider.unsafeGetSocketOption(
+            level: NIOBSDSocket.OptionLevel(rawValue: SOL_SOCKET),
+            name: NIOBSDSocket.Option(rawValue: SO_PEERCRED))
+        // On the channel's own loop this future is already complete, so no call can start before it.
+        future.assumeIsolated().whenSuccess { credentials in
+            self.peer = PeerCredentials(uid: credentials.uid, gid: credentials.gid, pid: credentials.pid)
+        }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !closing else { return }
+        let buffer = unwrapInboundIn(data)
+        framer.append(buffer.readableBytesView)
+        while true {
+            let message: ArraySlice<UInt8>?
+            do {
+                message = try framer.next()
+            } catch {
+                guard case .messageTooLarge(let limit) = error else { return }
+                logger.notice("message too large, closing", metadata: ["connection": "\(connectionID)", "peer": "\(peer)"])
+                fail(with: .messageTooLarge(limit: limit), context: context)
+                return
+            }
+            guard let message else { break }
+            enqueue(message)
+        }
+        startEligibleCalls()
+        if slots.count >= limits.maxQueuedCalls && !readingPaused {
+            readingPaused = true
+            context.channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in }
+        }
+        flushReady(context: context)
+    }
+
+    private func enqueue(_ message: ArraySlice<UInt8>) {
+        let id = nextSlotID
+        nextSlotID += 1
+        do {
+            let call = try VarlinkCall.decode(message)
+            slots.append(Slot(id: id, call: call))
+        } catch {
+            // The framing is intact, so the connection stays usable: answer in order and go on.
+            var slot = Slot(id: id, call: nil)
+            slot.output = [VarlinkReply.encode(error: error)]
+            slot.started = true
+            slot.done = true
+            slots.append(slot)
+        }
+    }
+
+    /// Starts every queued call that has no unfinished `more` call ahead of it.
+    private func startEligibleCalls() {
+        var index = slots.startIndex
+        while index != slots.endIndex {
+            if !slots[index].started { start(at: index) }
+            if slots[index].more && !slots[index].done { return }
+            index = slots.index(after: index)
+        }
+    }
+
+    private func start(at index: CircularBuffer<Slot>.Index) {
+        guard let call = slots[index].call, let context else { return }
+        slots[index].started = true
+        let slotID = slots[index].id
+        let loop = context.eventLoop
+        let bound = NIOLoopBound(self, eventLoop: loop)
+        let callContext = CallContext(
+            peer: peer, more: call.more, connectionID: connectionID, slotID: slotID, outbox: bound)
+        let router = self.router
+        let registry = self.registry
+        if call.more { registry.addStreams(1) }
+        slots[index].task = Task {
+            let reply = await router.dispatch(call, context: callContext)
+            if call.more { registry.addStreams(-1) }
+            loop.execute { bound.value.finish(slot: slotID, reply: reply) }
+        }
+    }
+
+    /// An intermediate reply of a streaming call.
+    func deliver(slot id: UInt64, bytes: [UInt8]) {
+        guard !closing, let context, let index = slots.firstIndex(where: { $0.id == id }) else { return }
+        if slots[index].oneway { return }
+        slots[index].output.append(bytes)
+        slots[index].outputBytes += bytes.count
+        flushReady(context: context)
+        enforceSendBuffer(context: context)
+    }
+
+    /// The final reply of a call (nil when it was cancelled or was oneway).
+    func finish(slot id: UInt64, reply: [UInt8]?) {
+        guard !closing, let context, let index = slots.firstIndex(where: { $0.id == id }) else { return }
+        if let reply, !slots[index].oneway {
+            slots[index].output.append(reply)
+            slots[index].outputBytes += reply.count
+        }
+        slots[index].done = true
+        slots[index].task = nil
+        flushReady(context: context)
+        startEligibleCalls()
+        closeIfIdle(context: context)
+        if readingPaused && slots.count < limits.maxQueuedCalls / 2 + 1 {
+            readingPaused = false
+            context.channel.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in }
+            context.read()
+        }
+    }
+
+    /// Writes the output of the head call, and of every finished call after it.
+    private func flushReady(context: ChannelHandlerContext) {
+        var wrote = false
+        while !slots.isEmpty {
+            let head = slots.startIndex
+            if !slots[head].output.isEmpty {
+                for bytes in slots[head].output {
+                    context.write(wrapOutboundOut(context.channel.allocator.buffer(bytes: bytes)), promise: nil)
+                }
+                slots[head].output.removeAll(keepingCapacity: true)
+                slots[head].outputBytes = 0
+                wrote = true
+            }
+            guard slots[head].done else { break }
+            slots.removeFirst()
+        }
+        if wrote { context.flush() }
+    }
+
+    /// Closes a connection whose reader has fallen too far behind its stream.
+    private func enforceSendBuffer(context: ChannelHandlerContext) {
+        let queued = (try? context.channel.syncOptions?.getOption(ChannelOptions.bufferedWritableBytes)) ?? 0
+        let held = slots.reduce(0) { $0 + $1.outputBytes }
+        if queued + held > limits.maxSendBuffer {
+            logger.notice(
+                "reader too slow for its stream, dropping connection",
+                metadata: ["connection": "\(connectionID)", "peer": "\(peer)", "bytes": "\(queued + held)"])
+            closing = true
+            cancelAll()
+            context.close(promise: nil)
+        }
+    }
+
+    private func fail(with error: VarlinkError, context: ChannelHandlerContext) {
+        closing = true
+        cancelAll()
+        let bytes = VarlinkReply.encode(error: error)
+        context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: bytes))).assumeIsolated()
+            .whenComplete { _ in context.close(promise: nil) }
+    }
+
+    private func cancelAll() {
+        for slot in slots { slot.task?.cancel() }
+        slots.removeAll()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let event = event as? ChannelEvent, event == .inputClosed {
+            inputClosed = true
+            closeIfIdle(context: context)
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    private func closeIfIdle(context: ChannelHandlerContext) {
+        if inputClosed && slots.isEmpty && !closing {
+            closing = true
+            context.close(promise: nil)
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        closing = true
+        cancelAll()
+        registry.remove(connectionID)
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        logger.debug("connection error", metadata: ["connection": "\(connectionID)", "error": "\(error)"])
+        context.close(promise: nil)
+    }
+}
