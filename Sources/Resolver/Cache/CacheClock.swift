@@ -29,3 +29,9 @@ public struct SystemCacheClock: CacheClock {
         return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1_000_000_000
     }
 }
+
+/// Whole seconds in `interval`, rounded down and clamped to `UInt32`; never traps on odd input (NaN, infinity).
+func wholeSeconds(_ interval: Double) -> UInt32 {
+    guard interval.isFinite, interval > 0 else { return 0 }
+    return interval >= Double(UInt32.max) ? .max : UInt32(interval)
+}

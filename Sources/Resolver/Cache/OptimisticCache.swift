@@ -97,7 +97,7 @@ public final class OptimisticCache<Value: Sendable & Codable>: Sendable {
             if remaining > 0 {
                 state.entries.values[index].lastUsed = state.tick
                 state.statistics.hits += 1
-                return .fresh(entry.answer, remainingTTL: Self.seconds(remaining))
+                return .fresh(entry.answer, remainingTTL: wholeSeconds(remaining))
             }
             let staleFor = -remaining
             // RFC 8767 §5: past the maximum stale timer the data is not used at all.
@@ -123,7 +123,7 @@ public final class OptimisticCache<Value: Sendable & Codable>: Sendable {
             // RFC 8767 §4: stale records go out with a TTL greater than zero (30 s recommended).
             return .stale(
                 entry.answer,
-                staleSeconds: Self.seconds(staleFor),
+                staleSeconds: wholeSeconds(staleFor),
                 answerTTL: policy.staleAnswerTTL,
                 shouldRefresh: shouldRefresh
             )
@@ -294,11 +294,5 @@ public final class OptimisticCache<Value: Sendable & Codable>: Sendable {
         for victim in victims {
             state.entries.removeValue(forKey: victim.key)
         }
-    }
-
-    /// Whole seconds in `interval`, rounded down and clamped to `UInt32`; never traps on odd input.
-    static func seconds(_ interval: Double) -> UInt32 {
-        guard interval.isFinite, interval > 0 else { return 0 }
-        return interval >= Double(UInt32.max) ? .max : UInt32(interval)
     }
 }
