@@ -1,0 +1,204 @@
+import CLDNS
+
+/// The question of a DNS message: name (lowercased, absolute), type and class.
+public struct DNSQuestion: Hashable, Sendable, Codable, CustomStringConvertible {
+    /// Lowercased, absolute presentation name with trailing dot, e.g. `example.com.`.
+    public var name: String
+    public var type: RRType
+    public var `class`: RRClass
+
+    /// Creates a question; `name` is normalised (lowercased, trailing dot) when it is a valid name.
+    public init(name: String, type: RRType, class rrClass: RRClass = .in) {
+        self.name = DNSName.normalized(name)
+        self.type = type
+        self.class = rrClass
+    }
+
+    public var description: String { "\(name) \(`class`) \(type)" }
+}
+
+/// One resource record as received: owner name, type, class, TTL and raw RDATA bytes.
+///
+/// `rdata` is the record data in uncompressed wire format; use the typed accessors (`ipv4Address()`,
+/// `svcb()`, ...) to decode it.
+public struct ResourceRecord: Hashable, Sendable, Codable {
+    /// Lowercased, absolute owner name with trailing dot.
+    public var name: String
+    public var type: RRType
+    public var `class`: RRClass
+    public var ttl: UInt32
+    public var rdata: [UInt8]
+
+    /// Creates a record; `name` is normalised (lowercased, trailing dot) when it is a valid name.
+    public init(name: String, type: RRType, class rrClass: RRClass = .in, ttl: UInt32, rdata: [UInt8]) {
+        self.name = DNSName.normalized(name)
+        self.type = type
+        self.class = rrClass
+        self.ttl = ttl
+        self.rdata = rdata
+    }
+}
+
+/// The fixed 12-byte DNS header (RFC 1035 §4.1.1), readable even when the rest of the message is cut short.
+public struct DNSHeader: Hashable, Sendable {
+    public var id: UInt16
+    /// Response (`true`) or query.
+    public var qr: Bool
+    public var opcode: UInt8
+    /// Authoritative answer.
+    public var aa: Bool
+    /// Truncated: retry over TCP.
+    public var tc: Bool
+    /// Recursion desired.
+    public var rd: Bool
+    /// Recursion available.
+    public var ra: Bool
+    /// Authentic data (RFC 4035 §3.2.3).
+    public var ad: Bool
+    /// Checking disabled (RFC 4035 §3.2.2).
+    public var cd: Bool
+    /// The low 4 bits of the response code; see `DNSMessage.rcode` for the extended value.
+    public var rcode: UInt8
+    public var questionCount: UInt16
+    public var answerCount: UInt16
+    public var authorityCount: UInt16
+    public var additionalCount: UInt16
+
+    /// Reads the header only, so the I/O layer can check the ID and the TC bit of a packet that ldns rejects
+    /// because it was truncated.
+    ///
+    /// - Throws: `DNSWireError.Code.truncated` when fewer than 12 bytes are given.
+    public static func parse(_ bytes: [UInt8]) throws(DNSWireError) -> DNSHeader {
+        var reader = WireReader(bytes)
+        guard reader.remaining >= 12 else { throw DNSWireError(.truncated, "shorter than a DNS header") }
+        let id = try reader.readUInt16()
+        let flags = try reader.readUInt16()
+        return DNSHeader(
+            id: id, qr: flags & 0x8000 != 0, opcode: UInt8(flags >> 11 & 0x0F), aa: flags & 0x0400 != 0,
+            tc: flags & 0x0200 != 0, rd: flags & 0x0100 != 0, ra: flags & 0x0080 != 0, ad: flags & 0x0020 != 0,
+            cd: flags & 0x0010 != 0, rcode: UInt8(flags & 0x000F), questionCount: try reader.readUInt16(),
+            answerCount: try reader.readUInt16(), authorityCount: try reader.readUInt16(),
+            additionalCount: try reader.readUInt16())
+    }
+}
+
+/// The EDNS(0) information of a message (RFC 6891), taken from its OPT record.
+public struct EDNSInfo: Hashable, Sendable {
+    /// The requestor's (or responder's) UDP payload size.
+    public var udpPayloadSize: UInt16
+    public var version: UInt8
+    /// The DO bit (RFC 3225).
+    public var dnssecOK: Bool
+}
+
+/// A decoded DNS message. Parsing goes through ldns (`ldns_wire2pkt`); every ldns status is checked, so
+/// malformed input throws and never crashes.
+public struct DNSMessage: Hashable, Sendable {
+    /// Header flags and counts as received.
+    public var header: DNSHeader
+    /// The full response code, including the EDNS extended bits (RFC 6891 §6.1.3).
+    public var rcode: RCode
+    /// The questions; a normal message has exactly one.
+    public var questions: [DNSQuestion]
+    public var answer: [ResourceRecord]
+    public var authority: [ResourceRecord]
+    /// The additional section without the OPT record, which ldns moves into `edns`.
+    public var additional: [ResourceRecord]
+    /// EDNS information when the message carried an OPT record.
+    public var edns: EDNSInfo?
+
+    public var id: UInt16 { header.id }
+    /// The single question, or `nil` when the message has none or several.
+    public var question: DNSQuestion? { questions.count == 1 ? questions[0] : nil }
+
+    /// Creates a message from parts (for tests and synthesised answers).
+    public init(
+        header: DNSHeader, rcode: RCode, questions: [DNSQuestion], answer: [ResourceRecord] = [],
+        authority: [ResourceRecord] = [], additional: [ResourceRecord] = [], edns: EDNSInfo? = nil
+    ) {
+        self.header = header
+        self.rcode = rcode
+        self.questions = questions
+        self.answer = answer
+        self.authority = authority
+        self.additional = additional
+        self.edns = edns
+    }
+
+    /// Parses a DNS message from wire bytes.
+    ///
+    /// - Parameter bytes: one complete message (for TCP, without the 2-byte length prefix).
+    /// - Throws: `DNSWireError` when the bytes are not a well-formed message. A truncated UDP response
+    ///   (TC set) whose records are cut short also throws; read `DNSHeader.parse(_:)` for its TC bit.
+    public static func parse(_ bytes: [UInt8]) throws(DNSWireError) -> DNSMessage {
+        let header = try DNSHeader.parse(bytes)
+        let packet = try LDNSPacket(wire: bytes)
+        let pkt = packet.pointer
+        let questionRecords = try LDNSRecords.records(ldns_pkt_question(pkt), isQuestion: true)
+        var edns: EDNSInfo?
+        var rcodeValue = UInt16(header.rcode)
+        if ldns_pkt_edns(pkt) != 0 {
+            edns = EDNSInfo(
+                udpPayloadSize: ldns_pkt_edns_udp_size(pkt), version: ldns_pkt_edns_version(pkt),
+                dnssecOK: ldns_pkt_edns_do(pkt) != 0)
+            rcodeValue |= UInt16(ldns_pkt_edns_extended_rcode(pkt)) << 4
+        }
+        return DNSMessage(
+            header: header,
+            rcode: RCode(rcodeValue),
+            questions: questionRecords.map { DNSQuestion(name: $0.name, type: $0.type, class: $0.class) },
+            answer: try LDNSRecords.records(ldns_pkt_answer(pkt)),
+            authority: try LDNSRecords.records(ldns_pkt_authority(pkt)),
+            additional: try LDNSRecords.records(ldns_pkt_additional(pkt)),
+            edns: edns)
+    }
+
+    /// Whether this message is the response to a query with `id` and `question`: QR set, same ID, exactly one
+    /// question with the same name (case-insensitive), type and class. Anything else must be dropped (RFC 5452 §9.1).
+    public func matches(id: UInt16, question expected: DNSQuestion) -> Bool {
+        guard header.qr, header.id == id, let question else { return false }
+        return question.type == expected.type && question.class == expected.class
+            && DNSName.normalized(question.name) == DNSName.normalized(expected.name)
+    }
+}
+
+/// Building query messages with ldns.
+public enum DNSQuery {
+    /// Default EDNS(0) UDP payload size (DNS Flag Day 2020).
+    public static let defaultEDNSBufferSize: UInt16 = 1232
+
+    /// Builds a recursive query (RD set) with an EDNS(0) OPT record.
+    ///
+    /// - Parameters:
+    ///   - name: the name to query.
+    ///   - type: the record type.
+    ///   - class: the class, `IN` by default.
+    ///   - id: the message ID; the caller supplies a random one (RFC 5452 §9.2).
+    ///   - dnssecOK: sets the DO bit.
+    ///   - ednsBufferSize: the advertised UDP payload size.
+    /// - Returns: the query in wire format.
+    /// - Throws: `DNSWireError.Code.encodingFailed` when ldns fails.
+    public static func make(
+        name: DNSName, type: RRType, class rrClass: RRClass = .in, id: UInt16, dnssecOK: Bool = false,
+        ednsBufferSize: UInt16 = defaultEDNSBufferSize
+    ) throws(DNSWireError) -> [UInt8] {
+        let packet = try LDNSPacket(query: name, type: type, class: rrClass, flags: UInt16(LDNS_RD))
+        ldns_pkt_set_id(packet.pointer, id)
+        ldns_pkt_set_rd(packet.pointer, 1)
+        ldns_pkt_set_edns_udp_size(packet.pointer, ednsBufferSize)
+        ldns_pkt_set_edns_do(packet.pointer, dnssecOK ? 1 : 0)
+        return try packet.wire()
+    }
+
+    /// Builds a query for a name in presentation format; see `make(name:type:class:id:dnssecOK:ednsBufferSize:)`.
+    ///
+    /// - Throws: `InvalidNameError` for an invalid name, `DNSWireError` when ldns fails.
+    public static func make(
+        name: String, type: RRType, class rrClass: RRClass = .in, id: UInt16, dnssecOK: Bool = false,
+        ednsBufferSize: UInt16 = defaultEDNSBufferSize
+    ) throws -> [UInt8] {
+        try make(
+            name: try DNSName(name), type: type, class: rrClass, id: id, dnssecOK: dnssecOK,
+            ednsBufferSize: ednsBufferSize)
+    }
+}

@@ -1,0 +1,88 @@
+/// Text forms of IP addresses taken from wire bytes.
+enum IPAddressText {
+    /// Dotted-quad text of 4 bytes, e.g. `192.0.2.1`.
+    static func ipv4<C: Collection<UInt8>>(_ bytes: C) -> String {
+        bytes.map { String($0) }.joined(separator: ".")
+    }
+
+    /// RFC 5952 text of 16 bytes: lowercase hex, no leading zeros, the longest run (≥ 2) of zero groups
+    /// compressed to `::` (first one on a tie), and IPv4-mapped addresses as `::ffff:a.b.c.d` (RFC 5952 §5).
+    static func ipv6<C: Collection<UInt8>>(_ collection: C) -> String {
+        let bytes = Array(collection)
+        guard bytes.count == 16 else { return "" }
+        var groups: [UInt16] = []
+        for index in stride(from: 0, to: 16, by: 2) {
+            groups.append(UInt16(bytes[index]) << 8 | UInt16(bytes[index + 1]))
+        }
+        if groups[0..<5].allSatisfy({ $0 == 0 }) && groups[5] == 0xFFFF {
+            return "::ffff:" + ipv4(bytes[12..<16])
+        }
+        var bestStart = -1
+        var bestLength = 0
+        var runStart = -1
+        for index in 0...8 {
+            if index < 8 && groups[index] == 0 {
+                if runStart < 0 { runStart = index }
+            } else if runStart >= 0 {
+                let length = index - runStart
+                if length > bestLength {
+                    bestStart = runStart
+                    bestLength = length
+                }
+                runStart = -1
+            }
+        }
+        if bestLength < 2 { bestStart = -1 }
+        var out = ""
+        var index = 0
+        while index < 8 {
+            if index == bestStart {
+                out += "::"
+                index += bestLength
+                continue
+            }
+            if !out.isEmpty && !out.hasSuffix(":") { out += ":" }
+            out += String(groups[index], radix: 16)
+            index += 1
+        }
+        return out
+    }
+
+    /// Whether `text` looks like an IPv6 address (contains a colon); used only to split families.
+    static func isIPv6(_ text: String) -> Bool { text.contains(":") }
+}
+
+/// Standard base64 (RFC 4648 §4) with padding, without Foundation.
+enum Base64 {
+    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+
+    /// Encodes bytes as padded base64.
+    static func encode<C: Collection<UInt8>>(_ collection: C) -> String {
+        let bytes = Array(collection)
+        var out: [UInt8] = []
+        out.reserveCapacity((bytes.count + 2) / 3 * 4)
+        var index = 0
+        while index + 3 <= bytes.count {
+            let value = UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8 | UInt32(bytes[index + 2])
+            out.append(alphabet[Int(value >> 18 & 63)])
+            out.append(alphabet[Int(value >> 12 & 63)])
+            out.append(alphabet[Int(value >> 6 & 63)])
+            out.append(alphabet[Int(value & 63)])
+            index += 3
+        }
+        let rest = bytes.count - index
+        if rest == 1 {
+            let value = UInt32(bytes[index]) << 16
+            out.append(alphabet[Int(value >> 18 & 63)])
+            out.append(alphabet[Int(value >> 12 & 63)])
+            out.append(contentsOf: "==".utf8)
+        } else if rest == 2 {
+            let value = UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8
+            out.append(alphabet[Int(value >> 18 & 63)])
+            out.append(alphabet[Int(value >> 12 & 63)])
+            out.append(alphabet[Int(value >> 6 & 63)])
+            out.append(UInt8(ascii: "="))
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}

@@ -1,0 +1,75 @@
+/// The fields of an SOA record (RFC 1035 §3.3.13).
+public struct SOAData: Hashable, Sendable {
+    public var mname: String
+    public var rname: String
+    public var serial: UInt32
+    public var refresh: UInt32
+    public var retry: UInt32
+    public var expire: UInt32
+    /// The TTL for negative answers (RFC 2308 §4).
+    public var minimum: UInt32
+}
+
+extension ResourceRecord {
+    /// The IPv4 address of an A record, e.g. `192.0.2.1`.
+    ///
+    /// - Throws: `DNSWireError.Code.malformedRData` unless this is an A record with exactly 4 bytes.
+    public func ipv4Address() throws(DNSWireError) -> String {
+        guard type == .a, rdata.count == 4 else { throw DNSWireError(.malformedRData, "A record is not 4 bytes") }
+        return IPAddressText.ipv4(rdata)
+    }
+
+    /// The IPv6 address of an AAAA record in RFC 5952 form, e.g. `2001:db8::1`.
+    ///
+    /// - Throws: `DNSWireError.Code.malformedRData` unless this is an AAAA record with exactly 16 bytes.
+    public func ipv6Address() throws(DNSWireError) -> String {
+        guard type == .aaaa, rdata.count == 16 else {
+            throw DNSWireError(.malformedRData, "AAAA record is not 16 bytes")
+        }
+        return IPAddressText.ipv6(rdata)
+    }
+
+    /// The target of a CNAME record, lowercased and absolute.
+    ///
+    /// - Throws: `DNSWireError.Code.malformedRData` unless this is a CNAME holding exactly one name.
+    public func cnameTarget() throws(DNSWireError) -> String {
+        guard type == .cname else { throw DNSWireError(.malformedRData, "not a CNAME record") }
+        do {
+            return try DNSName(wire: rdata).text
+        } catch {
+            throw DNSWireError(.malformedRData, "CNAME: \(error.message)")
+        }
+    }
+
+    /// The fields of an SOA record.
+    ///
+    /// - Throws: `DNSWireError.Code.malformedRData` unless this is an SOA with two names and five 32-bit fields.
+    public func soa() throws(DNSWireError) -> SOAData {
+        guard type == .soa else { throw DNSWireError(.malformedRData, "not an SOA record") }
+        var reader = WireReader(rdata)
+        do throws(DNSWireError) {
+            let mname = try reader.readUncompressedName()
+            let rname = try reader.readUncompressedName()
+            let soa = SOAData(
+                mname: mname.text, rname: rname.text, serial: try reader.readUInt32(),
+                refresh: try reader.readUInt32(), retry: try reader.readUInt32(), expire: try reader.readUInt32(),
+                minimum: try reader.readUInt32())
+            guard reader.isAtEnd else { throw DNSWireError(.malformedRData, "bytes after SOA minimum") }
+            return soa
+        } catch {
+            throw DNSWireError(.malformedRData, "SOA: \(error.message)")
+        }
+    }
+}
+
+extension DNSMessage {
+    /// How long a negative answer (NXDOMAIN or NODATA) may be cached: the smaller of the authority SOA's TTL
+    /// and its MINIMUM field (RFC 2308 §5), or `nil` when the authority section has no usable SOA (then the
+    /// answer must not be cached, RFC 2308 §5).
+    public var negativeCacheTTL: UInt32? {
+        for record in authority where record.type == .soa {
+            if let soa = try? record.soa() { return min(record.ttl, soa.minimum) }
+        }
+        return nil
+    }
+}

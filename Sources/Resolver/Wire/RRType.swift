@@ -1,0 +1,86 @@
+/// A DNS resource record type (RFC 1035 §3.2.2 and the IANA registry), kept as its 16-bit number.
+///
+/// Unknown numbers are valid values; they print as `TYPEnnn` (RFC 3597 §5).
+public struct RRType: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+    public var rawValue: UInt16
+
+    /// Creates a type from its number.
+    public init(rawValue: UInt16) { self.rawValue = rawValue }
+
+    /// Creates a type from its number.
+    public init(_ rawValue: UInt16) { self.rawValue = rawValue }
+
+    public static let a = RRType(1)
+    public static let ns = RRType(2)
+    public static let cname = RRType(5)
+    public static let soa = RRType(6)
+    public static let ptr = RRType(12)
+    public static let mx = RRType(15)
+    public static let txt = RRType(16)
+    public static let aaaa = RRType(28)
+    public static let srv = RRType(33)
+    public static let opt = RRType(41)
+    public static let svcb = RRType(64)
+    public static let https = RRType(65)
+    public static let any = RRType(255)
+
+    private static let names: [UInt16: String] = [
+        1: "A", 2: "NS", 5: "CNAME", 6: "SOA", 12: "PTR", 15: "MX", 16: "TXT", 28: "AAAA", 33: "SRV", 41: "OPT",
+        64: "SVCB", 65: "HTTPS", 255: "ANY",
+    ]
+
+    /// The mnemonic, e.g. `HTTPS`, or `TYPE123` for a type without one.
+    public var description: String { Self.names[rawValue] ?? "TYPE\(rawValue)" }
+}
+
+/// A DNS class (RFC 1035 §3.2.4); in practice always `IN`.
+public struct RRClass: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+    public var rawValue: UInt16
+
+    /// Creates a class from its number.
+    public init(rawValue: UInt16) { self.rawValue = rawValue }
+
+    /// Creates a class from its number.
+    public init(_ rawValue: UInt16) { self.rawValue = rawValue }
+
+    public static let `in` = RRClass(1)
+    public static let ch = RRClass(3)
+    public static let any = RRClass(255)
+
+    /// The mnemonic, e.g. `IN`, or `CLASS7` (RFC 3597 §5).
+    public var description: String {
+        switch rawValue {
+        case 1: return "IN"
+        case 3: return "CH"
+        case 255: return "ANY"
+        default: return "CLASS\(rawValue)"
+        }
+    }
+}
+
+/// A DNS response code, including the EDNS extended bits (RFC 6891 §6.1.3): values above 15 are possible.
+public struct RCode: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+    public var rawValue: UInt16
+
+    /// Creates a response code from its (extended) number.
+    public init(rawValue: UInt16) { self.rawValue = rawValue }
+
+    /// Creates a response code from its (extended) number.
+    public init(_ rawValue: UInt16) { self.rawValue = rawValue }
+
+    public static let noError = RCode(0)
+    public static let formErr = RCode(1)
+    public static let servFail = RCode(2)
+    public static let nxDomain = RCode(3)
+    public static let notImp = RCode(4)
+    public static let refused = RCode(5)
+    public static let badVers = RCode(16)
+
+    private static let names: [UInt16: String] = [
+        0: "NOERROR", 1: "FORMERR", 2: "SERVFAIL", 3: "NXDOMAIN", 4: "NOTIMP", 5: "REFUSED", 6: "YXDOMAIN",
+        7: "YXRRSET", 8: "NXRRSET", 9: "NOTAUTH", 10: "NOTZONE", 16: "BADVERS", 23: "BADCOOKIE",
+    ]
+
+    /// The mnemonic used in API timing records, e.g. `NOERROR`, or `RCODE42`.
+    public var description: String { Self.names[rawValue] ?? "RCODE\(rawValue)" }
+}
