@@ -1,0 +1,94 @@
+import ArgumentParser
+import DiscoverClient
+import Foundation
+
+struct StatusCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "status", abstract: "Show the daemon's state: Avahi, upstreams, cache, clients.")
+
+    @OptionGroup var global: GlobalOptions
+
+    func run() async throws {
+        try await runCommand(global) { client in
+            let status = try await client.status()
+            if global.json {
+                try Output.json(status)
+                return 0
+            }
+            let cache = status.cache
+            Output.line("discoverd \(status.version), up \(Self.duration(status.uptimeSeconds))")
+            Output.line("socket:     \(client.socketPath)")
+            Output.line("avahi:      \(status.avahi.rawValue)")
+            Output.line("upstreams:  \(status.upstreams.isEmpty ? "none" : status.upstreams.joined(separator: ", "))")
+            Output.line(
+                "cache:      \(cache.entries) entries, \(cache.hits) hits, \(cache.misses) misses, "
+                    + "\(cache.staleServed) served stale, \(cache.refreshes) refreshes (\(cache.refreshFailures) failed)")
+            Output.line(
+                "clients:    \(status.connections) connections, \(status.subscriptions) streams, "
+                    + "\(status.registrations) registrations")
+            return 0
+        }
+    }
+
+    static func duration(_ seconds: Int) -> String {
+        if seconds < 60 { return "\(seconds)s" }
+        if seconds < 3600 { return "\(seconds / 60)m \(seconds % 60)s" }
+        if seconds < 86400 { return "\(seconds / 3600)h \(seconds % 3600 / 60)m" }
+        return "\(seconds / 86400)d \(seconds % 86400 / 3600)h"
+    }
+}
+
+struct CallCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "call",
+        abstract: "Call any varlink method with JSON parameters and print the reply (like varlinkctl call).",
+        discussion: """
+            Examples:
+              discover call io.discoverd.Daemon.Status
+              discover call io.discoverd.Resolver.ResolveHTTPS '{"name":"example.com"}'
+              discover call --more io.discoverd.Discovery.Browse '{"type":"_http._tcp"}'
+            """)
+
+    @OptionGroup var global: GlobalOptions
+
+    @Flag(name: .long, help: "Call with more: true and print every reply.")
+    var more = false
+
+    @Argument(help: "Fully qualified method, e.g. io.discoverd.Daemon.Status.")
+    var method: String
+
+    @Argument(help: "Parameters as a JSON object.")
+    var parameters: String = "{}"
+
+    func run() async throws {
+        guard case .object(let object)? = try? JSONDecoder().decode(JSONValue.self, from: Data(parameters.utf8)) else {
+            throw ValidationError("parameters must be a JSON object, e.g. '{\"name\":\"example.com\"}'")
+        }
+        try await runCommand(global) { client in
+            if more {
+                for try await reply in client.rawStream(method: method, parameters: object) { try Output.json(reply) }
+            } else {
+                try Output.json(try await client.rawCall(method: method, parameters: object))
+            }
+            return 0
+        }
+    }
+}
+
+struct FlushCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "flush", abstract: "Drop cached DNS answers for a name, or all of them (root or admin group).")
+
+    @OptionGroup var global: GlobalOptions
+
+    @Argument(help: "Only this name.")
+    var name: String?
+
+    func run() async throws {
+        try await runCommand(global) { client in
+            let reply = try await client.call(Methods.flush, FlushParameters(name: name))
+            if global.json { try Output.json(reply) } else { Output.line("flushed \(reply.flushed) entries") }
+            return 0
+        }
+    }
+}

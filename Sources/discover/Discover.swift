@@ -1,0 +1,92 @@
+import ArgumentParser
+import DiscoverClient
+import Foundation
+
+@main
+struct Discover: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "discover",
+        abstract: "Ask discoverd: DNS-SD services, HTTPS/SVCB records, HTTP/3 capability, connection plans.",
+        discussion: """
+            Talks to the discoverd daemon over its varlink socket (--socket, $DISCOVERD_SOCKET, or the \
+            default path). Every command takes --json for scripts: one JSON object per line.
+
+            Exit status: 0 success, 1 a negative answer (e.g. `h3` for a host without HTTP/3), \
+            2 an error (daemon unreachable, invalid input, DNS failure).
+
+            Examples:
+              discover status
+              discover browse _tictactoe._tcp
+              discover h3 example.com
+              discover call io.discoverd.Daemon.Status
+            """,
+        version: DiscoverdVersion.current,
+        subcommands: [
+            StatusCommand.self, BrowseCommand.self, ResolveCommand.self, AdvertiseCommand.self, TypesCommand.self,
+            DomainsCommand.self, HTTPSCommand.self, H3Command.self, PlanCommand.self, AltSvcCommand.self,
+            FlushCommand.self, CallCommand.self,
+        ])
+}
+
+/// Options every subcommand takes.
+struct GlobalOptions: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp("discoverd's socket (default: $DISCOVERD_SOCKET or the standard path).", valueName: "path"))
+    var socket: String?
+
+    @Flag(name: .long, help: "Print JSON (one object per line) instead of text.")
+    var json = false
+
+    func client() -> DiscoverClient { DiscoverClient(socketPath: socket) }
+}
+
+/// Runs a command body, turning errors into one clear line on stderr and the documented exit status.
+func runCommand(_ global: GlobalOptions, _ body: (DiscoverClient) async throws -> Int32) async throws {
+    let client = global.client()
+    let status: Int32
+    do {
+        status = try await body(client)
+    } catch let error as DiscoverError {
+        await client.close()
+        Output.error(describe(error, client: client))
+        throw ExitCode(2)
+    } catch let error as ExitCode {
+        await client.close()
+        throw error
+    } catch {
+        await client.close()
+        Output.error("discover: \(error)")
+        throw ExitCode(2)
+    }
+    await client.close()
+    if status != 0 { throw ExitCode(status) }
+}
+
+func describe(_ error: DiscoverError, client: DiscoverClient) -> String {
+    switch error.code {
+    case .daemonUnreachable:
+        return "cannot reach discoverd at \(client.socketPath): is it running?"
+    case .methodNotImplemented:
+        let method = error.parameters["method"]?.stringValue ?? "that method"
+        return "discover: discoverd does not offer \(method) yet"
+    default:
+        return "discover: \(error.message)"
+    }
+}
+
+/// Line-oriented output that is flushed at once, also when piped.
+enum Output {
+    static func line(_ text: String) {
+        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+    }
+
+    static func error(_ text: String) {
+        FileHandle.standardError.write(Data((text + "\n").utf8))
+    }
+
+    /// One compact JSON object on one line.
+    static func json<T: Encodable>(_ value: T) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        line(String(decoding: try encoder.encode(value), as: UTF8.self))
+    }
+}
