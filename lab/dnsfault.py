@@ -1,0 +1,500 @@
+#!/usr/bin/env python3
+"""Programmable DNS fault server for the discoverd lab.
+
+Runs inside the dlab-dns namespace (started by Scripts/lab) on 192.0.2.54:53
+and [2001:db8::54]:53, UDP and TCP. By default every query is forwarded to the
+upstream (Knot, 192.0.2.53) over the same transport and the answer relayed, so
+it serves the same zone data. Rules change that per query name (exact,
+case-insensitive, or "*") and optionally per query type.
+
+Control: a Unix stream socket (--ctl, $LAB/dns/fault.ctl). One JSON object per
+line in, one JSON object per line out:
+
+  {"cmd": "ping"}
+  {"cmd": "set", "name": "slow.lab.test", "qtype": "HTTPS", "mode": "delay", "delay_ms": 300}
+      name      exact qname (trailing dot optional, case-insensitive) or "*"
+      qtype     optional: "A", "HTTPS", 65, "TYPE65"...; absent = every type
+      mode      pass | delay | drop | servfail | refused | nxdomain | formerr |
+                notimp | rcode | truncate | garbage | wrongid | wrongname | raw
+      delay_ms  wait this long before acting (any mode except drop; with mode
+                "delay" it is the whole point)
+      times     apply the rule to this many matching queries, then forget it
+      rcode     mode "rcode": the numeric RCODE to answer with
+      rdata     mode "raw": hex RDATA (string or list of strings, one per RR)
+      rtype     mode "raw": RR type of the answer records (default: the qtype)
+      ttl       mode "raw": TTL of the answer records (default 300)
+      wire      mode "raw": a whole DNS message in hex, sent as is except that
+                its ID is replaced by the query's (unless "keep_id": true)
+      target    mode "wrongname": answer for this name instead (default
+                h3.lab.test, or h2only.lab.test when asked for h3.lab.test);
+                the reply's question and answers name it
+      size      mode "garbage": number of random bytes (default 64)
+  {"cmd": "clear", "name": N, "qtype": T?}          remove one rule
+  {"cmd": "rules"}                                  list rules
+  {"cmd": "count", "name": N?, "qtype": T?, "transport": "udp"|"tcp"?}
+      -> {"ok": true, "total": n, "counts": [{"name","qtype","transport","count"}...]}
+  {"cmd": "log", "limit": n?}                       recent queries (newest last)
+  {"cmd": "reset", "what": "all"|"rules"|"counts"?} default all
+Replies: {"ok": true, ...} or {"ok": false, "error": "..."}.
+
+Most specific rule wins: (name, qtype) > (name, any) > (*, qtype) > (*, any).
+Only the Python standard library is used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import random
+import socket
+import struct
+import sys
+import time
+from collections import deque
+
+log = logging.getLogger("dnsfault")
+
+QTYPES = {
+    "A": 1, "NS": 2, "CNAME": 5, "SOA": 6, "PTR": 12, "MX": 15, "TXT": 16,
+    "AAAA": 28, "SRV": 33, "NAPTR": 35, "DS": 43, "RRSIG": 46, "NSEC": 47,
+    "DNSKEY": 48, "SVCB": 64, "HTTPS": 65, "AXFR": 252, "ANY": 255, "CAA": 257,
+}
+QTYPE_NAMES = {v: k for k, v in QTYPES.items()}
+RCODES = {"servfail": 2, "nxdomain": 3, "notimp": 4, "refused": 5, "formerr": 1}
+MODES = {"pass", "delay", "drop", "truncate", "garbage", "wrongid", "wrongname",
+         "raw", "rcode"} | set(RCODES)
+DROP = object()
+
+
+def qtype_code(v) -> int | None:
+    if v is None or v == "" or v == "*":
+        return None
+    if isinstance(v, int):
+        return v
+    s = str(v).strip().upper()
+    if s.isdigit():
+        return int(s)
+    if s.startswith("TYPE") and s[4:].isdigit():
+        return int(s[4:])
+    if s in QTYPES:
+        return QTYPES[s]
+    raise ValueError(f"unknown qtype {v!r}")
+
+
+def qtype_name(n: int | None) -> str:
+    if n is None:
+        return "*"
+    return QTYPE_NAMES.get(n, f"TYPE{n}")
+
+
+def norm_name(n: str) -> str:
+    n = n.strip().lower()
+    if n in ("*", ".", ""):
+        return n or "."
+    return n.rstrip(".")
+
+
+def encode_name(name: str) -> bytes:
+    out = b""
+    for label in norm_name(name).split("."):
+        if label:
+            b = label.encode()
+            if len(b) > 63:
+                raise ValueError("label too long")
+            out += bytes([len(b)]) + b
+    return out + b"\0"
+
+
+class Question:
+    __slots__ = ("name", "qtype", "qclass", "end", "raw")
+
+    def __init__(self, name, qtype, qclass, end, raw):
+        self.name, self.qtype, self.qclass, self.end, self.raw = name, qtype, qclass, end, raw
+
+
+def parse_question(wire: bytes) -> Question | None:
+    """First question of a query, or None if the message is not parseable."""
+    if len(wire) < 12:
+        return None
+    qd = struct.unpack("!H", wire[4:6])[0]
+    if qd < 1:
+        return None
+    pos, labels = 12, []
+    while True:
+        if pos >= len(wire):
+            return None
+        ln = wire[pos]
+        if ln == 0:
+            pos += 1
+            break
+        if ln & 0xC0:
+            return None  # no compression in a query's question
+        labels.append(wire[pos + 1:pos + 1 + ln].decode("ascii", "replace"))
+        pos += 1 + ln
+    if pos + 4 > len(wire):
+        return None
+    qtype, qclass = struct.unpack("!HH", wire[pos:pos + 4])
+    name = ".".join(labels).lower() or "."
+    return Question(name, qtype, qclass, pos + 4, wire[12:pos + 4])
+
+
+def reply_header(query: bytes, *, rcode=0, aa=False, tc=False, an=0) -> bytes:
+    qid, qflags = struct.unpack("!HH", query[:4])
+    opcode = qflags & 0x7800
+    rd = qflags & 0x0100
+    flags = 0x8000 | opcode | rd | (0x0400 if aa else 0) | (0x0200 if tc else 0) | (rcode & 0xF)
+    return struct.pack("!HHHHHH", qid, flags, 1, an, 0, 0)
+
+
+class Rule:
+    def __init__(self, spec: dict):
+        self.name = norm_name(str(spec.get("name", "")))
+        if not self.name:
+            raise ValueError("missing name")
+        self.qtype = qtype_code(spec.get("qtype"))
+        self.mode = str(spec.get("mode", "pass")).lower()
+        if self.mode not in MODES:
+            raise ValueError(f"unknown mode {self.mode!r}; modes: {sorted(MODES)}")
+        self.delay_ms = float(spec.get("delay_ms", spec.get("delay", 0)) or 0)
+        if self.delay_ms < 0:
+            raise ValueError("delay_ms < 0")
+        t = spec.get("times")
+        self.times = None if t is None else int(t)
+        self.rcode = int(spec.get("rcode", RCODES.get(self.mode, 0)))
+        rd = spec.get("rdata", [])
+        if isinstance(rd, str):
+            rd = [rd]
+        self.rdata = [bytes.fromhex(x.replace(" ", "").replace(":", "")) for x in rd]
+        self.rtype = qtype_code(spec.get("rtype"))
+        self.ttl = int(spec.get("ttl", 300))
+        self.wire = bytes.fromhex(spec["wire"].replace(" ", "")) if spec.get("wire") else None
+        self.keep_id = bool(spec.get("keep_id", False))
+        self.target = norm_name(str(spec["target"])) if spec.get("target") else None
+        self.size = int(spec.get("size", 64))
+        if self.mode == "raw" and not self.rdata and self.wire is None:
+            raise ValueError("mode raw needs rdata or wire")
+        self.hits = 0
+
+    def to_json(self) -> dict:
+        d = {"name": self.name, "qtype": qtype_name(self.qtype), "mode": self.mode,
+             "delay_ms": self.delay_ms, "times": self.times, "hits": self.hits}
+        if self.mode == "raw":
+            d.update(rdata=[r.hex() for r in self.rdata], rtype=qtype_name(self.rtype) if self.rtype else None,
+                     ttl=self.ttl, wire=self.wire.hex() if self.wire else None)
+        if self.mode == "rcode":
+            d["rcode"] = self.rcode
+        if self.mode == "wrongname":
+            d["target"] = self.target
+        if self.mode == "garbage":
+            d["size"] = self.size
+        return d
+
+
+class FaultServer:
+    def __init__(self, upstream: tuple[str, int], timeout: float, verbose: bool):
+        self.upstream = upstream
+        self.timeout = timeout
+        self.verbose = verbose
+        self.rules: dict[tuple[str, int | None], Rule] = {}
+        self.counts: dict[tuple[str, str, str], int] = {}
+        self.recent: deque = deque(maxlen=1000)
+        fam = socket.AF_INET6 if ":" in upstream[0] else socket.AF_INET
+        self.upfamily = fam
+
+    # ----------------------------------------------------------- rules
+
+    def match(self, q: Question) -> Rule | None:
+        for key in ((q.name, q.qtype), (q.name, None), ("*", q.qtype), ("*", None)):
+            r = self.rules.get(key)
+            if r is not None:
+                if r.times is not None:
+                    if r.times <= 0:
+                        del self.rules[key]
+                        continue
+                    r.times -= 1
+                    if r.times == 0:
+                        del self.rules[key]
+                r.hits += 1
+                return r
+        return None
+
+    # ----------------------------------------------------------- upstream
+
+    async def forward_udp(self, wire: bytes) -> bytes | None:
+        loop = asyncio.get_running_loop()
+        s = socket.socket(self.upfamily, socket.SOCK_DGRAM)
+        s.setblocking(False)
+        try:
+            s.connect(self.upstream)
+            await loop.sock_sendall(s, wire)
+            deadline = loop.time() + self.timeout
+            while True:
+                left = deadline - loop.time()
+                if left <= 0:
+                    return None
+                data = await asyncio.wait_for(loop.sock_recv(s, 65535), left)
+                if len(data) >= 2 and data[:2] == wire[:2]:
+                    return data
+        except (OSError, asyncio.TimeoutError) as e:
+            log.warning("upstream udp: %s", e or type(e).__name__)
+            return None
+        finally:
+            s.close()
+
+    async def forward_tcp(self, wire: bytes) -> bytes | None:
+        writer = None
+        try:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(self.upstream[0], self.upstream[1]), self.timeout)
+            writer.write(struct.pack("!H", len(wire)) + wire)
+            await writer.drain()
+            hdr = await asyncio.wait_for(reader.readexactly(2), self.timeout)
+            return await asyncio.wait_for(reader.readexactly(struct.unpack("!H", hdr)[0]), self.timeout)
+        except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError) as e:
+            log.warning("upstream tcp: %s", e or type(e).__name__)
+            return None
+        finally:
+            if writer is not None:
+                writer.close()
+
+    async def forward(self, wire: bytes, transport: str, q: Question | None) -> bytes:
+        resp = await (self.forward_udp(wire) if transport == "udp" else self.forward_tcp(wire))
+        if resp is None:
+            if q is None:
+                return b""
+            return reply_header(wire, rcode=2) + q.raw
+        return resp
+
+    # ----------------------------------------------------------- queries
+
+    async def handle(self, wire: bytes, transport: str):
+        """Answer bytes, or DROP for no answer."""
+        q = parse_question(wire)
+        if q is None:
+            if len(wire) < 12:
+                return DROP
+            return await self.forward(wire, transport, None) or DROP
+        key = (q.name, qtype_name(q.qtype), transport)
+        self.counts[key] = self.counts.get(key, 0) + 1
+        rule = self.match(q)
+        mode = rule.mode if rule else "pass"
+        self.recent.append({"t": time.time(), "name": q.name, "qtype": qtype_name(q.qtype),
+                            "transport": transport, "mode": mode})
+        if self.verbose:
+            log.info("%s %s %s -> %s", transport, q.name, qtype_name(q.qtype), mode)
+        if rule is None:
+            return await self.forward(wire, transport, q)
+        if mode == "drop":
+            return DROP
+        if rule.delay_ms:
+            await asyncio.sleep(rule.delay_ms / 1000.0)
+        if mode in ("pass", "delay"):
+            return await self.forward(wire, transport, q)
+        if mode in RCODES or mode == "rcode":
+            return reply_header(wire, rcode=rule.rcode, aa=mode == "nxdomain") + q.raw
+        if mode == "truncate":
+            if transport == "udp":
+                return reply_header(wire, aa=True, tc=True) + q.raw
+            return await self.forward(wire, transport, q)
+        if mode == "garbage":
+            return os.urandom(max(1, rule.size))
+        if mode == "wrongid":
+            resp = await self.forward(wire, transport, q)
+            qid = struct.unpack("!H", resp[:2])[0]
+            return struct.pack("!H", qid ^ 0x5A5A) + resp[2:]
+        if mode == "wrongname":
+            target = rule.target or ("h2only.lab.test" if q.name == "h3.lab.test" else "h3.lab.test")
+            other = wire[:12] + encode_name(target) + struct.pack("!HH", q.qtype, q.qclass) + wire[q.end:]
+            return await self.forward(other, transport, q)
+        if mode == "raw":
+            if rule.wire is not None:
+                return rule.wire if rule.keep_id or len(rule.wire) < 2 else wire[:2] + rule.wire[2:]
+            rtype = rule.rtype or q.qtype
+            body = b"".join(struct.pack("!HHHIH", 0xC00C, rtype, q.qclass, rule.ttl, len(rd)) + rd
+                            for rd in rule.rdata)
+            return reply_header(wire, aa=True, an=len(rule.rdata)) + q.raw + body
+        return await self.forward(wire, transport, q)
+
+    # ----------------------------------------------------------- control
+
+    def control(self, req: dict) -> dict:
+        cmd = str(req.get("cmd", "")).lower()
+        if cmd == "ping":
+            return {"ok": True, "pong": True, "upstream": f"{self.upstream[0]}@{self.upstream[1]}"}
+        if cmd == "set":
+            r = Rule(req)
+            self.rules[(r.name, r.qtype)] = r
+            log.info("rule set: %s", json.dumps(r.to_json()))
+            return {"ok": True, "rule": r.to_json()}
+        if cmd == "clear":
+            key = (norm_name(str(req.get("name", ""))), qtype_code(req.get("qtype")))
+            removed = self.rules.pop(key, None) is not None
+            return {"ok": True, "removed": removed}
+        if cmd == "rules":
+            return {"ok": True, "rules": [r.to_json() for r in self.rules.values()]}
+        if cmd == "count":
+            name = req.get("name")
+            name = norm_name(str(name)) if name not in (None, "", "*") else None
+            qt = req.get("qtype")
+            qt = qtype_name(qtype_code(qt)) if qt not in (None, "", "*") else None
+            tr = req.get("transport")
+            rows = [{"name": n, "qtype": t, "transport": x, "count": c}
+                    for (n, t, x), c in sorted(self.counts.items())
+                    if (name is None or n == name) and (qt is None or t == qt) and (tr is None or x == tr)]
+            return {"ok": True, "total": sum(r["count"] for r in rows), "counts": rows}
+        if cmd == "log":
+            limit = int(req.get("limit", 100))
+            return {"ok": True, "queries": list(self.recent)[-limit:] if limit > 0 else []}
+        if cmd == "reset":
+            what = str(req.get("what", "all")).lower()
+            if what not in ("all", "rules", "counts"):
+                raise ValueError("what must be all, rules or counts")
+            if what in ("all", "rules"):
+                self.rules.clear()
+            if what in ("all", "counts"):
+                self.counts.clear()
+                self.recent.clear()
+            log.info("reset %s", what)
+            return {"ok": True}
+        raise ValueError(f"unknown cmd {cmd!r} (ping set clear rules count log reset)")
+
+    async def control_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        try:
+            while True:
+                line = await reader.readline()
+                if not line:
+                    break
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    req = json.loads(line)
+                    if not isinstance(req, dict):
+                        raise ValueError("request must be a JSON object")
+                    resp = self.control(req)
+                except Exception as e:  # noqa: BLE001 - report every error to the client
+                    resp = {"ok": False, "error": str(e)}
+                writer.write(json.dumps(resp).encode() + b"\n")
+                await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+
+class UDPProto(asyncio.DatagramProtocol):
+    def __init__(self, server: FaultServer):
+        self.server = server
+        self.transport = None
+
+    def connection_made(self, transport):
+        self.transport = transport
+
+    def datagram_received(self, data, addr):
+        asyncio.ensure_future(self._answer(data, addr))
+
+    async def _answer(self, data, addr):
+        try:
+            resp = await self.server.handle(data, "udp")
+        except Exception:  # noqa: BLE001
+            log.exception("udp query from %s", addr)
+            return
+        if resp is not DROP and resp:
+            self.transport.sendto(resp, addr)
+
+
+async def tcp_client(server: FaultServer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+    lock = asyncio.Lock()
+    tasks = set()
+
+    async def answer(msg):
+        try:
+            resp = await server.handle(msg, "tcp")
+        except Exception:  # noqa: BLE001
+            log.exception("tcp query")
+            return
+        if resp is DROP or not resp:
+            return
+        async with lock:
+            try:
+                writer.write(struct.pack("!H", len(resp)) + resp)
+                await writer.drain()
+            except ConnectionError:
+                pass
+
+    try:
+        while True:
+            hdr = await asyncio.wait_for(reader.readexactly(2), 60)
+            msg = await asyncio.wait_for(reader.readexactly(struct.unpack("!H", hdr)[0]), 10)
+            t = asyncio.ensure_future(answer(msg))
+            tasks.add(t)
+            t.add_done_callback(tasks.discard)
+    except (asyncio.IncompleteReadError, asyncio.TimeoutError, ConnectionError):
+        pass
+    finally:
+        for t in list(tasks):
+            t.cancel()
+        writer.close()
+
+
+async def main_async(args) -> None:
+    loop = asyncio.get_running_loop()
+    server = FaultServer((args.upstream, args.upstream_port), args.upstream_timeout, args.verbose)
+    closers = []
+    for addr in args.listen:
+        fam = socket.AF_INET6 if ":" in addr else socket.AF_INET
+        tr, _ = await loop.create_datagram_endpoint(lambda: UDPProto(server), local_addr=(addr, args.port), family=fam)
+        closers.append(tr.close)
+        srv = await asyncio.start_server(lambda r, w: tcp_client(server, r, w), addr, args.port, family=fam,
+                                         reuse_address=True)
+        closers.append(srv.close)
+        log.info("listening on %s port %d (udp, tcp)", addr, args.port)
+    if args.ctl:
+        try:
+            os.unlink(args.ctl)
+        except FileNotFoundError:
+            pass
+        ctl = await asyncio.start_unix_server(server.control_client, path=args.ctl)
+        os.chmod(args.ctl, 0o666)
+        closers.append(ctl.close)
+        log.info("control socket %s", args.ctl)
+    stop = asyncio.Event()
+    import signal
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    log.info("upstream %s port %d", args.upstream, args.upstream_port)
+    await stop.wait()
+    for c in closers:
+        c()
+    if args.ctl:
+        try:
+            os.unlink(args.ctl)
+        except OSError:
+            pass
+    log.info("stopped")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description="programmable DNS fault server (discoverd lab)")
+    p.add_argument("--listen", action="append", default=[], help="address to listen on (repeatable)")
+    p.add_argument("--port", type=int, default=53)
+    p.add_argument("--upstream", default="192.0.2.53")
+    p.add_argument("--upstream-port", type=int, default=53)
+    p.add_argument("--upstream-timeout", type=float, default=3.0)
+    p.add_argument("--ctl", help="Unix control socket path")
+    p.add_argument("-v", "--verbose", action="store_true", help="log every query")
+    args = p.parse_args(argv)
+    if not args.listen:
+        args.listen = ["127.0.0.1"]
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s dnsfault %(levelname)s %(message)s")
+    random.seed()
+    asyncio.run(main_async(args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
