@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Builds the SVCB/DNS-message fuzzer with libFuzzer and AddressSanitizer and runs it for a bounded time.
+#
+#   Fuzz/build-and-run.sh [SECONDS]      (default 60)
+#
+# The fuzzer is compiled outside SwiftPM: swiftc takes the Wire and SVCB sources of the Resolver module plus
+# Fuzz/SVCBFuzz/main.swift as one module, with the CLDNS module map for ldns. libFuzzer's runtime comes with
+# the Swift toolchain (lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a), which `swiftc -sanitize=fuzzer`
+# links by itself. New inputs found are written to Fuzz/.corpus-work (not the seed corpus); crashes to
+# Fuzz/artifacts/.
+set -euo pipefail
+
+seconds="${1:-60}"
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+
+out="$root/Fuzz/.build"
+work="$root/Fuzz/.corpus-work"
+artifacts="$root/Fuzz/artifacts"
+mkdir -p "$out" "$work" "$artifacts"
+
+swiftc -sanitize=fuzzer,address -parse-as-library -swift-version 6 -O -g \
+    -module-name Resolver \
+    -I Sources/CLDNS -lldns \
+    Sources/Resolver/Wire/*.swift Sources/Resolver/SVCB/*.swift Fuzz/SVCBFuzz/main.swift \
+    -o "$out/svcb-fuzz"
+
+echo "built $out/svcb-fuzz; running for ${seconds}s"
+"$out/svcb-fuzz" "$work" "$root/Fuzz/corpus/svcb" \
+    -max_total_time="$seconds" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
+    -artifact_prefix="$artifacts/" -print_final_stats=1
