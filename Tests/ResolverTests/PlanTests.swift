@@ -180,6 +180,17 @@ struct PlanTests {
         #expect(Self.brief(plan) == ["tcp 192.0.2.1:443"])
     }
 
+    @Test("After an AliasMode chain without ServiceMode records, the alias target's addresses are used")
+    func aliasFallback() {
+        let plan = ConnectionPlanner.plan(
+            host: "example.com", port: 443, bindings: [],
+            addresses: ["example.com": TargetAddresses(ipv6: [], ipv4: ["192.0.2.1"]),
+                        "pool.example.net": TargetAddresses(ipv6: [], ipv4: ["198.51.100.7"])],
+            fallbackTarget: "Pool.example.net")
+        #expect(Self.brief(plan) == ["tcp 198.51.100.7:443"])
+        #expect(plan.endpoints.first?.target == "pool.example.net.")
+    }
+
     @Test("Interleaving alternates families and appends the longer tail")
     func interleave() {
         #expect(ConnectionPlanner.interleave([1, 2, 3], [10]) == [1, 10, 2, 3])

@@ -117,12 +117,16 @@ public enum ConnectionPlanner {
     ///     binding's hints; once known, hints are no longer used (RFC 9460 §7.3).
     ///   - assumeH3: add QUIC endpoints on the host's addresses when there are no usable HTTPS records.
     ///   - altSvc: Alt-Svc alternatives reported for this origin.
+    ///   - fallbackTarget: the name whose addresses to use when there are no usable bindings: the last
+    ///     TargetName of an AliasMode chain that ended without ServiceMode records (RFC 9460 §2.4.2, §3);
+    ///     `nil` means `host`.
     /// - Returns: the plan.
     public static func plan(
         host: String, port: Int, bindings: [ServiceBinding], addresses: [String: TargetAddresses],
-        assumeH3: Bool = false, altSvc: [Alternative] = []
+        assumeH3: Bool = false, altSvc: [Alternative] = [], fallbackTarget: String? = nil
     ) -> ConnectionPlan {
         let hostName = DNSName.normalized(host)
+        let fallbackName = fallbackTarget.map(DNSName.normalized) ?? hostName
         var known: [String: TargetAddresses] = [:]
         for (name, value) in addresses { known[DNSName.normalized(name)] = value }
 
@@ -133,17 +137,18 @@ public enum ConnectionPlanner {
             if bindings.contains(where: \.supportsH3) { h3Source = .https }
             ordered = bindingEndpoints(bindings, port: port, known: known)
         } else {
-            let hostAddresses = known[hostName] ?? TargetAddresses()
+            let hostAddresses = known[fallbackName] ?? TargetAddresses()
             let v6 = hostAddresses.ipv6 ?? []
             let v4 = hostAddresses.ipv4 ?? []
             if assumeH3 {
                 ordered += interleave(v6, v4).map {
-                    ConnectionEndpoint(address: $0, port: port, transport: .quic, alpn: ["h3"], target: hostName, priority: 0)
+                    ConnectionEndpoint(
+                        address: $0, port: port, transport: .quic, alpn: ["h3"], target: fallbackName, priority: 0)
                 }
             }
             ordered += interleave(v6, v4).map {
                 ConnectionEndpoint(
-                    address: $0, port: port, transport: .tcp, alpn: defaultTCPALPN, target: hostName, priority: 0)
+                    address: $0, port: port, transport: .tcp, alpn: defaultTCPALPN, target: fallbackName, priority: 0)
             }
             if assumeH3 { h3Source = .assumed }
         }
@@ -166,7 +171,8 @@ public enum ConnectionPlanner {
     ) -> [ConnectionEndpoint] {
         // Group by priority, keeping the first-seen order of priorities after sorting ascending.
         let sorted = bindings.enumerated().sorted {
-            $0.element.priority != $1.element.priority ? $0.element.priority < $1.element.priority : $0.offset < $1.offset
+            $0.element.priority != $1.element.priority
+                ? $0.element.priority < $1.element.priority : $0.offset < $1.offset
         }.map(\.element)
         var out: [ConnectionEndpoint] = []
         var index = 0

@@ -31,7 +31,12 @@ public struct ResourceRecord: Hashable, Sendable, Codable {
 
     /// Creates a record; `name` is normalised (lowercased, trailing dot) when it is a valid name.
     public init(name: String, type: RRType, class rrClass: RRClass = .in, ttl: UInt32, rdata: [UInt8]) {
-        self.name = DNSName.normalized(name)
+        self.init(normalizedName: DNSName.normalized(name), type: type, class: rrClass, ttl: ttl, rdata: rdata)
+    }
+
+    /// Creates a record whose name is already lowercased and absolute (the parse path).
+    init(normalizedName: String, type: RRType, class rrClass: RRClass, ttl: UInt32, rdata: [UInt8]) {
+        self.name = normalizedName
         self.type = type
         self.class = rrClass
         self.ttl = ttl

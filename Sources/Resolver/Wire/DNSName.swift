@@ -120,7 +120,8 @@ public struct DNSName: Hashable, Sendable, CustomStringConvertible {
             if length == 0 { break }
             guard length & 0xC0 == 0 else {
                 // RFC 1035 §4.1.4 pointers (0xC0) and RFC 6891 extended label types (0x40, 0x80).
-                throw DNSWireError(.malformedMessage, "compressed or extended label where an uncompressed name is required")
+                throw DNSWireError(
+                    .malformedMessage, "compressed or extended label where an uncompressed name is required")
             }
             wireLength += 1 + length
             guard wireLength <= maximumWireLength else {

@@ -91,9 +91,10 @@ enum LDNSRecords {
         let type = RRType(UInt16(truncatingIfNeeded: ldns_rr_get_type(rr).rawValue))
         let rrClass = RRClass(UInt16(truncatingIfNeeded: ldns_rr_get_class(rr).rawValue))
         if isQuestion {
-            return ResourceRecord(name: name, type: type, class: rrClass, ttl: 0, rdata: [])
+            return ResourceRecord(normalizedName: name, type: type, class: rrClass, ttl: 0, rdata: [])
         }
-        return ResourceRecord(name: name, type: type, class: rrClass, ttl: ldns_rr_ttl(rr), rdata: try rdata(rr))
+        return ResourceRecord(
+            normalizedName: name, type: type, class: rrClass, ttl: ldns_rr_ttl(rr), rdata: try rdata(rr))
     }
 
     private static func ownerName(_ rr: UnsafeMutablePointer<ldns_rr>) throws(DNSWireError) -> String {
