@@ -18,8 +18,11 @@ public enum H3Source: String, Sendable, Codable, Hashable {
 
 /// One address to try, with everything needed to connect to it (the API's plan endpoint).
 public struct ConnectionEndpoint: Sendable, Codable, Hashable {
+    /// The IP address in text form.
     public var address: String
+    /// The port to connect to.
     public var port: Int
+    /// QUIC or TCP.
     public var transport: PlanTransport
     /// The ALPN ids to offer on this connection.
     public var alpn: [String]
@@ -48,7 +51,9 @@ public struct ConnectionEndpoint: Sendable, Codable, Hashable {
 /// The addresses known for one name. `nil` for a family means its lookup has not answered yet; an empty list
 /// means it answered with no addresses.
 public struct TargetAddresses: Sendable, Hashable {
+    /// AAAA results; `nil` while unknown.
     public var ipv6: [String]?
+    /// A results; `nil` while unknown.
     public var ipv4: [String]?
 
     /// Creates the known addresses of a name.
@@ -60,11 +65,15 @@ public struct TargetAddresses: Sendable, Hashable {
 
 /// An ordered list of endpoints for one origin, in the order a Happy Eyeballs v3 client should try them.
 public struct ConnectionPlan: Sendable, Hashable {
+    /// The origin host, lowercased and absolute.
     public var host: String
+    /// The port to connect to.
     public var port: Int
     /// Whether HTTP/3 is known (or assumed) to be available.
     public var h3: Bool
+    /// Where the HTTP/3 knowledge came from; `nil` when `h3` is false.
     public var h3Source: H3Source?
+    /// The endpoints, in the order to try them.
     public var endpoints: [ConnectionEndpoint]
 
     /// Creates a plan.
@@ -85,6 +94,7 @@ public enum ConnectionPlanner {
         public var alpn: String
         /// The alternative host; `nil` (or empty) means the origin's host.
         public var host: String?
+        /// The port to connect to.
         public var port: Int
 
         /// Creates an alternative.

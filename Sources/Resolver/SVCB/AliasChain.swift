@@ -8,6 +8,7 @@ public struct AliasChainError: Error, Hashable, Sendable, CustomStringConvertibl
         case tooLong
     }
 
+    /// Why the chain was abandoned.
     public var code: Code
     /// The chain up to and including the name that broke it.
     public var chain: [String]

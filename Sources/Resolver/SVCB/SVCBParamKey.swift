@@ -1,5 +1,6 @@
 /// An SvcParamKey (RFC 9460 §14.3.2), kept as its 16-bit number; unregistered keys are valid values.
 public struct SVCBParamKey: RawRepresentable, Hashable, Comparable, Sendable, Codable, CustomStringConvertible {
+    /// The key number.
     public var rawValue: UInt16
 
     /// Creates a key from its number.
@@ -8,14 +9,21 @@ public struct SVCBParamKey: RawRepresentable, Hashable, Comparable, Sendable, Co
     /// Creates a key from its number.
     public init(_ rawValue: UInt16) { self.rawValue = rawValue }
 
+    /// Keys that must be understood (RFC 9460 §8).
     public static let mandatory = SVCBParamKey(0)
+    /// Additional supported protocols (RFC 9460 §7.1).
     public static let alpn = SVCBParamKey(1)
+    /// No support for the default protocol (RFC 9460 §7.1).
     public static let noDefaultAlpn = SVCBParamKey(2)
+    /// Port of the alternative endpoint (RFC 9460 §7.2).
     public static let port = SVCBParamKey(3)
+    /// IPv4 address hints (RFC 9460 §7.3).
     public static let ipv4hint = SVCBParamKey(4)
+    /// Encrypted ClientHello configuration list.
     public static let ech = SVCBParamKey(5)
+    /// IPv6 address hints (RFC 9460 §7.3).
     public static let ipv6hint = SVCBParamKey(6)
-    /// RFC 9461 §5.
+    /// DNS-over-HTTPS URI template (RFC 9461 §5).
     public static let dohpath = SVCBParamKey(7)
 
     private static let names: [UInt16: String] = [

@@ -1,6 +1,8 @@
 /// A SvcParam this parser does not interpret, with its raw value.
 public struct SVCBUnknownParam: Hashable, Sendable {
+    /// The key number.
     public var key: SVCBParamKey
+    /// The raw value bytes.
     public var value: [UInt8]
 
     /// Creates an unknown parameter.

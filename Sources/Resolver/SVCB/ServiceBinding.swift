@@ -3,6 +3,7 @@
 public struct ServiceBinding: Sendable, Codable, Equatable, Hashable {
     /// A SvcParam that is not interpreted, with its value in base64.
     public struct UnknownParam: Sendable, Codable, Equatable, Hashable {
+        /// The SvcParamKey number.
         public var key: Int
         /// Base64 of the value bytes.
         public var value: String
@@ -18,17 +19,23 @@ public struct ServiceBinding: Sendable, Codable, Equatable, Hashable {
     public var priority: Int
     /// The effective TargetName: the owner name when the record said `.` (RFC 9460 §2.5.2).
     public var target: String
+    /// The `port` parameter; `nil` means the origin's port.
     public var port: Int?
     /// The `alpn` parameter as given; see `effectiveALPN` for the set to offer.
     public var alpn: [String]
+    /// Whether `no-default-alpn` is present.
     public var noDefaultAlpn: Bool
+    /// IPv4 address hints, used only until A records are known.
     public var ipv4hint: [String]
+    /// IPv6 address hints, used only until AAAA records are known.
     public var ipv6hint: [String]
     /// Base64 ECHConfigList.
     public var ech: String?
     /// The keys of the `mandatory` parameter by name, e.g. `alpn`, `port`, `key667`.
     public var mandatory: [String]
+    /// The `dohpath` URI template (RFC 9461).
     public var dohpath: String?
+    /// Parameters with keys this client does not interpret.
     public var unknown: [UnknownParam]
 
     /// Creates a binding from its fields.

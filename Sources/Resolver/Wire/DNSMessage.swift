@@ -4,7 +4,9 @@ import CLDNS
 public struct DNSQuestion: Hashable, Sendable, Codable, CustomStringConvertible {
     /// Lowercased, absolute presentation name with trailing dot, e.g. `example.com.`.
     public var name: String
+    /// The record type.
     public var type: RRType
+    /// The class, normally `IN`.
     public var `class`: RRClass
 
     /// Creates a question; `name` is normalised (lowercased, trailing dot) when it is a valid name.
@@ -24,9 +26,13 @@ public struct DNSQuestion: Hashable, Sendable, Codable, CustomStringConvertible 
 public struct ResourceRecord: Hashable, Sendable, Codable {
     /// Lowercased, absolute owner name with trailing dot.
     public var name: String
+    /// The record type.
     public var type: RRType
+    /// The class, normally `IN`.
     public var `class`: RRClass
+    /// Time to live in seconds, as received.
     public var ttl: UInt32
+    /// The RDATA in uncompressed wire format.
     public var rdata: [UInt8]
 
     /// Creates a record; `name` is normalised (lowercased, trailing dot) when it is a valid name.
@@ -46,9 +52,11 @@ public struct ResourceRecord: Hashable, Sendable, Codable {
 
 /// The fixed 12-byte DNS header (RFC 1035 §4.1.1), readable even when the rest of the message is cut short.
 public struct DNSHeader: Hashable, Sendable {
+    /// The message ID.
     public var id: UInt16
     /// Response (`true`) or query.
     public var qr: Bool
+    /// The operation code; 0 for a standard query.
     public var opcode: UInt8
     /// Authoritative answer.
     public var aa: Bool
@@ -64,9 +72,13 @@ public struct DNSHeader: Hashable, Sendable {
     public var cd: Bool
     /// The low 4 bits of the response code; see `DNSMessage.rcode` for the extended value.
     public var rcode: UInt8
+    /// QDCOUNT as written in the header.
     public var questionCount: UInt16
+    /// ANCOUNT as written in the header.
     public var answerCount: UInt16
+    /// NSCOUNT as written in the header.
     public var authorityCount: UInt16
+    /// ARCOUNT as written in the header.
     public var additionalCount: UInt16
 
     /// Reads the header only, so the I/O layer can check the ID and the TC bit of a packet that ldns rejects
@@ -91,6 +103,7 @@ public struct DNSHeader: Hashable, Sendable {
 public struct EDNSInfo: Hashable, Sendable {
     /// The requestor's (or responder's) UDP payload size.
     public var udpPayloadSize: UInt16
+    /// The EDNS version; 0 is the only one defined.
     public var version: UInt8
     /// The DO bit (RFC 3225).
     public var dnssecOK: Bool
@@ -105,13 +118,16 @@ public struct DNSMessage: Hashable, Sendable {
     public var rcode: RCode
     /// The questions; a normal message has exactly one.
     public var questions: [DNSQuestion]
+    /// The answer section.
     public var answer: [ResourceRecord]
+    /// The authority section (SOA for negative answers).
     public var authority: [ResourceRecord]
     /// The additional section without the OPT record, which ldns moves into `edns`.
     public var additional: [ResourceRecord]
     /// EDNS information when the message carried an OPT record.
     public var edns: EDNSInfo?
 
+    /// The message ID.
     public var id: UInt16 { header.id }
     /// The single question, or `nil` when the message has none or several.
     public var question: DNSQuestion? { questions.count == 1 ? questions[0] : nil }

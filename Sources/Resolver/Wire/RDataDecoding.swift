@@ -1,10 +1,16 @@
 /// The fields of an SOA record (RFC 1035 §3.3.13).
 public struct SOAData: Hashable, Sendable {
+    /// The primary name server.
     public var mname: String
+    /// The responsible mailbox, as a name.
     public var rname: String
+    /// The zone serial number.
     public var serial: UInt32
+    /// Secondary refresh interval in seconds.
     public var refresh: UInt32
+    /// Secondary retry interval in seconds.
     public var retry: UInt32
+    /// Seconds after which a secondary stops answering.
     public var expire: UInt32
     /// The TTL for negative answers (RFC 2308 §4).
     public var minimum: UInt32

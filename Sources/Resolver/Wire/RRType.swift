@@ -2,6 +2,7 @@
 ///
 /// Unknown numbers are valid values; they print as `TYPEnnn` (RFC 3597 §5).
 public struct RRType: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+    /// The number.
     public var rawValue: UInt16
 
     /// Creates a type from its number.
@@ -10,18 +11,31 @@ public struct RRType: RawRepresentable, Hashable, Sendable, Codable, CustomStrin
     /// Creates a type from its number.
     public init(_ rawValue: UInt16) { self.rawValue = rawValue }
 
+    /// IPv4 address (RFC 1035).
     public static let a = RRType(1)
+    /// Name server (RFC 1035).
     public static let ns = RRType(2)
+    /// Canonical name (RFC 1035).
     public static let cname = RRType(5)
+    /// Start of authority (RFC 1035).
     public static let soa = RRType(6)
+    /// Domain name pointer (RFC 1035).
     public static let ptr = RRType(12)
+    /// Mail exchange (RFC 1035).
     public static let mx = RRType(15)
+    /// Text strings (RFC 1035).
     public static let txt = RRType(16)
+    /// IPv6 address (RFC 3596).
     public static let aaaa = RRType(28)
+    /// Service location (RFC 2782).
     public static let srv = RRType(33)
+    /// EDNS(0) pseudo-record (RFC 6891).
     public static let opt = RRType(41)
+    /// General service binding (RFC 9460).
     public static let svcb = RRType(64)
+    /// HTTPS service binding (RFC 9460 §9).
     public static let https = RRType(65)
+    /// Any type (QTYPE only).
     public static let any = RRType(255)
 
     private static let names: [UInt16: String] = [
@@ -35,6 +49,7 @@ public struct RRType: RawRepresentable, Hashable, Sendable, Codable, CustomStrin
 
 /// A DNS class (RFC 1035 §3.2.4); in practice always `IN`.
 public struct RRClass: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+    /// The number.
     public var rawValue: UInt16
 
     /// Creates a class from its number.
@@ -43,8 +58,11 @@ public struct RRClass: RawRepresentable, Hashable, Sendable, Codable, CustomStri
     /// Creates a class from its number.
     public init(_ rawValue: UInt16) { self.rawValue = rawValue }
 
+    /// The Internet class.
     public static let `in` = RRClass(1)
+    /// The Chaos class.
     public static let ch = RRClass(3)
+    /// Any class (QCLASS only).
     public static let any = RRClass(255)
 
     /// The mnemonic, e.g. `IN`, or `CLASS7` (RFC 3597 §5).
@@ -60,6 +78,7 @@ public struct RRClass: RawRepresentable, Hashable, Sendable, Codable, CustomStri
 
 /// A DNS response code, including the EDNS extended bits (RFC 6891 §6.1.3): values above 15 are possible.
 public struct RCode: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+    /// The number.
     public var rawValue: UInt16
 
     /// Creates a response code from its (extended) number.
@@ -68,12 +87,19 @@ public struct RCode: RawRepresentable, Hashable, Sendable, Codable, CustomString
     /// Creates a response code from its (extended) number.
     public init(_ rawValue: UInt16) { self.rawValue = rawValue }
 
+    /// No error.
     public static let noError = RCode(0)
+    /// Format error.
     public static let formErr = RCode(1)
+    /// Server failure.
     public static let servFail = RCode(2)
+    /// The name does not exist.
     public static let nxDomain = RCode(3)
+    /// Not implemented.
     public static let notImp = RCode(4)
+    /// Refused.
     public static let refused = RCode(5)
+    /// Unsupported EDNS version (RFC 6891).
     public static let badVers = RCode(16)
 
     private static let names: [UInt16: String] = [
