@@ -1,0 +1,131 @@
+import Testing
+
+@testable import Discovery
+
+@Suite("Validation")
+struct ValidationTests {
+    @Test(
+        "valid service types",
+        arguments: ["_http._tcp", "_ipp._tcp", "_a._udp", "_x-y-z._tcp", "_123abc._udp", "_abcdefghijklmno._tcp",
+                    "_HTTP._TCP"]
+    )
+    func validTypes(type: String) throws {
+        let parsed = try ServiceValidation.serviceType(type)
+        #expect(parsed.string.lowercased() == type.lowercased())
+    }
+
+    @Test(
+        "invalid service types",
+        arguments: [
+            "", "http._tcp", "_http", "_http._sctp", "_._tcp", "_abcdefghijklmnop._tcp", "_-http._tcp", "_http-._tcp",
+            "_ht--tp._tcp", "_123._tcp", "_ht_tp._tcp", "_http._tcp.local", "_h\u{E9}._tcp", "_http.._tcp",
+        ]
+    )
+    func invalidTypes(type: String) {
+        do {
+            try ServiceValidation.serviceType(type)
+            Issue.record("\(type) was accepted")
+        } catch {
+            #expect(error.code == .invalidServiceType)
+        }
+    }
+
+    @Test("subtypes in short and full form")
+    func subtypes() throws {
+        #expect(try ServiceValidation.subtype("_printer", of: "_http._tcp") == "_printer")
+        #expect(try ServiceValidation.subtype("printer", of: "_http._tcp") == "_printer")
+        #expect(try ServiceValidation.subtype("_printer._sub._http._tcp", of: "_http._tcp") == "_printer")
+        #expect(throws: DiscoveryError.self) { try ServiceValidation.subtype("_printer._sub._ipp._tcp", of: "_http._tcp") }
+        #expect(throws: DiscoveryError.self) { try ServiceValidation.subtype("_", of: "_http._tcp") }
+        #expect(throws: DiscoveryError.self) { try ServiceValidation.subtype("_a b", of: "_http._tcp") }
+        #expect(throws: DiscoveryError.self) { try ServiceValidation.subtype("_a.b", of: "_http._tcp") }
+    }
+
+    @Test("instance names: 1-63 bytes of UTF-8, no control characters")
+    func instanceNames() throws {
+        try ServiceValidation.instanceName("Living Room Printer")
+        try ServiceValidation.instanceName(String(repeating: "x", count: 63))
+        // 21 three-byte characters = 63 bytes.
+        try ServiceValidation.instanceName(String(repeating: "\u{20AC}", count: 21))
+        for bad in ["", String(repeating: "x", count: 64), String(repeating: "\u{20AC}", count: 22), "a\u{0}b", "a\nb"] {
+            do {
+                try ServiceValidation.instanceName(bad)
+                Issue.record("\(bad.debugDescription) was accepted")
+            } catch {
+                #expect(error.code == .invalidName)
+            }
+        }
+    }
+
+    @Test("ports 0-65535")
+    func ports() throws {
+        #expect(try ServiceValidation.port(0) == 0)
+        #expect(try ServiceValidation.port(65535) == 65535)
+        for bad in [-1, 65536, Int.max] {
+            do {
+                _ = try ServiceValidation.port(bad)
+                Issue.record("\(bad) was accepted")
+            } catch {
+                #expect(error.code == .invalidParameter)
+            }
+        }
+    }
+
+    @Test("domains and host names")
+    func domains() throws {
+        try ServiceValidation.domain("local")
+        try ServiceValidation.domain("local.")
+        try ServiceValidation.domain("example.com")
+        try ServiceValidation.hostName("printer.local")
+        for bad in ["", ".", "a..b", "a b", String(repeating: "x", count: 64) + ".com"] {
+            #expect(throws: DiscoveryError.self) { try ServiceValidation.domain(bad) }
+        }
+    }
+
+    @Test("errors map onto the API's varlink error names")
+    func apiNames() {
+        #expect(DiscoveryError(.invalidServiceType, "").apiErrorName == "io.discoverd.Discovery.InvalidServiceType")
+        #expect(DiscoveryError(.invalidName, "").apiErrorName == "io.discoverd.Discovery.InvalidName")
+        #expect(DiscoveryError(.notFound, "").apiErrorName == "io.discoverd.Discovery.NotFound")
+        #expect(DiscoveryError(.timeout, "").apiErrorName == "io.discoverd.Discovery.Timeout")
+        #expect(DiscoveryError(.avahiUnavailable, "").apiErrorName == "io.discoverd.Discovery.AvahiUnavailable")
+        #expect(DiscoveryError(.nameConflict, "").apiErrorName == "io.discoverd.Discovery.NameConflict")
+        #expect(DiscoveryError(.invalidParameter, "").apiErrorName == "org.varlink.service.InvalidParameter")
+    }
+
+    @Test("Avahi error codes become DiscoveryError codes with Avahi's text")
+    func avahiErrors() {
+        #expect(DiscoveryError.fromAvahi(0, "ok") == nil)
+        let collision = DiscoveryError.fromAvahi(-8, "add")
+        #expect(collision?.code == .nameConflict)
+        #expect(collision?.avahiErrorText == "Local name collision")
+        #expect(DiscoveryError.fromAvahi(-26, "x")?.code == .avahiUnavailable)
+        #expect(DiscoveryError.fromAvahi(-11, "x")?.code == .invalidServiceType)
+        #expect(DiscoveryError.fromAvahi(-15, "x")?.code == .timeout)
+        #expect(DiscoveryError.fromAvahi(-30, "x")?.code == .notFound)
+        #expect(DiscoveryError.fromAvahi(-1, "x")?.code == .avahiFailure)
+        #expect(throws: DiscoveryError.self) { try check(-8, "add") }
+    }
+
+    @Test("alternative service names")
+    func alternativeNames() {
+        #expect(AdvertisementRecord.alternativeName("Printer") == "Printer #2")
+        #expect(AdvertisementRecord.alternativeName("Printer #2") == "Printer #3")
+    }
+
+    @Test("IPv6 link-local detection")
+    func linkLocal() {
+        #expect(AvahiConversions.isIPv6LinkLocal("fe80::1"))
+        #expect(AvahiConversions.isIPv6LinkLocal("febf::1"))
+        #expect(!AvahiConversions.isIPv6LinkLocal("fec0::1"))
+        #expect(!AvahiConversions.isIPv6LinkLocal("2001:db8::1"))
+        #expect(!AvahiConversions.isIPv6LinkLocal("192.0.2.1"))
+    }
+
+    @Test("Avahi string lists keep the record's order")
+    func stringListRoundTrip() throws {
+        let txt = TXTRecord(strings: [Array("b=2".utf8), Array("a=1".utf8), [0xFF]])
+        let copy = try AvahiConversions.withStringList(txt) { list in AvahiConversions.txtRecord(from: list) }
+        #expect(copy == txt)
+    }
+}
