@@ -51,6 +51,11 @@ def test_addresses_and_no_way_out(lab, host, addrs):
     assert "fe80::" in out, "link-local address missing (avahi needs it)"
     assert lab_exec(host, "ip", "-4", "route", "show", "default").stdout.strip() == ""
     assert lab_exec(host, "ip", "-6", "route", "show", "default").stdout.strip() == ""
+    # The machine's own resolver (and anything else off the lab link) is unroutable
+    # from inside the lab; `ip route get` asks the kernel without sending anything.
+    for dst in ("10.255.255.53", "8.8.8.8", "2001:4860:4860::8888"):
+        cp = lab_exec(host, "ip", "route", "get", dst, check=False)
+        assert cp.returncode != 0 and "unreachable" in cp.stderr.lower(), (dst, cp.stdout, cp.stderr)
     links = lab_exec(host, "ip", "-br", "link").stdout.split()
     assert [w.split("@")[0] for w in links if w.split("@")[0] in ("lo", "eth0")] == ["lo", "eth0"]
     assert len([ln for ln in lab_exec(host, "ip", "-br", "link").stdout.splitlines() if ln.strip()]) == 2
