@@ -59,7 +59,7 @@ extension CacheAnswer: Codable {
 
 /// The result of ``OptimisticCache/lookup(_:optimistic:)``.
 public enum CacheLookup<Value: Sendable & Codable>: Sendable {
-    /// An unexpired entry; answer it with `remainingTTL` (seconds, rounded down).
+    /// An unexpired entry; answer it with `remainingTTL` (seconds, rounded up, so at least 1).
     case fresh(CacheAnswer<Value>, remainingTTL: UInt32)
 
     /// An expired entry within the maximum stale time (RFC 8767).

@@ -97,7 +97,7 @@ public final class OptimisticCache<Value: Sendable & Codable>: Sendable {
             if remaining > 0 {
                 state.entries.values[index].lastUsed = state.tick
                 state.statistics.hits += 1
-                return .fresh(entry.answer, remainingTTL: wholeSeconds(remaining))
+                return .fresh(entry.answer, remainingTTL: wholeSeconds(remaining.rounded(.up)))
             }
             let staleFor = -remaining
             // RFC 8767 §5: past the maximum stale timer the data is not used at all.
