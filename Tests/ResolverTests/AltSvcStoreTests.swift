@@ -38,7 +38,8 @@ struct AltSvcStoreTests {
         let (store, _) = makeStore()
         try store.report(origin: "https://example.com", header: "h3=\":443\", h2=\":443\"")
         try store.report(origin: "https://example.com", header: "h2=\"alt.example.com:8443\"")
-        #expect(store.alternatives(for: origin) == [AltSvcAlternative(protocolID: "h2", host: "alt.example.com", port: 8443)])
+        let expected = [AltSvcAlternative(protocolID: "h2", host: "alt.example.com", port: 8443)]
+        #expect(store.alternatives(for: origin) == expected)
         #expect(!store.h3(for: origin))
     }
 
@@ -62,10 +63,12 @@ struct AltSvcStoreTests {
         #expect(store.h3(for: try AltSvcOrigin(host: "example.com", port: 8443)))
     }
 
-    @Test("only the final h3 counts as HTTP/3", arguments: [
-        ("h3=\":443\"", true), ("h3-29=\":443\"", false), ("h2=\":443\"", false), ("H3=\":443\"", false),
-        ("h3=\":443\"; ma=0", false), ("h2=\":443\", h3=\"alt.example.net:443\"", true),
-    ])
+    @Test(
+        "only the final h3 counts as HTTP/3",
+        arguments: [
+            ("h3=\":443\"", true), ("h3-29=\":443\"", false), ("h2=\":443\"", false), ("H3=\":443\"", false),
+            ("h3=\":443\"; ma=0", false), ("h2=\":443\", h3=\"alt.example.net:443\"", true),
+        ])
     func h3Detection(header: String, h3: Bool) throws {
         let (store, _) = makeStore()
         try store.report(origin: "https://example.com", header: header)
@@ -83,12 +86,14 @@ struct AltSvcStoreTests {
         #expect(store.count == 1)
     }
 
-    @Test("invalid reports throw and change nothing", arguments: [
-        ("http://example.com", "h3=\":443\"", AltSvcError.Code.invalidOrigin),
-        ("https://example.com/x", "h3=\":443\"", .invalidOrigin),
-        ("https://example.com", "h3=:443", .malformedHeader),
-        ("https://example.com", "", .malformedHeader),
-    ])
+    @Test(
+        "invalid reports throw and change nothing",
+        arguments: [
+            ("http://example.com", "h3=\":443\"", AltSvcError.Code.invalidOrigin),
+            ("https://example.com/x", "h3=\":443\"", .invalidOrigin),
+            ("https://example.com", "h3=:443", .malformedHeader),
+            ("https://example.com", "", .malformedHeader),
+        ])
     func invalidReport(originText: String, header: String, code: AltSvcError.Code) throws {
         let (store, _) = makeStore()
         try store.report(origin: "https://example.com", header: "h3=\":443\"")
@@ -148,10 +153,12 @@ struct AltSvcStoreTests {
         #expect(!restored.h3(for: try AltSvcOrigin(parsing: "https://[2001:db8::1]:8443")))
     }
 
-    @Test("a corrupt, truncated or foreign file throws and leaves the store empty", arguments: [
-        "not json", "{\"format\":\"discoverd.altsvc\",\"version\":1,\"savedAt\":0,\"payload\":[",
-        "{\"format\":\"discoverd.cache\",\"version\":1,\"savedAt\":0,\"payload\":[]}",
-    ])
+    @Test(
+        "a corrupt, truncated or foreign file throws and leaves the store empty",
+        arguments: [
+            "not json", "{\"format\":\"discoverd.altsvc\",\"version\":1,\"savedAt\":0,\"payload\":[",
+            "{\"format\":\"discoverd.cache\",\"version\":1,\"savedAt\":0,\"payload\":[]}",
+        ])
     func corrupt(contents: String) throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }

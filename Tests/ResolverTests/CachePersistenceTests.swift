@@ -147,13 +147,15 @@ struct CachePersistenceTests {
         }
     }
 
-    @Test("a corrupt file throws corrupt and leaves the cache empty", arguments: [
-        "", "garbage", "\u{0}\u{1}\u{2}", "[]", "{}", "{\"format\":\"discoverd.cache\"}",
-        "{\"format\":\"discoverd.cache\",\"version\":1,\"savedAt\":0}",
-        "{\"format\":\"discoverd.cache\",\"version\":1,\"savedAt\":0,\"payload\":{}}",
-        "{\"format\":\"discoverd.altsvc\",\"version\":1,\"savedAt\":0,\"payload\":[]}",
-        "{\"format\":\"discoverd.cache\",\"version\":\"1\",\"savedAt\":0,\"payload\":[]}",
-    ])
+    @Test(
+        "a corrupt file throws corrupt and leaves the cache empty",
+        arguments: [
+            "", "garbage", "\u{0}\u{1}\u{2}", "[]", "{}", "{\"format\":\"discoverd.cache\"}",
+            "{\"format\":\"discoverd.cache\",\"version\":1,\"savedAt\":0}",
+            "{\"format\":\"discoverd.cache\",\"version\":1,\"savedAt\":0,\"payload\":{}}",
+            "{\"format\":\"discoverd.altsvc\",\"version\":1,\"savedAt\":0,\"payload\":[]}",
+            "{\"format\":\"discoverd.cache\",\"version\":\"1\",\"savedAt\":0,\"payload\":[]}",
+        ])
     func corruptFile(contents: String) throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
@@ -194,7 +196,8 @@ struct CachePersistenceTests {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
         let file = directory.file("cache.json")
-        try Data("{\"format\":\"discoverd.cache\",\"version\":\(version),\"payload\":\"whatever\"}".utf8).write(to: file)
+        let json = "{\"format\":\"discoverd.cache\",\"version\":\(version),\"payload\":\"whatever\"}"
+        try Data(json.utf8).write(to: file)
         let (cache, _) = makeCache()
         #expect {
             try cache.load(from: file)
@@ -215,11 +218,13 @@ struct CachePersistenceTests {
         }
     }
 
-    @Test("AtomicFile splits paths into directory and name", arguments: [
-        ("/var/lib/discoverd/cache.json", "/var/lib/discoverd", "cache.json"),
-        ("/cache.json", "/", "cache.json"),
-        ("cache.json", ".", "cache.json"),
-    ])
+    @Test(
+        "AtomicFile splits paths into directory and name",
+        arguments: [
+            ("/var/lib/discoverd/cache.json", "/var/lib/discoverd", "cache.json"),
+            ("/cache.json", "/", "cache.json"),
+            ("cache.json", ".", "cache.json"),
+        ])
     func splitPath(path: String, directory: String, base: String) {
         let split = AtomicFile.split(path)
         #expect(split.directory == directory)

@@ -1,9 +1,9 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// An HTTPS origin (RFC 6454) that Alt-Svc information belongs to: `https://host:port`.
@@ -19,13 +19,8 @@ public struct AltSvcOrigin: Hashable, Sendable, Codable, CustomStringConvertible
     ///
     /// - Throws: ``AltSvcError`` with code `.invalidOrigin` when the host is not a valid host name or address.
     public init(host: String, port: UInt16 = 443) throws(AltSvcError) {
-        var bytes = Array(host.utf8)[...]
-        if bytes.first == UInt8(ascii: "["), bytes.last == UInt8(ascii: "]") {
-            bytes = bytes.dropFirst().dropLast()
-            guard HostSyntax.isIPv6(bytes) else { throw Self.invalid("invalid IPv6 address \"\(host)\"") }
-        }
         guard port != 0 else { throw Self.invalid("port 0 is not allowed") }
-        guard let normalized = HostSyntax.validate(bytes) else { throw Self.invalid(HostSyntax.reason(host)) }
+        guard let normalized = HostSyntax.validate(host.utf8) else { throw Self.invalid(HostSyntax.reason(host)) }
         self.host = normalized
         self.port = port
     }

@@ -158,7 +158,7 @@ public final class AltSvcStore: Sendable {
         let origins = state.withLock { entries in
             entries.map { Lenient(PersistedOrigin(origin: $0.key, entry: $0.value)) }
         }
-        try CachePersistence.write(origins, format: Self.fileFormat, savedAt: SystemCacheClock().now(), to: url)
+        try CachePersistence.write(origins, format: Self.fileFormat, savedAt: clock.now(), to: url)
     }
 
     /// Loads origins saved by ``save(to:)``, skipping expired alternatives and origins already present.

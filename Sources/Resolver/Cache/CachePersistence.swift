@@ -138,7 +138,7 @@ extension OptimisticCache {
     /// - Throws: ``CachePersistenceError`` with code `.io` when encoding or a system call fails.
     public func save(to url: URL) throws(CachePersistenceError) {
         let entries = snapshot().map { Lenient(PersistedEntry(key: $0.key, expires: $0.expires, answer: $0.answer)) }
-        try CachePersistence.write(entries, format: Self.fileFormat, savedAt: SystemCacheClock().now(), to: url)
+        try CachePersistence.write(entries, format: Self.fileFormat, savedAt: clock.now(), to: url)
     }
 
     /// Loads entries saved by ``save(to:)`` into this cache.

@@ -21,7 +21,8 @@ public struct CachePolicy: Sendable, Equatable {
     /// RFC 8767 §5 bounds a resolution by the "query resolution timer" (10 to 30 seconds).
     public var refreshTimeout: UInt32 = 30
 
-    /// Positive TTLs below this are raised to it. A TTL of 0 is never raised: it is not cached at all.
+    /// TTLs below this are raised to it (negative ones too, before ``maxNegativeTTL`` applies).
+    /// A TTL of 0 is never raised: it is not cached at all.
     public var minTTL: UInt32 = 0
 
     /// Positive TTLs above this are lowered to it.

@@ -41,7 +41,8 @@ public final class OptimisticCache<Value: Sendable & Codable>: Sendable {
         var statistics = CacheStatistics()
     }
 
-    private let clock: any CacheClock
+    /// Internal so persistence stamps files with the same clock.
+    let clock: any CacheClock
     private let state: Mutex<State>
 
     /// Creates an empty cache.
