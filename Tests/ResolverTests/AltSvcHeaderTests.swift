@@ -53,6 +53,8 @@ struct AltSvcHeaderTests {
             ("h3=\":443\" ; ; ma=7", [alt("h3", nil, 443, ma: 7)]),
             // a protocol id that is not UTF-8 is an unknown protocol: skipped
             ("%FF%FE=\":443\", h3=\":443\"", [alt("h3", nil, 443)]),
+            // "clear" is only special as the whole value; as a protocol-id it is an ordinary token
+            ("clear=\":443\"", [alt("clear", nil, 443)]),
         ])
     func valid(value: String, expected: [AltSvcAlternative]) throws {
         #expect(try AltSvcHeader(parsing: value) == .alternatives(expected))

@@ -82,8 +82,8 @@ struct AltSvcParser {
         if let token = readToken(), token == Array("clear".utf8) {
             skipOWS()
             if index == bytes.count { return .clear }
-            throw error("\"clear\" must be the whole value")
         }
+        // Anything else, including "clear" next to alternatives, must be a list of alt-values.
         index = start
 
         var alternatives: [AltSvcAlternative] = []
