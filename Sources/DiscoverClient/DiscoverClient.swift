@@ -117,7 +117,13 @@ public final class DiscoverClient: Sendable {
 extension DiscoverClient {
     /// `io.discoverd.Daemon.Status`.
     public func status() async throws -> StatusReply {
-        try await call(Methods.status, VarlinkEmpty())
+        try await call(Methods.status, StatusParameters())
+    }
+
+    /// `io.discoverd.Daemon.Status` with `more`: a fresh status every `interval`, until the iteration ends.
+    public func watchStatus(every interval: Duration = .seconds(1)) -> AsyncThrowingStream<StatusReply, any Error> {
+        let milliseconds = max(1, Int(interval.components.seconds * 1000 + interval.components.attoseconds / 1_000_000_000_000_000))
+        return stream(Methods.status, StatusParameters(intervalMs: milliseconds))
     }
 
     /// `org.varlink.service.GetInfo`.

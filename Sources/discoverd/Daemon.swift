@@ -33,11 +33,12 @@ struct Daemon {
                     maxMessageSize: configuration.maxMessageSize, maxQueuedCalls: configuration.maxQueuedCalls,
                     maxSendBuffer: configuration.maxSendBuffer)),
             router: router, registry: registry, group: MultiThreadedEventLoopGroup.singleton, logger: logger)
-        // Bind before starting the group, so a socket problem is a clear start-up error.
-        let listener = try await server.bind()
+        // The server binds inside the group, after ServiceGroup has taken over SIGTERM/SIGINT: a signal that
+        // arrives as soon as the socket is visible still shuts down gracefully. A bind failure ends the group
+        // with that error.
         let group = ServiceGroup(
             configuration: .init(
-                services: [.init(service: ListeningService(server: server, channel: listener))],
+                services: [.init(service: server)],
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger))
         logger.info(
@@ -70,12 +71,4 @@ struct Daemon {
         }
         logger.info("configuration reloaded", metadata: ["file": "\(path)"])
     }
-}
-
-/// Adapts an already-bound server to ServiceLifecycle.
-private struct ListeningService: ServiceLifecycle.Service {
-    let server: VarlinkServer
-    let channel: any Channel
-
-    func run() async throws { try await server.serve(channel) }
 }

@@ -274,7 +274,9 @@ public enum InterfaceDescriptions {
           refreshFailures: int
         )
 
-        method Status() -> (
+        # The daemon's state. With more: a fresh status every intervalMs (default
+        # 1000), until the connection closes.
+        method Status(intervalMs: ?int) -> (
           version: string,
           uptimeSeconds: int,
           avahi: (running, connecting, unavailable),

@@ -27,6 +27,14 @@ public struct CacheStatistics: Codable, Equatable, Sendable {
     }
 }
 
+/// Parameters of `Status`.
+public struct StatusParameters: VarlinkParameters, Equatable {
+    public enum CodingKeys: String, CodingKey, CaseIterable { case intervalMs }
+    /// With `more`: how often to send a fresh status (default 1000 ms, at least 1).
+    public var intervalMs: Int?
+    public init(intervalMs: Int? = nil) { self.intervalMs = intervalMs }
+}
+
 /// Reply of `Status`.
 public struct StatusReply: Codable, Equatable, Sendable {
     public var version: String

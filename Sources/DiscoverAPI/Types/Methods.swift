@@ -30,6 +30,6 @@ public enum Methods {
         "io.discoverd.Discovery.BrowseDomains")
 
     // io.discoverd.Daemon
-    public static let status = VarlinkMethod<VarlinkEmpty, StatusReply>("io.discoverd.Daemon.Status")
+    public static let status = VarlinkMethod<StatusParameters, StatusReply>("io.discoverd.Daemon.Status")
     public static let reload = VarlinkMethod<VarlinkEmpty, VarlinkEmpty>("io.discoverd.Daemon.Reload")
 }

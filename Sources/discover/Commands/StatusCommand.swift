@@ -8,16 +8,34 @@ struct StatusCommand: AsyncParsableCommand {
 
     @OptionGroup var global: GlobalOptions
 
+    @Flag(name: .long, help: "Keep printing the status every --interval seconds until Ctrl-C.")
+    var watch = false
+
+    @Option(name: .long, help: "Seconds between updates with --watch.")
+    var interval: Double = 1
+
     func run() async throws {
         try await runCommand(global) { client in
-            let status = try await client.status()
+            if watch {
+                for try await status in client.watchStatus(every: .milliseconds(Int(max(0.001, interval) * 1000))) {
+                    try show(status, socket: client.socketPath)
+                    if !global.json { Output.line("") }
+                }
+                return 0
+            }
+            try show(try await client.status(), socket: client.socketPath)
+            return 0
+        }
+    }
+
+    private func show(_ status: StatusReply, socket: String) throws {
             if global.json {
                 try Output.json(status)
-                return 0
+                return
             }
             let cache = status.cache
             Output.line("discoverd \(status.version), up \(Self.duration(status.uptimeSeconds))")
-            Output.line("socket:     \(client.socketPath)")
+            Output.line("socket:     \(socket)")
             Output.line("avahi:      \(status.avahi.rawValue)")
             Output.line("upstreams:  \(status.upstreams.isEmpty ? "none" : status.upstreams.joined(separator: ", "))")
             Output.line(
@@ -26,8 +44,6 @@ struct StatusCommand: AsyncParsableCommand {
             Output.line(
                 "clients:    \(status.connections) connections, \(status.subscriptions) streams, "
                     + "\(status.registrations) registrations")
-            return 0
-        }
     }
 
     static func duration(_ seconds: Int) -> String {

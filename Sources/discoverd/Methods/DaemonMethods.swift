@@ -55,7 +55,14 @@ enum DaemonMethods {
             }
             return InterfaceDescriptionReply(description: text)
         }
-        routes.register(Methods.status) { _, _ in state.status() }
+        routes.register(Methods.status) { parameters, context in
+            guard context.more else { return state.status() }
+            let interval = max(1, parameters.intervalMs ?? 1000)
+            while true {
+                try context.send(state.status())
+                try await Task.sleep(for: .milliseconds(interval))
+            }
+        }
         routes.register(Methods.reload) { _, context in
             try context.requirePrivilege(group: state.configuration.adminGroup)
             try await reload()

@@ -42,6 +42,10 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
     private var framer: VarlinkFramer
     private var slots = CircularBuffer<Slot>()
     private var nextSlotID: UInt64 = 0
+    /// Id of the first slot not yet started. Calls start strictly in order, so started slots are a prefix.
+    private var nextToStart: UInt64 = 0
+    /// Started `more` calls that have not finished: while one exists, nothing after it may start.
+    private var openStreams = 0
     private var peer = PeerCredentials.unknown
     private var context: ChannelHandlerContext?
     private var readingPaused = false
@@ -84,7 +88,12 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
         guard !closing else { return }
         let buffer = unwrapInboundIn(data)
         framer.append(buffer.readableBytesView)
-        while true {
+        decodeQueuedMessages(context: context)
+    }
+
+    /// Turns buffered bytes into queued calls, up to the queue limit; the rest waits in the framer.
+    private func decodeQueuedMessages(context: ChannelHandlerContext) {
+        while slots.count < limits.maxQueuedCalls {
             let message: ArraySlice<UInt8>?
             do {
                 message = try framer.next()
@@ -98,11 +107,28 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
             enqueue(message)
         }
         startEligibleCalls()
-        if slots.count >= limits.maxQueuedCalls && !readingPaused {
+        flushReady(context: context)
+        updateReading(context: context)
+    }
+
+    /// Stops reading while too many calls are queued or the client is not reading its replies, so a
+    /// client can neither grow our memory nor lose a call; resumes when both drain.
+    private func updateReading(context: ChannelHandlerContext) {
+        let shouldPause =
+            slots.count >= limits.maxQueuedCalls || (!context.channel.isWritable && openStreams == 0)
+        if shouldPause && !readingPaused {
             readingPaused = true
             context.channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in }
+        } else if !shouldPause && readingPaused {
+            readingPaused = false
+            context.channel.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in }
+            context.read()
         }
-        flushReady(context: context)
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if !closing { updateReading(context: context) }
+        context.fireChannelWritabilityChanged()
     }
 
     private func enqueue(_ message: ArraySlice<UInt8>) {
@@ -121,14 +147,19 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
         }
     }
 
-    /// Starts every queued call that has no unfinished `more` call ahead of it.
+    /// Starts queued calls in order, stopping behind an unfinished `more` call.
     private func startEligibleCalls() {
-        var index = slots.startIndex
-        while index != slots.endIndex {
-            if !slots[index].started { start(at: index) }
-            if slots[index].more && !slots[index].done { return }
-            index = slots.index(after: index)
+        while openStreams == 0, let index = index(of: nextToStart) {
+            nextToStart += 1
+            if slots[index].started { continue }
+            start(at: index)
         }
+    }
+
+    /// Where the slot with this id is: ids are consecutive from the head, so this is O(1).
+    private func index(of id: UInt64) -> CircularBuffer<Slot>.Index? {
+        guard let first = slots.first?.id, id >= first, id - first < UInt64(slots.count) else { return nil }
+        return slots.index(slots.startIndex, offsetBy: Int(id - first))
     }
 
     private func start(at index: CircularBuffer<Slot>.Index) {
@@ -141,7 +172,10 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
             peer: peer, more: call.more, connectionID: connectionID, slotID: slotID, outbox: bound)
         let router = self.router
         let registry = self.registry
-        if call.more { registry.addStreams(1) }
+        if call.more {
+            registry.addStreams(1)
+            openStreams += 1
+        }
         slots[index].task = Task {
             let reply = await router.dispatch(call, context: callContext)
             if call.more { registry.addStreams(-1) }
@@ -151,7 +185,7 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
 
     /// An intermediate reply of a streaming call.
     func deliver(slot id: UInt64, bytes: [UInt8]) {
-        guard !closing, let context, let index = slots.firstIndex(where: { $0.id == id }) else { return }
+        guard !closing, let context, let index = index(of: id) else { return }
         if slots[index].oneway { return }
         slots[index].output.append(bytes)
         slots[index].outputBytes += bytes.count
@@ -161,21 +195,18 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
 
     /// The final reply of a call (nil when it was cancelled or was oneway).
     func finish(slot id: UInt64, reply: [UInt8]?) {
-        guard !closing, let context, let index = slots.firstIndex(where: { $0.id == id }) else { return }
+        guard !closing, let context, let index = index(of: id) else { return }
         if let reply, !slots[index].oneway {
             slots[index].output.append(reply)
             slots[index].outputBytes += reply.count
         }
+        if slots[index].more { openStreams -= 1 }
         slots[index].done = true
         slots[index].task = nil
         flushReady(context: context)
-        startEligibleCalls()
+        // Calls held back by the queue limit or by a finished stream can go now.
+        decodeQueuedMessages(context: context)
         closeIfIdle(context: context)
-        if readingPaused && slots.count < limits.maxQueuedCalls / 2 + 1 {
-            readingPaused = false
-            context.channel.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in }
-            context.read()
-        }
     }
 
     /// Writes the output of the head call, and of every finished call after it.
@@ -222,6 +253,7 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
     private func cancelAll() {
         for slot in slots { slot.task?.cancel() }
         slots.removeAll()
+        openStreams = 0
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {

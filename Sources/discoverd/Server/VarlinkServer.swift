@@ -39,6 +39,10 @@ final class VarlinkServer: ServiceLifecycle.Service, Sendable {
             .serverChannelOption(ChannelOptions.backlog, value: 1024)
             // A client may send its calls and shut down its write side (`echo ... | socat`): answer them all.
             .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
+            // Above the high mark the connection stops reading new calls until the client reads its replies.
+            .childChannelOption(
+                ChannelOptions.writeBufferWaterMark,
+                value: .init(low: settings.limits.maxSendBuffer / 8, high: settings.limits.maxSendBuffer / 4))
             .childChannelInitializer { [self] channel in
                 channel.eventLoop.makeCompletedFuture { try self.initialize(channel) }
             }

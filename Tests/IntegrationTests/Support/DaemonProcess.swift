@@ -1,0 +1,177 @@
+import Foundation
+import Testing
+
+/// Where the built executables are: `$DISCOVERD_BIN_DIR`, else next to the test bundle.
+enum BuiltProducts {
+    static var directory: URL {
+        if let dir = ProcessInfo.processInfo.environment["DISCOVERD_BIN_DIR"], !dir.isEmpty {
+            return URL(fileURLWithPath: dir)
+        }
+        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        return URL(fileURLWithPath: exe).deletingLastPathComponent()
+    }
+
+    static var discoverd: String { directory.appendingPathComponent("discoverd").path }
+    static var discover: String { directory.appendingPathComponent("discover").path }
+}
+
+/// A scratch directory removed at deinit.
+final class TemporaryDirectory: @unchecked Sendable {
+    // Immutable after init; deinit runs once.
+    let path: String
+
+    init(_ prefix: String = "dtest") {
+        let template = "/tmp/\(prefix)-XXXXXX"
+        var bytes = Array(template.utf8CString)
+        let result = bytes.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
+        path = result.map { String(cString: $0) } ?? "/tmp/\(prefix)-\(UUID().uuidString.prefix(8))"
+        chmod(path, 0o755)
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+}
+
+/// The result of running a command to completion.
+struct CommandResult {
+    var status: Int32
+    var stdout: String
+    var stderr: String
+}
+
+/// Runs a command to completion (bounded by `timeout`), capturing its output.
+func runCommand(_ arguments: [String], environment: [String: String] = [:], timeout: Double = 30) throws -> CommandResult {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: arguments[0])
+    process.arguments = Array(arguments.dropFirst())
+    var env = ProcessInfo.processInfo.environment
+    env["DISCOVERD_SOCKET"] = nil
+    for (key, value) in environment { env[key] = value }
+    process.environment = env
+    let out = Pipe()
+    let err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    process.standardInput = FileHandle.nullDevice
+    try process.run()
+    let outData = LockedData()
+    let errData = LockedData()
+    let group = DispatchGroup()
+    for (pipe, sink) in [(out, outData), (err, errData)] {
+        group.enter()
+        DispatchQueue.global().async {
+            sink.set(pipe.fileHandleForReading.readDataToEndOfFile())
+            group.leave()
+        }
+    }
+    let deadline = Date().addingTimeInterval(timeout)
+    while process.isRunning && Date() < deadline { usleep(10_000) }
+    if process.isRunning {
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+    group.wait()
+    return CommandResult(
+        status: process.terminationStatus, stdout: String(decoding: outData.get(), as: UTF8.self),
+        stderr: String(decoding: errData.get(), as: UTF8.self))
+}
+
+final class LockedData: @unchecked Sendable {
+    // Guarded by `lock`.
+    private let lock = NSLock()
+    private var data = Data()
+    func set(_ value: Data) { lock.withLock { data = value } }
+    func get() -> Data { lock.withLock { data } }
+}
+
+/// A discoverd process started by a test and stopped (by PID) when the test ends.
+final class DaemonProcess: @unchecked Sendable {
+    // `process` is only touched from the test's own task; deinit runs once.
+    let socketPath: String
+    let directory: TemporaryDirectory
+    let logPath: String
+    private let process: Process
+
+    /// Starts `discoverd` and waits until it accepts connections.
+    /// - Parameters:
+    ///   - arguments: extra flags; `--socket`, `--upstream` and `--state-dir` are added unless given.
+    ///   - config: contents of a config file passed with `--config`.
+    ///   - prefix: command prefix, e.g. `setpriv ...` to run as another user.
+    ///   - passSocketFlag: false to let the daemon choose its default path (which must be `socketPath`).
+    init(
+        arguments: [String] = [], config: String? = nil, prefix: [String] = [], environment: [String: String] = [:],
+        socketPath: String? = nil, passSocketFlag: Bool = true, waitForSocket: Bool = true
+    ) throws {
+        directory = TemporaryDirectory("discoverd")
+        self.socketPath = socketPath ?? directory.path + "/io.discoverd"
+        logPath = directory.path + "/discoverd.log"
+        var args = arguments
+        if passSocketFlag && !args.contains("--socket") { args += ["--socket", self.socketPath] }
+        // Tests never reach the machine's own resolvers: loopback port 9 (discard) unless told otherwise.
+        if !args.contains("--upstream") { args += ["--upstream", "127.0.0.1:9"] }
+        if !args.contains("--state-dir") { args += ["--state-dir", directory.path + "/state"] }
+        if let config {
+            let path = directory.path + "/discoverd.conf"
+            try config.write(toFile: path, atomically: true, encoding: .utf8)
+            args += ["--config", path]
+        }
+        let command = prefix + [BuiltProducts.discoverd] + args
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: command[0])
+        process.arguments = Array(command.dropFirst())
+        var env = ProcessInfo.processInfo.environment
+        env["DISCOVERD_SOCKET"] = nil
+        for (key, value) in environment { env[key] = value }
+        process.environment = env
+        FileManager.default.createFile(atPath: logPath, contents: nil)
+        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        process.standardError = log
+        process.standardOutput = log
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        if waitForSocket { try self.waitForSocket() }
+    }
+
+    var pid: Int32 { process.processIdentifier }
+    var isRunning: Bool { process.isRunning }
+    var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    func waitForSocket(timeout: Double = 20) throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if RawConnection.canConnect(socketPath) { return }
+            if !process.isRunning { break }
+            usleep(20_000)
+        }
+        throw DaemonError("discoverd did not start listening on \(socketPath); log:\n\(log)")
+    }
+
+    /// Waits for the process to exit on its own and returns its status.
+    func waitForExit(timeout: Double = 20) -> Int32? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning && Date() < deadline { usleep(20_000) }
+        return process.isRunning ? nil : process.terminationStatus
+    }
+
+    /// Sends SIGTERM and returns the exit status (nil when it did not exit in time; it is then killed).
+    @discardableResult
+    func stop(timeout: Double = 20) -> Int32? {
+        guard process.isRunning else { return process.terminationStatus }
+        kill(process.processIdentifier, SIGTERM)
+        if let status = waitForExit(timeout: timeout) { return status }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        return nil
+    }
+
+    deinit {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+}
+
+struct DaemonError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}

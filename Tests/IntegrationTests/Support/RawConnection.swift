@@ -1,0 +1,98 @@
+import Foundation
+
+/// A blocking Unix-socket connection that speaks raw bytes, to test the wire protocol exactly
+/// (no client library in between).
+// @unchecked: `write` touches only the fd (send/recv on one socket from two threads is safe in the kernel);
+// the read buffer is used by one thread at a time, as the tests do.
+final class RawConnection: @unchecked Sendable {
+    let fd: Int32
+
+    init(path: String) throws {
+        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw DaemonError("socket() failed") }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: Array(path.utf8.prefix(raw.count - 1)) + [0])
+        }
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard result == 0 else {
+            close(fd)
+            throw DaemonError("connect(\(path)) failed: \(String(cString: strerror(errno)))")
+        }
+    }
+
+    deinit { close(fd) }
+
+    static func canConnect(_ path: String) -> Bool { (try? RawConnection(path: path)) != nil }
+
+    /// Writes all bytes (blocking). Returns false when the peer closed.
+    @discardableResult
+    func write(_ bytes: [UInt8]) -> Bool {
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes[offset...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return false }
+            offset += n
+        }
+        return true
+    }
+
+    /// Sends a call (NUL appended).
+    @discardableResult
+    func call(_ json: String) -> Bool { write(Array(json.utf8) + [0]) }
+
+    private var buffer: [UInt8] = []
+    /// Set when the peer closed the connection.
+    private(set) var closedByPeer = false
+
+    /// Reads the next NUL-terminated message, or nil on EOF or timeout.
+    func readMessage(timeout: Double = 10) -> String? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            if let nul = buffer.firstIndex(of: 0) {
+                let message = String(decoding: buffer[..<nul], as: UTF8.self)
+                buffer.removeSubrange(...nul)
+                return message
+            }
+            let remaining = deadline.timeIntervalSinceNow
+            if remaining <= 0 || closedByPeer { return nil }
+            var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&poller, 1, Int32(max(1, remaining * 1000)))
+            // Signals (SIGCHLD of other tests' processes) interrupt poll and recv: try again.
+            if ready < 0 && errno == EINTR { continue }
+            guard ready > 0 else { return nil }
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            let n = recv(fd, &chunk, chunk.count, 0)
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 {
+                closedByPeer = true
+                continue
+            }
+            buffer += chunk[..<n]
+        }
+    }
+
+    /// Reads a message and parses it as a JSON object.
+    func readJSON(timeout: Double = 10) -> [String: Any]? {
+        guard let text = readMessage(timeout: timeout) else { return nil }
+        return (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any]
+    }
+
+    /// Waits until the peer closes the connection (true) or the timeout passes (false).
+    func waitForClose(timeout: Double = 10) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if closedByPeer { return true }
+            var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&poller, 1, 100) > 0 else { continue }
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            let n = recv(fd, &chunk, chunk.count, 0)
+            if n == 0 || (n < 0 && errno != EINTR) { closedByPeer = true }
+        }
+        return closedByPeer
+    }
+}
