@@ -1,0 +1,234 @@
+import Discovery
+import Foundation
+import Logging
+import Testing
+
+/// The network lab (Scripts/lab): hosts `a` and `b`, each with its own dbus-daemon and avahi-daemon in a network
+/// namespace. The tests talk to host a's avahi over its D-Bus socket and publish/browse on host b with the Avahi
+/// command-line tools run inside b.
+enum Lab {
+    static let directory = ProcessInfo.processInfo.environment["DISCOVERD_LAB_DIR"] ?? "/tmp/discoverd-lab"
+    static let repository: String = {
+        // Tests/DiscoveryTests/Lab/Lab.swift → repository root.
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent().path
+    }()
+    static let script = repository + "/Scripts/lab"
+    static let isCI = ProcessInfo.processInfo.environment["CI"] == "true"
+
+    /// KEY=value lines of `$LAB/env`, or nil when the lab is not up.
+    static let environment: [String: String]? = {
+        guard let text = try? String(contentsOfFile: directory + "/env", encoding: .utf8) else { return nil }
+        var result: [String: String] = [:]
+        for line in text.split(separator: "\n") {
+            guard let equals = line.firstIndex(of: "=") else { continue }
+            result[String(line[..<equals])] = String(line[line.index(after: equals)...])
+        }
+        return result
+    }()
+
+    /// Host a's D-Bus address if the lab is up (its socket exists).
+    static let busA: String? = {
+        guard let address = environment?["LAB_A_DBUS"], address.hasPrefix("unix:path=") else { return nil }
+        let path = String(address.dropFirst("unix:path=".count))
+        return FileManager.default.fileExists(atPath: path) ? address : nil
+    }()
+
+    /// Lab tests run when the lab is up, and always under CI (where a missing lab is a failure).
+    static var shouldRun: Bool { busA != nil || isCI }
+
+    /// The one DiscoveryService of the test process, connected to host a's avahi-daemon.
+    ///
+    /// libdbus reads DBUS_SYSTEM_BUS_ADDRESS once per process, so every lab test shares this client.
+    static let service: DiscoveryService? = {
+        guard let busA else { return nil }
+        var logger = Logger(label: "DiscoveryTests")
+        logger.logLevel = ProcessInfo.processInfo.environment["DISCOVERY_TEST_LOG"] != nil ? .trace : .critical
+        return try? DiscoveryService(logger: logger, dbusSystemBusAddress: busA)
+    }()
+
+    /// The service, once avahi-daemon on a is running. Fails the test if the lab is missing.
+    static func running() async throws -> DiscoveryService {
+        guard let service else {
+            Issue.record("the network lab is not up (Scripts/lab up); required under CI=true")
+            throw LabError.missing
+        }
+        try await waitUntil("avahi on a running", timeout: .seconds(20)) { service.avahiState == .running }
+        return service
+    }
+
+    /// A fresh service type, so concurrent tests and leftovers never meet: `_dt` + 8 random hex digits.
+    static func uniqueType() -> String {
+        "_dt" + String(UInt32.random(in: 0...UInt32.max), radix: 16).leftPadded(to: 8) + "._tcp"
+    }
+
+    /// Runs `Scripts/lab ARGS...` to completion and returns its stdout.
+    @discardableResult
+    static func run(_ arguments: [String], timeout: Duration = .seconds(30)) async throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: script)
+        process.arguments = arguments
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let deadline = ContinuousClock.now + timeout
+        while process.isRunning {
+            if ContinuousClock.now > deadline {
+                process.terminate()
+                throw LabError.commandFailed(arguments.joined(separator: " ") + " timed out")
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        guard process.terminationStatus == 0 else {
+            throw LabError.commandFailed(arguments.joined(separator: " ") + " exited \(process.terminationStatus)")
+        }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// Starts `avahi-publish -s NAME TYPE PORT TXT...` on host b; stop it with `stop()`.
+    static func publishOnB(name: String, type: String, port: Int, txt: [String]) throws -> Publisher {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: script)
+        process.arguments = ["exec", "b", "avahi-publish", "-s", name, type, String(port)] + txt
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        return Publisher(process: process)
+    }
+
+    /// `avahi-browse -r -t -p TYPE` on host b: the resolved lines, split on ';'.
+    static func browseOnB(type: String) async throws -> [[String]] {
+        let output = try await run(["exec", "b", "avahi-browse", "-r", "-t", "-p", "--no-db-lookup", type])
+        var result: [[String]] = []
+        for line in output.split(separator: "\n") where line.hasPrefix("=;") {
+            let fields: [String] = line.split(separator: ";", omittingEmptySubsequences: false).map { String($0) }
+            result.append(fields)
+        }
+        return result
+    }
+}
+
+/// A publisher process on host b (our own child: `Scripts/lab exec` execs into `ip netns exec`, which execs into
+/// avahi-publish, so the PID is avahi-publish's).
+final class Publisher: Sendable {
+    let process: Process
+
+    init(process: Process) {
+        self.process = process
+    }
+
+    /// SIGTERM (avahi-publish withdraws its service with goodbye packets), then wait for it to exit.
+    func stop() async {
+        guard self.process.isRunning else { return }
+        self.process.terminate()
+        for _ in 0..<100 where self.process.isRunning {
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        if self.process.isRunning { kill(self.process.processIdentifier, SIGKILL) }
+    }
+
+    deinit {
+        if self.process.isRunning { kill(self.process.processIdentifier, SIGKILL) }
+    }
+}
+
+enum LabError: Error {
+    case missing
+    case commandFailed(String)
+    case timedOut(String)
+}
+
+/// Polls `condition` every 50 ms until it holds; fails the test after `timeout`.
+func waitUntil(
+    _ what: String,
+    timeout: Duration = .seconds(15),
+    sourceLocation: SourceLocation = #_sourceLocation,
+    _ condition: () async throws -> Bool
+) async throws {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if try await condition() { return }
+        try await Task.sleep(for: .milliseconds(50))
+    }
+    Issue.record("timed out waiting for: \(what)", sourceLocation: sourceLocation)
+    throw LabError.timedOut(what)
+}
+
+/// Collects the events of a browse stream in the background.
+final class EventLog: @unchecked Sendable {
+    // @unchecked Sendable: `events`, `error` and `finished` are only accessed under `lock`.
+    private let lock = NSLock()
+    private var events: [BrowseEvent] = []
+    private var error: (any Error)?
+    private var finished = false
+    private var task: Task<Void, Never>?
+
+    init(_ stream: AsyncThrowingStream<BrowseEvent, any Error>) {
+        self.task = Task { [weak self] in
+            do {
+                for try await event in stream {
+                    guard let self else { return }
+                    self.lock.withLock { self.events.append(event) }
+                }
+                self?.lock.withLock { self?.finished = true }
+            } catch {
+                self?.lock.withLock {
+                    self?.error = error
+                    self?.finished = true
+                }
+            }
+        }
+    }
+
+    var all: [BrowseEvent] { self.lock.withLock { self.events } }
+    var isFinished: Bool { self.lock.withLock { self.finished } }
+    var failure: (any Error)? { self.lock.withLock { self.error } }
+
+    /// The services currently known from the events so far (added/changed minus removed), by name.
+    var current: [String: Service] {
+        var result: [String: Service] = [:]
+        for event in self.all {
+            switch event {
+            case .added(let service), .changed(let service): result[service.name] = service
+            case .removed(let service): result[service.name] = nil
+            case .allForNow: break
+            }
+        }
+        return result
+    }
+
+    func count(where predicate: (BrowseEvent) -> Bool) -> Int {
+        self.all.filter(predicate).count
+    }
+
+    /// Cancels the consuming task (which ends the subscription).
+    func cancel() {
+        self.task?.cancel()
+    }
+
+    deinit {
+        self.task?.cancel()
+    }
+}
+
+extension String {
+    fileprivate func leftPadded(to length: Int) -> String {
+        String(repeating: "0", count: max(0, length - self.count)) + self
+    }
+}
+
+extension BrowseEvent {
+    var service: Service? {
+        switch self {
+        case .added(let service), .changed(let service), .removed(let service): service
+        case .allForNow: nil
+        }
+    }
+
+    var isAdded: Bool { if case .added = self { true } else { false } }
+    var isRemoved: Bool { if case .removed = self { true } else { false } }
+    var isChanged: Bool { if case .changed = self { true } else { false } }
+    var isAllForNow: Bool { if case .allForNow = self { true } else { false } }
+}
