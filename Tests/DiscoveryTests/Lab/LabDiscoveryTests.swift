@@ -258,6 +258,7 @@ struct LabDiscoveryTests {
             return seen
         }
         try await waitUntil("both services seen") { log.current[name]?.port == 6000 && log.current[adName] != nil }
+        try await waitUntil("the advertisement is registered") { ad.name == adName }
 
         do {
             try await Lab.run(["avahi", "stop", "a"])
