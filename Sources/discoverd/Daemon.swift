@@ -22,9 +22,8 @@ struct Daemon {
         var routes = RouteTable()
         let state = self.state
         let logger = self.logger
-        DaemonMethods.register(into: &routes, state: state) {
-            try Self.reloadConfiguration(state: state, logger: logger)
-        }
+        let reload: @Sendable () async throws -> Void = { try Self.reloadConfiguration(state: state, logger: logger) }
+        DaemonMethods.register(into: &routes, state: state, reload: reload)
         let router = MethodRouter(routes, logger: logger)
         let server = VarlinkServer(
             settings: .init(
@@ -38,7 +37,10 @@ struct Daemon {
         // with that error.
         let group = ServiceGroup(
             configuration: .init(
-                services: [.init(service: server)],
+                services: [
+                    .init(service: server),
+                    .init(service: ReloadOnHangup(logger: logger, reload: reload)),
+                ],
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger))
         logger.info(

@@ -258,6 +258,21 @@ struct LifecycleTests {
         #expect(!FileManager.default.fileExists(atPath: daemon.socketPath))
     }
 
+    @Test func sighupReloadsAndABadFileKeepsTheRunningConfiguration() async throws {
+        let daemon = try DaemonProcess(config: "[daemon]\nlog-level = info\n")
+        kill(daemon.pid, SIGHUP)
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(daemon.isRunning)
+        #expect(daemon.log.contains("configuration reloaded"))
+        try "[daemon]\nbogus line\n".write(toFile: daemon.directory.path + "/discoverd.conf", atomically: true, encoding: .utf8)
+        kill(daemon.pid, SIGHUP)
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(daemon.isRunning)
+        #expect(daemon.log.contains("reload failed"))
+        #expect(try await DiscoverClient(socketPath: daemon.socketPath).status().version == DiscoverdVersion.current)
+        #expect(daemon.stop() == 0)
+    }
+
     @Test func sigintExitsZero() throws {
         let daemon = try DaemonProcess()
         kill(daemon.pid, SIGINT)
