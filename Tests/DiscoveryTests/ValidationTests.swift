@@ -122,10 +122,12 @@ struct ValidationTests {
         #expect(!AvahiConversions.isIPv6LinkLocal("192.0.2.1"))
     }
 
-    @Test("Avahi string lists keep the record's order")
-    func stringListRoundTrip() throws {
+    @Test("string lists for publishing are built last string first (Avahi publishes them reversed)")
+    func stringListOrder() throws {
         let txt = TXTRecord(strings: [Array("b=2".utf8), Array("a=1".utf8), [0xFF]])
-        let copy = try AvahiConversions.withStringList(txt) { list in AvahiConversions.txtRecord(from: list) }
-        #expect(copy == txt)
+        let listed = try AvahiConversions.withStringList(txt) { list in AvahiConversions.txtRecord(from: list) }
+        #expect(listed.strings == txt.strings.reversed())
+        let empty = try AvahiConversions.withStringList(TXTRecord()) { list in list == nil }
+        #expect(empty)
     }
 }

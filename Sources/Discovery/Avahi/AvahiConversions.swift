@@ -48,7 +48,11 @@ enum AvahiConversions {
         return value & 0xFFC0 == 0xFE80
     }
 
-    /// Copies an Avahi string list into a TXT record, keeping Avahi's list order.
+    // Avahi's string list order is not symmetric. A resolver hands over the TXT strings in wire order, but a list
+    // given to avahi_entry_group_add_service_strlst goes on the wire last element first (avahi-daemon's D-Bus glue
+    // rebuilds it by prepending). Checked in the lab with kdig against avahi-publish and against our advertisements.
+
+    /// Copies an Avahi string list into a TXT record in wire order.
     static func txtRecord(from list: UnsafeMutablePointer<AvahiStringList>?) -> TXTRecord {
         var strings: [[UInt8]] = []
         var node = list
@@ -62,15 +66,15 @@ enum AvahiConversions {
         return TXTRecord(strings: strings)
     }
 
-    /// Builds an Avahi string list for `txt` (in the record's order), passes it to `body` and frees it.
+    /// Builds an Avahi string list that puts `txt` on the wire in the record's order, passes it to `body`, frees it.
     @discardableResult
     static func withStringList<Result>(
         _ txt: TXTRecord,
         _ body: (UnsafeMutablePointer<AvahiStringList>?) throws(DiscoveryError) -> Result
     ) throws(DiscoveryError) -> Result {
         var list: UnsafeMutablePointer<AvahiStringList>? = nil
-        // avahi_string_list_add_arbitrary prepends; adding in reverse leaves the list in record order.
-        for string in txt.strings.reversed() {
+        // avahi_string_list_add_arbitrary prepends: adding in record order leaves the list in reverse wire order.
+        for string in txt.strings {
             let added = string.withUnsafeBufferPointer { buffer in
                 avahi_string_list_add_arbitrary(list, buffer.baseAddress, buffer.count)
             }

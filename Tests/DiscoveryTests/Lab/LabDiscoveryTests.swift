@@ -16,7 +16,8 @@ struct LabDiscoveryTests {
         let discovery = try await Lab.running()
         let type = Lab.uniqueType()
         let name = uniqueName("Pub")
-        let publisher = try Lab.publishOnB(name: name, type: type, port: 4242, txt: ["a=1", "flag", "path=/x"])
+        // avahi-publish puts its TXT arguments on the wire in order; "a=2" is a duplicate that must lose.
+        let publisher = try Lab.publishOnB(name: name, type: type, port: 4242, txt: ["a=1", "flag", "path=/x", "a=2"])
         defer { kill(publisher.process.processIdentifier, SIGKILL) }
 
         let log = EventLog(try discovery.browse(type: type, resolve: true))
@@ -93,6 +94,11 @@ struct LabDiscoveryTests {
         #expect(line[6] == "lab-a.local")
         #expect(line[8] == "5151")
         #expect(line[9].contains("\"k=v\"") && line[9].contains("\"x=y\""))
+        // The TXT strings are on the wire in the order we gave (sorted keys), asked directly with kdig from b.
+        let wire = try await Lab.run([
+            "exec", "b", "kdig", "-p", "5353", "@192.0.2.1", "\(name).\(type).local", "TXT", "+short", "+notcp",
+        ])
+        #expect(wire.trimmingCharacters(in: .whitespacesAndNewlines) == "\"k=v\" \"x=y\"")
         let subtypeLines = try await Lab.browseOnB(type: "_sub1._sub." + type)
         #expect(subtypeLines.contains { $0.count > 3 && $0[3] == name }, "the subtype is browsable")
 
