@@ -1,0 +1,111 @@
+/// One query as sent on one try, and the rules for accepting a reply to it.
+///
+/// Every try gets its own `PendingQuery` with a fresh random ID (RFC 5452 §9.2), so a reply to an earlier try is
+/// never accepted by a later one.
+struct PendingQuery: Sendable {
+    /// The message ID of this try.
+    let id: UInt16
+    /// The question the reply must echo.
+    let question: DNSQuestion
+    /// The query in wire format, as sent (without a TCP length prefix).
+    let wire: [UInt8]
+    /// Length of the question section in `wire` (name, type, class), which starts right after the header.
+    let questionLength: Int
+
+    /// Stamps `id` into a query built once by `DNSQuery.make` with any ID.
+    ///
+    /// - Parameters:
+    ///   - template: the query in wire format; its first two bytes are replaced.
+    ///   - nameLength: the wire length of the query name.
+    init(template: [UInt8], id: UInt16, question: DNSQuestion, nameLength: Int) {
+        var wire = template
+        wire[0] = UInt8(id >> 8)
+        wire[1] = UInt8(id & 0xFF)
+        self.id = id
+        self.question = question
+        self.wire = wire
+        self.questionLength = nameLength + 4
+    }
+
+    /// What a received message means for this query.
+    ///
+    /// RFC 5452 §9.1: a reply counts only when it is a response with our ID and our question; everything else is
+    /// dropped and the try keeps waiting. Over UDP a matching reply with TC set asks for a retry over TCP
+    /// (RFC 1035 §4.2.1, RFC 7766 §5), whatever its sections hold. Never traps, whatever `bytes` contains.
+    ///
+    /// - Parameters:
+    ///   - bytes: one message (a datagram, or a TCP frame without its length prefix).
+    ///   - overTCP: whether it came over TCP, where TC is not followed.
+    func classify(_ bytes: [UInt8], overTCP: Bool) -> ReplyVerdict {
+        let header: DNSHeader
+        do {
+            header = try DNSHeader.parse(bytes)
+        } catch {
+            return .drop("shorter than a DNS header (\(bytes.count) bytes)")
+        }
+        guard header.qr else { return .drop("not a response") }
+        guard header.id == id else { return .drop("wrong ID \(header.id), expected \(id)") }
+        if header.tc && !overTCP {
+            // ldns may reject a message cut short, so compare the question bytes themselves.
+            if echoesQuestion(bytes, header: header) { return .truncated(RCode(UInt16(header.rcode))) }
+            if let message = try? DNSMessage.parse(bytes), message.matches(id: id, question: question) {
+                return .truncated(message.rcode)
+            }
+            return .drop("truncated reply for another question")
+        }
+        let message: DNSMessage
+        do {
+            message = try DNSMessage.parse(bytes)
+        } catch {
+            return .drop("unparseable reply: \(error)")
+        }
+        guard message.matches(id: id, question: question) else {
+            return .drop("reply for another question (\(message.questions.map(\.description)))")
+        }
+        return .accept(message)
+    }
+
+    /// Whether `bytes` holds exactly one question equal to ours: name compared case-insensitively (RFC 4343),
+    /// type and class byte for byte.
+    private func echoesQuestion(_ bytes: [UInt8], header: DNSHeader) -> Bool {
+        guard header.questionCount == 1, bytes.count >= 12 + questionLength, wire.count >= 12 + questionLength else {
+            return false
+        }
+        let nameLength = questionLength - 4
+        for offset in 12..<(12 + questionLength) {
+            var sent = wire[offset]
+            var received = bytes[offset]
+            if offset < 12 + nameLength {
+                // Label length octets are at most 63, below "A", so folding them changes nothing.
+                sent = DNSName.lowercased(sent)
+                received = DNSName.lowercased(received)
+            }
+            if sent != received { return false }
+        }
+        return true
+    }
+}
+
+/// The meaning of one received message for the try waiting on it.
+enum ReplyVerdict: Sendable {
+    /// The reply to our question.
+    case accept(DNSMessage)
+    /// Our reply, cut short (TC): ask again over TCP. Carries the header's response code, for the timing report.
+    case truncated(RCode)
+    /// Not ours or not readable; the try keeps waiting. The reason is for the debug log.
+    case drop(String)
+}
+
+/// How one try (one query on one socket) ended.
+enum ExchangeOutcome: Sendable {
+    /// An acceptable response.
+    case response(DNSMessage)
+    /// A UDP response with TC set.
+    case truncated(RCode)
+    /// Nothing acceptable came within the try's timeout.
+    case timedOut
+    /// The socket failed before the timeout: connection refused (ICMP or RST), closed by the server, no route.
+    case failed(String)
+    /// The calling task was cancelled.
+    case cancelled
+}

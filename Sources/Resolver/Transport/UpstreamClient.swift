@@ -1,0 +1,264 @@
+import Logging
+import NIOCore
+import NIOPosix
+
+/// The `DNSTransport` of the daemon: asks a list of upstream DNS servers over UDP, with TCP fallback, on SwiftNIO.
+///
+/// ldns only builds and parses the messages; all I/O is non-blocking on the event loops of `group`. Each call of
+/// `query(_:)` works through the upstreams as the `DNSTransport` contract says:
+///
+/// - Rounds: up to `configuration.attempts` passes over `upstreams`, in order. An upstream that answered with any
+///   response code is not asked again in a later round; only those that gave nothing acceptable are retried.
+/// - A try: UDP with EDNS(0) from a fresh socket (random source port) and a fresh random ID, waiting up to
+///   `configuration.timeout` for an acceptable response; when that response has TC set, one TCP try to the same
+///   upstream (new ID, up to `configuration.tcpTimeout`). A refused port (ICMP or RST) or a send error ends a try
+///   before its timeout.
+/// - NOERROR, NXDOMAIN and any other response code outside the failover set end the query. SERVFAIL, REFUSED,
+///   NOTIMP and FORMERR move on to the next upstream; if no upstream does better, the last of them is returned.
+/// - Every UDP and TCP try is one `QueryAttempt`, in order, in the result or in the thrown error.
+///
+/// Cancellation: cancelling the calling task closes the socket of the running try and `query(_:)` throws at once.
+/// Because `query(_:)` throws only `DNSTransportError`, a cancelled query throws `DNSTransportError.Code.timeout`
+/// whose message says it was cancelled; check `Task.isCancelled` to tell the two apart.
+///
+/// Upstream hosts must be numeric IPv4 or IPv6 addresses; the client never resolves names (it must not depend on
+/// the system resolver). Upstreams whose host is not an address are left out and logged once.
+public final class UpstreamClient: DNSTransport, Sendable {
+    /// Timeouts, tries and EDNS size.
+    public struct Configuration: Sendable, Hashable {
+        /// How long one UDP try waits for an acceptable response.
+        public var timeout: Duration
+        /// Rounds over the upstreams: how many times an upstream that gave nothing acceptable is tried. At least 1.
+        public var attempts: Int
+        /// The UDP payload size advertised in the OPT record (RFC 6891 §6.2.5); 1232 avoids IP fragmentation.
+        public var ednsBufferSize: UInt16
+        /// How long one TCP try may take, connection set-up included.
+        public var tcpTimeout: Duration
+
+        /// Creates a configuration.
+        ///
+        /// - Parameters:
+        ///   - timeout: per UDP try; 1.5 s by default.
+        ///   - attempts: rounds over the upstreams; 2 by default, values below 1 count as 1.
+        ///   - ednsBufferSize: advertised UDP payload size; 1232 by default (DNS Flag Day 2020).
+        ///   - tcpTimeout: per TCP try including the handshake; 3 s by default (two round trips).
+        public init(
+            timeout: Duration = .milliseconds(1500), attempts: Int = 2,
+            ednsBufferSize: UInt16 = DNSQuery.defaultEDNSBufferSize, tcpTimeout: Duration = .seconds(3)
+        ) {
+            self.timeout = timeout
+            self.attempts = attempts
+            self.ednsBufferSize = ednsBufferSize
+            self.tcpTimeout = tcpTimeout
+        }
+    }
+
+    /// An upstream with its parsed socket address.
+    private struct Target: Sendable {
+        var server: UpstreamServer
+        var address: SocketAddress
+    }
+
+    /// The upstreams as given, in failover order.
+    public let upstreams: [UpstreamServer]
+    /// Timeouts, tries and EDNS size.
+    public let configuration: Configuration
+    private let targets: [Target]
+    private let unusable: [String]
+    private let group: any EventLoopGroup
+    private let logger: Logger
+
+    /// Creates a client; it opens sockets only while a query runs.
+    ///
+    /// - Parameters:
+    ///   - upstreams: the servers to ask, in failover order; hosts are numeric IPv4 or IPv6 addresses.
+    ///   - configuration: timeouts, tries and EDNS size.
+    ///   - group: the event loops that run the sockets.
+    ///   - logger: receives one debug line per try and per dropped message (metadata `dns.name`, `dns.type`,
+    ///     `dns.server`).
+    public init(
+        upstreams: [UpstreamServer], configuration: Configuration = .init(),
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        logger: Logger = Logger(label: "discoverd.resolver.upstream")
+    ) {
+        var targets: [Target] = []
+        var unusable: [String] = []
+        for server in upstreams {
+            do {
+                let address = try SocketAddress(ipAddress: server.host, port: server.port)
+                targets.append(Target(server: server, address: address))
+            } catch {
+                unusable.append("\(server)")
+                logger.info(
+                    "upstream is not a numeric IP address and is ignored",
+                    metadata: ["dns.server": "\(server)", "error": "\(error)"])
+            }
+        }
+        self.upstreams = upstreams
+        self.configuration = configuration
+        self.targets = targets
+        self.unusable = unusable
+        self.group = group
+        self.logger = logger
+    }
+
+    /// Sends `question` to the upstreams and returns the first acceptable, final response (see the type's
+    /// documentation for the order of tries).
+    ///
+    /// - Parameter question: the name, type and class to ask for.
+    /// - Returns: the response and every attempt made. Its rcode may be SERVFAIL, REFUSED, NOTIMP or FORMERR when
+    ///   every upstream that answered said so.
+    /// - Throws: `DNSTransportError` with code `noUpstreams` (no usable upstream), `invalidQuery` (the name cannot
+    ///   be encoded) or `timeout` (no acceptable response, or the calling task was cancelled), with the attempts.
+    public func query(_ question: DNSQuestion) async throws(DNSTransportError) -> DNSExchange {
+        guard !targets.isEmpty else {
+            let detail = unusable.isEmpty ? "" : " (not numeric addresses: \(unusable.joined(separator: ", ")))"
+            throw DNSTransportError(code: .noUpstreams, message: "no upstream DNS server configured\(detail)")
+        }
+        let name: DNSName
+        let template: [UInt8]
+        do {
+            name = try DNSName(question.name)
+            template = try DNSQuery.make(
+                name: name, type: question.type, class: question.class, id: 0,
+                ednsBufferSize: configuration.ednsBufferSize)
+        } catch {
+            throw DNSTransportError(code: .invalidQuery, message: "cannot encode a query for \(question): \(error)")
+        }
+        let request = Request(
+            question: DNSQuestion(name: name.text, type: question.type, class: question.class), template: template,
+            nameLength: name.wire.count)
+
+        var attempts: [QueryAttempt] = []
+        var lastFailure: DNSMessage?
+        var answered = Set<Int>()
+        for _ in 0..<max(1, configuration.attempts) {
+            for (index, target) in targets.enumerated() where !answered.contains(index) {
+                if Task.isCancelled { throw cancelled(request, attempts) }
+                switch await ask(target, request, &attempts) {
+                case .final(let message):
+                    return DNSExchange(message: message, attempts: attempts)
+                case .failover(let message):
+                    // RFC 1035 §7.2 / RFC 8499: a server failure is local to that server; ask the next one.
+                    lastFailure = message
+                    answered.insert(index)
+                case .nothing:
+                    break
+                case .cancelled:
+                    throw cancelled(request, attempts)
+                }
+            }
+            if answered.count == targets.count { break }
+        }
+        if let lastFailure {
+            return DNSExchange(message: lastFailure, attempts: attempts)
+        }
+        throw DNSTransportError(
+            code: .timeout,
+            message: "no acceptable response for \(request.question) from \(targets.map(\.server.description))",
+            attempts: attempts)
+    }
+
+    /// Response codes that say "this server cannot help", so the next upstream is asked.
+    static let failoverCodes: Set<RCode> = [.servFail, .refused, .notImp, .formErr]
+
+    /// What a query needs for every try.
+    private struct Request {
+        /// Normalised: lowercased and absolute.
+        var question: DNSQuestion
+        /// The query in wire format with ID 0.
+        var template: [UInt8]
+        var nameLength: Int
+
+        func pending() -> PendingQuery {
+            // RFC 5452 §9.2: an unpredictable ID per try, from the system RNG (getrandom on Linux).
+            PendingQuery(
+                template: template, id: UInt16.random(in: .min ... .max), question: question, nameLength: nameLength)
+        }
+    }
+
+    private enum UpstreamResult {
+        case final(DNSMessage)
+        case failover(DNSMessage)
+        case nothing
+        case cancelled
+    }
+
+    /// One UDP try to `target`, and a TCP try when the UDP response is truncated.
+    private func ask(_ target: Target, _ request: Request, _ attempts: inout [QueryAttempt]) async -> UpstreamResult {
+        var logger = self.logger
+        logger[metadataKey: "dns.name"] = "\(request.question.name)"
+        logger[metadataKey: "dns.type"] = "\(request.question.type)"
+        logger[metadataKey: "dns.server"] = "\(target.server)"
+        let loop = group.next()
+
+        let udp = await timed(.udp, target, request, &attempts, logger: logger) { query in
+            await UDPExchange.run(
+                query, to: target.address, timeout: TimeAmount(configuration.timeout), on: loop, logger: logger)
+        }
+        let outcome: ExchangeOutcome
+        if case .truncated = udp {
+            if Task.isCancelled { return .cancelled }
+            // RFC 7766 §5: a truncated UDP response means: ask the same server again over TCP.
+            outcome = await timed(.tcp, target, request, &attempts, logger: logger) { query in
+                await TCPExchange.run(
+                    query, to: target.address, timeout: TimeAmount(configuration.tcpTimeout), on: loop,
+                    logger: logger)
+            }
+        } else {
+            outcome = udp
+        }
+        switch outcome {
+        case .response(let message):
+            return Self.failoverCodes.contains(message.rcode) ? .failover(message) : .final(message)
+        case .cancelled:
+            return .cancelled
+        case .truncated, .timedOut, .failed:
+            return .nothing
+        }
+    }
+
+    /// Runs one try with a new ID, records it as a `QueryAttempt` and logs it.
+    private func timed(
+        _ transport: QueryTransport, _ target: Target, _ request: Request, _ attempts: inout [QueryAttempt],
+        logger: Logger, exchange: (PendingQuery) async -> ExchangeOutcome
+    ) async -> ExchangeOutcome {
+        let query = request.pending()
+        let clock = ContinuousClock()
+        let started = clock.now
+        let outcome = await exchange(query)
+        let elapsed = started.duration(to: clock.now)
+        let milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        let rcode: String
+        switch outcome {
+        case .response(let message): rcode = message.rcode.description
+        case .truncated(let code): rcode = code.description
+        case .timedOut, .failed, .cancelled: rcode = "TIMEOUT"
+        }
+        attempts.append(
+            QueryAttempt(
+                name: request.question.name, type: request.question.type, server: target.server.description,
+                transport: transport, milliseconds: milliseconds, rcode: rcode))
+        logger.debug(
+            "upstream try ended",
+            metadata: [
+                "dns.transport": "\(transport.rawValue)", "dns.id": "\(query.id)", "dns.rcode": "\(rcode)",
+                "dns.ms": "\(milliseconds)", "dns.outcome": "\(Self.describe(outcome))",
+            ])
+        return outcome
+    }
+
+    private static func describe(_ outcome: ExchangeOutcome) -> String {
+        switch outcome {
+        case .response: "response"
+        case .truncated: "truncated"
+        case .timedOut: "timeout"
+        case .failed(let reason): "failed: \(reason)"
+        case .cancelled: "cancelled"
+        }
+    }
+
+    private func cancelled(_ request: Request, _ attempts: [QueryAttempt]) -> DNSTransportError {
+        DNSTransportError(code: .timeout, message: "query for \(request.question) cancelled", attempts: attempts)
+    }
+}
