@@ -62,7 +62,7 @@ let package = Package(
         .executableTarget(
             name: "discoverd",
             dependencies: [
-                "DiscoverAPI",
+                "DiscoverAPI", "Resolver",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

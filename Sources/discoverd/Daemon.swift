@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOPosix
+import Resolver
 import ServiceLifecycle
 
 /// Wires the components together and runs them in a ServiceGroup until SIGTERM or SIGINT.
@@ -24,6 +25,23 @@ struct Daemon {
         let logger = self.logger
         let reload: @Sendable () async throws -> Void = { try Self.reloadConfiguration(state: state, logger: logger) }
         DaemonMethods.register(into: &routes, state: state, reload: reload)
+        let resolver = Self.makeResolver(configuration: configuration, logger: logger)
+        ResolverMethods.register(into: &routes, resolver: resolver, state: state)
+        state.update { mutable in
+            mutable.cache = {
+                let stats = resolver.cache.statistics
+                return DiscoverAPI.CacheStatistics(
+                    entries: stats.entries, hits: Int(stats.hits), misses: Int(stats.misses),
+                    staleServed: Int(stats.staleServed), refreshes: Int(stats.refreshes),
+                    refreshFailures: Int(stats.refreshFailures))
+            }
+        }
+        let persistence = CachePersistenceService(
+            resolver: resolver, directory: URL(fileURLWithPath: configuration.stateDirectory),
+            interval: configuration.persistIntervalSeconds > 0 ? .seconds(configuration.persistIntervalSeconds) : nil,
+            logger: logger)
+        persistence.load()
+
         let router = MethodRouter(routes, logger: logger)
         let server = VarlinkServer(
             settings: .init(
@@ -37,9 +55,11 @@ struct Daemon {
         // with that error.
         let group = ServiceGroup(
             configuration: .init(
+                // Shut down in reverse order: stop serving clients first, then save the cache.
                 services: [
-                    .init(service: server),
+                    .init(service: persistence),
                     .init(service: ReloadOnHangup(logger: logger, reload: reload)),
+                    .init(service: server),
                 ],
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger))
@@ -51,6 +71,21 @@ struct Daemon {
             ])
         try await group.run()
         logger.info("discoverd stopped")
+    }
+
+    static func makeResolver(configuration: DaemonConfiguration, logger: Logger) -> DNSResolver {
+        var policy = CachePolicy()
+        policy.staleAnswerTTL = UInt32(configuration.staleTTL)
+        policy.maxStale = UInt32(configuration.maxStaleSeconds)
+        policy.refreshRetryInterval = UInt32(configuration.refreshRetrySeconds)
+        policy.maxEntries = configuration.cacheSize
+        policy.optOutDomains = configuration.noOptimisticDomains
+        let transport = UpstreamClient(
+            upstreams: configuration.upstreams.map { UpstreamServer(host: $0.host, port: $0.port) },
+            configuration: UpstreamClient.Configuration(
+                timeout: .milliseconds(configuration.queryTimeoutMs), attempts: configuration.attempts),
+            logger: logger)
+        return DNSResolver(transport: transport, configuration: .init(cachePolicy: policy), logger: logger)
     }
 
     /// Re-reads the configuration file; settings that need a restart (socket, limits) are reported, not applied.

@@ -1,0 +1,520 @@
+import Foundation
+import Logging
+import Synchronization
+
+/// Resolves HTTPS/SVCB records, addresses and connection plans, with optimistic DNS.
+///
+/// This is the in-process API that discoverd serves over varlink; programs can embed it directly.
+/// Every lookup goes through the ``OptimisticCache``: a fresh entry answers at once, an expired one
+/// answers at once as `expiredCache` while exactly one refresh runs (RFC 8767), a miss queries the
+/// upstreams. Identical queries in flight are coalesced, so a thousand callers cost one upstream query.
+public final class DNSResolver: Sendable {
+    /// Settings of a resolver.
+    public struct Configuration: Sendable {
+        /// Cache rules: stale TTL, max stale, refresh retry, opt-out domains, size.
+        public var cachePolicy: CachePolicy
+        /// Bound on CNAME and AliasMode hops (RFC 9460 §2.4.2 asks for one).
+        public var maximumAliasHops: Int
+        /// TTL cached for a negative answer without SOA (RFC 2308 asks for SOA; some servers omit it).
+        public var negativeTTLWithoutSOA: UInt32
+
+        public init(cachePolicy: CachePolicy = CachePolicy(), maximumAliasHops: Int = 8, negativeTTLWithoutSOA: UInt32 = 30) {
+            self.cachePolicy = cachePolicy
+            self.maximumAliasHops = maximumAliasHops
+            self.negativeTTLWithoutSOA = negativeTTLWithoutSOA
+        }
+    }
+
+    /// The answer cache (exposed for statistics, flushing and persistence).
+    public let cache: OptimisticCache<CachedRRset>
+    /// What `Alt-Svc` headers said, per origin.
+    public let altSvc: AltSvcStore
+    private let transport: any DNSTransport
+    private let configuration: Configuration
+    private let logger: Logger
+    /// One task per (name, type) being fetched from upstream: coalescing and the refreshes `more` waits for.
+    private let inflight = Mutex<[CacheKey: Task<FetchOutcome, Never>]>([:])
+
+    /// Creates a resolver.
+    /// - Parameters:
+    ///   - transport: how queries reach upstreams (``UpstreamClient`` in production).
+    ///   - configuration: cache and alias settings.
+    ///   - clock: wall clock for TTLs (injectable for tests).
+    ///   - logger: where resolution events are logged (debug level).
+    public init(
+        transport: any DNSTransport, configuration: Configuration = Configuration(),
+        clock: any CacheClock = SystemCacheClock(), logger: Logger = Logger(label: "discoverd.resolver")
+    ) {
+        self.transport = transport
+        self.configuration = configuration
+        self.logger = logger
+        self.cache = OptimisticCache(policy: configuration.cachePolicy, clock: clock)
+        self.altSvc = AltSvcStore(clock: clock)
+    }
+
+    // MARK: - Public API
+
+    /// The HTTPS records of `name` for `port`, after RFC 9460 processing.
+    /// - Throws: ``ResolverError``: `noSuchName` (NXDOMAIN), `timeout`, `upstreamFailure`, `invalidName`.
+    public func resolveHTTPS(_ name: String, port: Int = 443, optimistic: Bool = true) async throws(ResolverError)
+        -> HTTPSResolution
+    {
+        let start = ContinuousClock.now
+        var (resolution, _) = try await https(name, port: port, optimistic: optimistic)
+        resolution.elapsedMilliseconds = Self.milliseconds(since: start)
+        return resolution
+    }
+
+    /// Like ``resolveHTTPS(_:port:optimistic:)``, and when the answer was stale, then the refreshed answer
+    /// (source `network`) once the refresh completes. A failed refresh ends the stream with its error.
+    public func resolveHTTPSUpdates(_ name: String, port: Int = 443, optimistic: Bool = true)
+        -> AsyncThrowingStream<HTTPSResolution, any Error>
+    {
+        AsyncThrowingStream { continuation in
+            let task = Task {
+                do {
+                    let start = ContinuousClock.now
+                    var (first, provenance) = try await self.https(name, port: port, optimistic: optimistic)
+                    first.elapsedMilliseconds = Self.milliseconds(since: start)
+                    continuation.yield(first)
+                    if first.source == .expiredCache {
+                        let refreshStart = ContinuousClock.now
+                        let attempts = try await self.awaitRefreshes(provenance.staleKeys)
+                        var (fresh, _) = try await self.https(name, port: port, optimistic: optimistic)
+                        fresh.source = .network
+                        fresh.staleSeconds = nil
+                        fresh.attempts = attempts + fresh.attempts
+                        fresh.elapsedMilliseconds = Self.milliseconds(since: refreshStart)
+                        continuation.yield(fresh)
+                    }
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
+    /// The addresses of `name` (IPv6 first).
+    /// - Throws: ``ResolverError``; NODATA is not an error (no addresses).
+    public func resolveAddresses(_ name: String, family: AddressFamilies = .any, optimistic: Bool = true)
+        async throws(ResolverError) -> AddressResolution
+    {
+        let start = ContinuousClock.now
+        let host = try Self.validate(name)
+        let (addresses, provenance) = try await addresses(host, family: family, optimistic: optimistic)
+        if addresses.ipv4 == nil && addresses.ipv6 == nil {
+            throw ResolverError(code: .noSuchName, name: host, attempts: provenance.attempts)
+        }
+        return AddressResolution(
+            name: host, addresses: (addresses.ipv6 ?? []) + (addresses.ipv4 ?? []), source: provenance.source,
+            ttl: provenance.reportedTTL, staleSeconds: provenance.staleSeconds, attempts: provenance.attempts,
+            elapsedMilliseconds: Self.milliseconds(since: start))
+    }
+
+    /// The endpoints to try for `host:port`, in Happy Eyeballs v3 order.
+    ///
+    /// HTTPS, A and AAAA of the host are queried in parallel, so a cold plan costs one round trip when the
+    /// bindings point at the host itself (or carry hints). An HTTPS failure other than NXDOMAIN does not fail
+    /// the plan (RFC 9460 §3: clients fall back to A/AAAA).
+    /// - Parameter assumeH3: plan QUIC without evidence, like URLSession's `assumesHTTP3Capable`.
+    public func connectionPlan(host: String, port: Int = 443, optimistic: Bool = true, assumeH3: Bool = false)
+        async throws(ResolverError) -> PlanResolution
+    {
+        let start = ContinuousClock.now
+        let hostName = try Self.validate(host)
+        try Self.validate(port: port, name: hostName)
+        async let httpsResult = outcome { try await self.https(hostName, port: port, optimistic: optimistic) }
+        async let hostAddressResult = outcome { try await self.addresses(hostName, family: .any, optimistic: optimistic) }
+        let httpsOutcome = await httpsResult
+        let hostOutcome = await hostAddressResult
+
+        var provenance = Provenance()
+        var bindings: [ServiceBinding] = []
+        var fallback = hostName
+        switch httpsOutcome {
+        case .success(let (resolution, httpsProvenance)):
+            provenance.merge(httpsProvenance)
+            bindings = resolution.bindings
+            fallback = resolution.fallbackTarget
+        case .failure(let error):
+            provenance.attempts += error.attempts
+            if error.code == .noSuchName && port == 443 { throw error }
+            logger.debug("HTTPS lookup failed, planning without it", metadata: ["dns.name": "\(hostName)", "error": "\(error)"])
+        }
+        var known: [String: TargetAddresses] = [:]
+        switch hostOutcome {
+        case .success(let (addresses, addressProvenance)):
+            provenance.merge(addressProvenance)
+            known[hostName] = addresses
+        case .failure(let error):
+            provenance.attempts += error.attempts
+            if bindings.isEmpty && fallback == hostName { throw error }
+        }
+
+        // Other targets: wait for their addresses unless every binding for them carries hints, in which case
+        // the hints serve now and the lookup warms the cache for the next plan (RFC 9460 §7.3).
+        let origin = try? AltSvcOrigin(host: String(hostName.dropLast()), port: UInt16(port))
+        let alternatives = origin.map { altSvc.alternatives(for: $0) } ?? []
+        var targets = Set(bindings.map(\.target))
+        targets.insert(fallback)
+        for alternative in alternatives { if let host = alternative.host { targets.insert(DNSName.normalized(host)) } }
+        targets.remove(hostName)
+        var waitFor: [String] = []
+        for target in targets.sorted() {
+            let forTarget = bindings.filter { $0.target == target }
+            if !forTarget.isEmpty && forTarget.allSatisfy({ !$0.ipv4hint.isEmpty || !$0.ipv6hint.isEmpty }) {
+                Task { _ = try? await self.addresses(target, family: .any, optimistic: optimistic) }
+            } else {
+                waitFor.append(target)
+            }
+        }
+        await withTaskGroup(of: (String, Result<(TargetAddresses, Provenance), ResolverError>).self) { group in
+            for target in waitFor {
+                group.addTask {
+                    (target, await self.outcome { try await self.addresses(target, family: .any, optimistic: optimistic) })
+                }
+            }
+            for await (target, result) in group {
+                switch result {
+                case .success(let (addresses, targetProvenance)):
+                    known[target] = addresses
+                    provenance.merge(targetProvenance)
+                case .failure(let error):
+                    provenance.attempts += error.attempts
+                }
+            }
+        }
+
+        let plan = ConnectionPlanner.plan(
+            host: hostName, port: port, bindings: bindings, addresses: known, assumeH3: assumeH3,
+            altSvc: alternatives.map { ConnectionPlanner.Alternative(alpn: $0.protocolID, host: $0.host, port: Int($0.port)) },
+            fallbackTarget: fallback)
+        return PlanResolution(
+            plan: plan, source: provenance.source, attempts: provenance.attempts,
+            elapsedMilliseconds: Self.milliseconds(since: start))
+    }
+
+    /// Whether `host` speaks HTTP/3 on `port`, by its HTTPS records or what Alt-Svc said.
+    public func h3Capability(host: String, port: Int = 443) async throws(ResolverError) -> Bool {
+        try await connectionPlan(host: host, port: port).plan.h3
+    }
+
+    /// Records an origin's `Alt-Svc` header (RFC 7838).
+    /// - Throws: ``ResolverError`` `invalidName` when the origin or the header is malformed.
+    public func reportAltSvc(origin: String, header: String) throws(ResolverError) {
+        do {
+            try altSvc.report(origin: origin, header: header)
+        } catch {
+            throw ResolverError(code: .invalidName, name: origin, reason: error.message)
+        }
+    }
+
+    /// Drops cached answers for `name` (all types), or everything; returns how many entries went.
+    @discardableResult
+    public func flush(_ name: String? = nil) -> Int {
+        cache.flush(name.map(DNSName.normalized))
+    }
+
+    // MARK: - HTTPS (RFC 9460 client processing)
+
+    private func https(_ name: String, port: Int, optimistic: Bool) async throws(ResolverError)
+        -> (HTTPSResolution, Provenance)
+    {
+        let host = try Self.validate(name)
+        try Self.validate(port: port, name: host)
+        // RFC 9460 §9.1: port 443 uses the host name, other ports the `_PORT._https` prefix.
+        let queryName = port == 443 ? host : "_\(port)._https.\(host)"
+        var chain = AliasChain(start: queryName, maximumHops: configuration.maximumAliasHops)
+        var provenance = Provenance()
+        var result = HTTPSResolution(
+            name: host, queryName: queryName, aliasChain: [], bindings: [], h3: false, fallbackTarget: host,
+            source: .cache, ttl: 0, staleSeconds: nil, attempts: [], elapsedMilliseconds: 0)
+        resolution: while true {
+            let rrset = try await records(chain.current, type: .https, optimistic: optimistic, provenance: &provenance)
+            do {
+                for alias in rrset.cnames { try chain.follow(to: alias) }
+            } catch {
+                result.note = error.description
+                break resolution
+            }
+            switch rrset.answer {
+            case .nxdomain:
+                // The host itself does not exist. A missing port-prefixed name, or a dangling alias target,
+                // only means there are no HTTPS records.
+                if chain.aliases.isEmpty && port == 443 {
+                    throw ResolverError(code: .noSuchName, name: host, attempts: provenance.attempts)
+                }
+                if !chain.aliases.isEmpty { result.fallbackTarget = chain.current }
+                break resolution
+            case .nodata:
+                if !chain.aliases.isEmpty { result.fallbackTarget = chain.current }
+                break resolution
+            case .records(let records, let owner):
+                switch HTTPSProcessing.process(records: records, ownerName: owner) {
+                case .alias(let target):
+                    do {
+                        try chain.follow(to: target)
+                    } catch {
+                        // RFC 9460 §2.4.2: a loop or an overlong chain leaves the client without SVCB records.
+                        result.note = error.description
+                        break resolution
+                    }
+                case .serviceUnavailable:
+                    result.note = "AliasMode \".\": the service is not available (RFC 9460 §2.5.1)"
+                    break resolution
+                case .malformed(let error):
+                    result.note = "malformed HTTPS RRset ignored (RFC 9460 §2.2): \(error)"
+                    break resolution
+                case .bindings(let bindings):
+                    result.bindings = bindings
+                    result.fallbackTarget = chain.current
+                    break resolution
+                }
+            }
+        }
+        result.aliasChain = chain.aliases
+        result.h3 = result.bindings.contains(where: \.supportsH3)
+        result.source = provenance.source
+        result.ttl = provenance.reportedTTL
+        result.staleSeconds = provenance.staleSeconds
+        result.attempts = provenance.attempts
+        return (result, provenance)
+    }
+
+    // MARK: - Addresses
+
+    private func addresses(_ name: String, family: AddressFamilies, optimistic: Bool) async throws(ResolverError)
+        -> (TargetAddresses, Provenance)
+    {
+        async let v6 = outcome { () async throws -> ([String]?, Provenance) in
+            guard family != .ipv4 else { return (nil, Provenance()) }
+            return try await self.addressRecords(name, type: .aaaa, optimistic: optimistic)
+        }
+        async let v4 = outcome { () async throws -> ([String]?, Provenance) in
+            guard family != .ipv6 else { return (nil, Provenance()) }
+            return try await self.addressRecords(name, type: .a, optimistic: optimistic)
+        }
+        let (six, four) = await (v6, v4)
+        var provenance = Provenance()
+        var addresses = TargetAddresses()
+        var failure: ResolverError?
+        var nxdomain = 0
+        for (result, isV6) in [(six, true), (four, false)] {
+            switch result {
+            case .success(let (list, part)):
+                provenance.merge(part)
+                if list == nil && (isV6 ? family != .ipv4 : family != .ipv6) { nxdomain += 1 }
+                if isV6 { addresses.ipv6 = list } else { addresses.ipv4 = list }
+            case .failure(let error):
+                provenance.attempts += error.attempts
+                failure = failure ?? error
+            }
+        }
+        if let failure, addresses.ipv4 == nil && addresses.ipv6 == nil {
+            var error = failure
+            error.attempts = provenance.attempts
+            throw error
+        }
+        if nxdomain > 0 && addresses.ipv4 == nil && addresses.ipv6 == nil && failure == nil {
+            return (TargetAddresses(), provenance)
+        }
+        // NODATA for a family is an empty list (known: none), not nil (unknown: use hints).
+        if family != .ipv4 && addresses.ipv6 == nil && failure == nil { addresses.ipv6 = [] }
+        if family != .ipv6 && addresses.ipv4 == nil && failure == nil { addresses.ipv4 = [] }
+        return (addresses, provenance)
+    }
+
+    /// The A or AAAA addresses of a name; nil for NXDOMAIN, empty for NODATA.
+    private func addressRecords(_ name: String, type: RRType, optimistic: Bool) async throws(ResolverError)
+        -> ([String]?, Provenance)
+    {
+        var provenance = Provenance()
+        let rrset = try await records(name, type: type, optimistic: optimistic, provenance: &provenance)
+        switch rrset.answer {
+        case .nxdomain: return (nil, provenance)
+        case .nodata: return ([], provenance)
+        case .records(let records, _):
+            let addresses = records.compactMap { try? (type == .a ? $0.ipv4Address() : $0.ipv6Address()) }
+            return (addresses, provenance)
+        }
+    }
+
+    // MARK: - RRsets: cache, coalescing, CNAMEs
+
+    enum RRsetAnswer: Sendable {
+        case records([ResourceRecord], owner: String)
+        case nodata
+        case nxdomain
+    }
+
+    struct RRsetResult: Sendable {
+        var answer: RRsetAnswer
+        /// CNAME targets followed from the asked name.
+        var cnames: [String]
+    }
+
+    /// The records of `type` at `name`, following CNAMEs (also across separate queries when an answer stops
+    /// at a CNAME whose target it does not include).
+    private func records(_ name: String, type: RRType, optimistic: Bool, provenance: inout Provenance)
+        async throws(ResolverError) -> RRsetResult
+    {
+        var chain = AliasChain(start: name, maximumHops: configuration.maximumAliasHops)
+        while true {
+            let current = chain.current
+            let entry = try await fetch(current, type: type, optimistic: optimistic, provenance: &provenance)
+            switch entry {
+            case .nxdomain: return RRsetResult(answer: .nxdomain, cnames: chain.aliases)
+            case .nodata: return RRsetResult(answer: .nodata, cnames: chain.aliases)
+            case .positive(let rrset):
+                var local = AliasChain(start: current, maximumHops: configuration.maximumAliasHops)
+                let matching: [ResourceRecord]
+                do {
+                    matching = try local.followCNAMEs(type: type, in: rrset.records)
+                    for alias in local.aliases { try chain.follow(to: alias) }
+                } catch {
+                    throw ResolverError(
+                        code: .upstreamFailure, name: name, rcode: "CNAME \(error.code.rawValue)",
+                        attempts: provenance.attempts)
+                }
+                if !matching.isEmpty { return RRsetResult(answer: .records(matching, owner: chain.current), cnames: chain.aliases) }
+                if local.aliases.isEmpty { return RRsetResult(answer: .nodata, cnames: chain.aliases) }
+                // The answer ended at a CNAME: ask for its target.
+            }
+        }
+    }
+
+    /// One cache lookup or upstream fetch for exactly (name, type).
+    private func fetch(_ name: String, type: RRType, optimistic: Bool, provenance: inout Provenance)
+        async throws(ResolverError) -> CacheAnswer<CachedRRset>
+    {
+        let key = CacheKey(name: name, type: type.rawValue)
+        switch cache.lookup(key, optimistic: optimistic) {
+        case .fresh(let answer, let remaining):
+            provenance.sources.insert(.cache)
+            provenance.ttl = min(provenance.ttl, remaining)
+            return answer
+        case .stale(let answer, let staleSeconds, let answerTTL, let shouldRefresh):
+            if shouldRefresh { _ = upstreamTask(for: key, name: name, type: type, isRefresh: true) }
+            provenance.sources.insert(.expiredCache)
+            provenance.ttl = min(provenance.ttl, answerTTL)
+            provenance.staleSeconds = max(provenance.staleSeconds ?? 0, staleSeconds)
+            provenance.staleKeys.append(key)
+            return answer
+        case .miss:
+            let outcome = await upstreamTask(for: key, name: name, type: type, isRefresh: false).value
+            switch outcome {
+            case .answer(let answer, let ttl, let attempts):
+                provenance.sources.insert(.network)
+                provenance.ttl = min(provenance.ttl, ttl)
+                provenance.attempts += attempts
+                return answer
+            case .failure(let error):
+                var error = error
+                error.attempts = provenance.attempts + error.attempts
+                throw error
+            }
+        }
+    }
+
+    enum FetchOutcome: Sendable {
+        case answer(CacheAnswer<CachedRRset>, ttl: UInt32, attempts: [QueryAttempt])
+        case failure(ResolverError)
+    }
+
+    /// The one in-flight upstream query for `key`, started if there is none.
+    private func upstreamTask(for key: CacheKey, name: String, type: RRType, isRefresh: Bool) -> Task<FetchOutcome, Never> {
+        inflight.withLock { tasks in
+            if let running = tasks[key] { return running }
+            let task = Task { [self] in
+                let outcome = await self.query(name: name, type: type, key: key)
+                if case .failure = outcome, isRefresh { cache.refreshFailed(key) }
+                _ = inflight.withLock { $0.removeValue(forKey: key) }
+                return outcome
+            }
+            tasks[key] = task
+            return task
+        }
+    }
+
+    private func query(name: String, type: RRType, key: CacheKey) async -> FetchOutcome {
+        let exchange: DNSExchange
+        do {
+            exchange = try await transport.query(DNSQuestion(name: name, type: type))
+        } catch {
+            let code: ResolverError.Code = error.code == .invalidQuery ? .invalidName : .timeout
+            return .failure(ResolverError(code: code, name: name, reason: error.message, attempts: error.attempts))
+        }
+        let message = exchange.message
+        let answer: CacheAnswer<CachedRRset>
+        let ttl: UInt32
+        switch message.rcode {
+        case .noError where !message.answer.isEmpty:
+            answer = .positive(CachedRRset(records: message.answer))
+            ttl = message.answer.map(\.ttl).min() ?? 0
+        case .noError:
+            answer = .nodata
+            ttl = message.negativeCacheTTL ?? configuration.negativeTTLWithoutSOA
+        case .nxDomain:
+            answer = .nxdomain
+            ttl = message.negativeCacheTTL ?? configuration.negativeTTLWithoutSOA
+        default:
+            return .failure(
+                ResolverError(code: .upstreamFailure, name: name, rcode: "\(message.rcode)", attempts: exchange.attempts))
+        }
+        cache.store(answer, for: key, ttl: ttl)
+        logger.debug("fetched", metadata: ["dns.name": "\(name)", "dns.type": "\(type)", "dns.ttl": "\(ttl)"])
+        return .answer(answer, ttl: ttl, attempts: exchange.attempts)
+    }
+
+    /// Waits for the refreshes of stale keys; returns their attempts, or throws the first failure.
+    private func awaitRefreshes(_ keys: [CacheKey]) async throws(ResolverError) -> [QueryAttempt] {
+        var attempts: [QueryAttempt] = []
+        for key in Set(keys) {
+            guard let task = inflight.withLock({ $0[key] }) else { continue }
+            switch await task.value {
+            case .answer(_, _, let more): attempts += more
+            case .failure(let error): throw error
+            }
+        }
+        return attempts
+    }
+
+    // MARK: - Helpers
+
+    /// Runs `body`, capturing its error; every error inside the engine is a ResolverError (cancellation
+    /// surfaces as a timeout).
+    private func outcome<T>(_ body: () async throws -> T) async -> Result<T, ResolverError> {
+        do {
+            return .success(try await body())
+        } catch let error as ResolverError {
+            return .failure(error)
+        } catch {
+            return .failure(ResolverError(code: .timeout, name: "", reason: "\(error)"))
+        }
+    }
+
+    /// Validates a host name and returns it absolute and lowercased.
+    static func validate(_ name: String) throws(ResolverError) -> String {
+        let parsed: DNSName
+        do {
+            parsed = try DNSName(name)
+        } catch {
+            throw ResolverError(code: .invalidName, name: name, reason: error.reason)
+        }
+        guard !parsed.isRoot else { throw ResolverError(code: .invalidName, name: name, reason: "the root is not a host name") }
+        return parsed.text
+    }
+
+    static func validate(port: Int, name: String) throws(ResolverError) {
+        guard (1...65535).contains(port) else {
+            throw ResolverError(code: .invalidName, name: name, reason: "port \(port) is outside 1...65535")
+        }
+    }
+
+    static func milliseconds(since start: ContinuousClock.Instant) -> Double {
+        let elapsed = ContinuousClock.now - start
+        return Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+    }
+}

@@ -1,0 +1,135 @@
+/// Where an answer came from (API.md `source`).
+public enum ResolutionSource: String, Sendable, Codable, Hashable {
+    /// Every record came from fresh cache entries.
+    case cache
+    /// Some record came from an expired entry served under optimistic DNS; a refresh is in flight.
+    case expiredCache
+    /// Some record was fetched from an upstream for this call, none was stale.
+    case network
+}
+
+/// The records of one name and type after following CNAMEs, with where they came from.
+struct Provenance: Sendable {
+    var sources: Set<ResolutionSource> = []
+    var ttl: UInt32 = .max
+    var staleSeconds: UInt32?
+    var attempts: [QueryAttempt] = []
+    /// Keys answered from expired cache: their refreshes are what a `more` caller waits for.
+    var staleKeys: [CacheKey] = []
+
+    var source: ResolutionSource {
+        if sources.contains(.expiredCache) { return .expiredCache }
+        if sources.contains(.network) { return .network }
+        return .cache
+    }
+
+    mutating func merge(_ other: Provenance) {
+        sources.formUnion(other.sources)
+        ttl = min(ttl, other.ttl)
+        if let stale = other.staleSeconds { staleSeconds = max(staleSeconds ?? 0, stale) }
+        attempts += other.attempts
+        staleKeys += other.staleKeys
+    }
+
+    var reportedTTL: UInt32 { ttl == .max ? 0 : ttl }
+}
+
+/// The HTTPS records of a name after RFC 9460 client processing.
+public struct HTTPSResolution: Sendable, Hashable {
+    /// The host name asked for, absolute and lowercased.
+    public var name: String
+    /// `NAME`, or `_PORT._https.NAME` for ports other than 443 (RFC 9460 §9.1).
+    public var queryName: String
+    /// Names followed from `queryName` (CNAMEs and AliasMode targets), in order.
+    public var aliasChain: [String]
+    /// Usable ServiceMode bindings in priority order; empty for NODATA, a malformed RRset, or AliasMode ".".
+    public var bindings: [ServiceBinding]
+    /// Any binding offers HTTP/3.
+    public var h3: Bool
+    /// Whose addresses to use when there are no bindings: the last alias target, else the host.
+    public var fallbackTarget: String
+    public var source: ResolutionSource
+    /// Seconds the answer may be used: the smallest remaining TTL involved (30 when stale).
+    public var ttl: UInt32
+    /// How long ago the oldest stale entry expired, when `source` is `expiredCache`.
+    public var staleSeconds: UInt32?
+    /// Upstream queries made for this call.
+    public var attempts: [QueryAttempt]
+    public var elapsedMilliseconds: Double
+    /// Why the RRset was set aside, when it was (malformed, alias loop, service unavailable).
+    public var note: String?
+}
+
+/// The addresses of a name.
+public struct AddressResolution: Sendable, Hashable {
+    public var name: String
+    /// IPv6 first, then IPv4.
+    public var addresses: [String]
+    public var source: ResolutionSource
+    public var ttl: UInt32
+    public var staleSeconds: UInt32?
+    public var attempts: [QueryAttempt]
+    public var elapsedMilliseconds: Double
+}
+
+/// Which address families to resolve.
+public enum AddressFamilies: String, Sendable, Hashable {
+    case any, ipv4, ipv6
+}
+
+/// A connection plan with where its answers came from.
+public struct PlanResolution: Sendable, Hashable {
+    public var plan: ConnectionPlan
+    public var source: ResolutionSource
+    public var attempts: [QueryAttempt]
+    public var elapsedMilliseconds: Double
+}
+
+/// Why a resolution failed; the codes map 1:1 onto the errors of `io.discoverd.Resolver`.
+public struct ResolverError: Error, Sendable, Hashable, CustomStringConvertible {
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        let name: String
+        /// NXDOMAIN (`NoSuchName`).
+        public static let noSuchName = Code(name: "noSuchName")
+        /// No upstream answered in time (`Timeout`).
+        public static let timeout = Code(name: "timeout")
+        /// The upstream answered with an error code (`UpstreamFailure`).
+        public static let upstreamFailure = Code(name: "upstreamFailure")
+        /// The name (or origin, or Alt-Svc header) is not valid (`InvalidName`).
+        public static let invalidName = Code(name: "invalidName")
+        public var description: String { name }
+    }
+
+    public var code: Code
+    /// The name concerned.
+    public var name: String
+    /// The response code, for `upstreamFailure`.
+    public var rcode: String?
+    /// Why the name is invalid, for `invalidName`.
+    public var reason: String?
+    /// Upstream queries made before failing.
+    public var attempts: [QueryAttempt]
+
+    public init(code: Code, name: String, rcode: String? = nil, reason: String? = nil, attempts: [QueryAttempt] = []) {
+        self.code = code
+        self.name = name
+        self.rcode = rcode
+        self.reason = reason
+        self.attempts = attempts
+    }
+
+    public var description: String {
+        switch code {
+        case .noSuchName: return "\(name): no such name (NXDOMAIN)"
+        case .timeout: return "\(name): no upstream answered in time"
+        case .upstreamFailure: return "\(name): upstream answered \(rcode ?? "an error")"
+        default: return "\(name): \(reason ?? "invalid")"
+        }
+    }
+}
+
+/// What the cache stores for one name and type: the answer section as received (CNAMEs included).
+public struct CachedRRset: Sendable, Codable, Hashable {
+    public var records: [ResourceRecord]
+    public init(records: [ResourceRecord]) { self.records = records }
+}
