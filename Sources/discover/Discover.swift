@@ -62,15 +62,41 @@ func runCommand(_ global: GlobalOptions, _ body: (DiscoverClient) async throws -
 }
 
 func describe(_ error: DiscoverError, client: DiscoverClient) -> String {
+    func parameter(_ key: String) -> String { error.parameters[key]?.stringValue.map(displayName) ?? "?" }
     switch error.code {
     case .daemonUnreachable:
         return "cannot reach discoverd at \(client.socketPath): is it running?"
     case .methodNotImplemented:
         let method = error.parameters["method"]?.stringValue ?? "that method"
         return "discover: discoverd does not offer \(method) yet"
+    case .noSuchName:
+        return "discover: \(parameter("name")): no such name (NXDOMAIN)"
+    case .resolverTimeout:
+        return "discover: no DNS server answered in time"
+    case .upstreamFailure:
+        return "discover: the DNS server answered \(parameter("rcode"))"
+    case .invalidDNSName:
+        return "discover: invalid name \"\(parameter("name"))\": \(parameter("reason"))"
+    case .invalidServiceType:
+        return "discover: invalid service type \"\(parameter("type"))\": \(parameter("reason"))"
+    case .invalidServiceName:
+        return "discover: invalid service name \"\(parameter("name"))\": \(parameter("reason"))"
+    case .permissionDenied:
+        return "discover: permission denied: this needs root (or the admin group, for flush and reload)"
+    case .avahiUnavailable:
+        return "discover: avahi-daemon is not running, so discoverd cannot do DNS-SD right now"
+    case .discoveryTimeout:
+        return "discover: no answer from the network in time"
+    case .notFound:
+        return "discover: \(parameter("name")): no such service"
     default:
         return "discover: \(error.message)"
     }
+}
+
+/// A DNS name as people write it: without the trailing dot.
+func displayName(_ name: String) -> String {
+    name.count > 1 && name.hasSuffix(".") ? String(name.dropLast()) : name
 }
 
 /// Line-oriented output that is flushed at once, also when piped.

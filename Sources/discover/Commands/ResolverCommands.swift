@@ -41,12 +41,14 @@ struct HTTPSCommand: AsyncParsableCommand {
 
     private func print(_ reply: ResolveHTTPSReply) throws {
         if global.json { return try Output.json(reply) }
+        var source = reply.source.rawValue
+        if let stale = reply.staleSeconds { source += " (expired \(stale)s ago, refreshing)" }
         Output.line(
-            "\(reply.queryName)  h3=\(reply.h3 ? "yes" : "no")  source=\(reply.source.rawValue)  ttl=\(reply.ttl)"
+            "\(displayName(reply.queryName))  h3=\(reply.h3 ? "yes" : "no")  source=\(source)  ttl=\(reply.ttl)"
                 + "  \(String(format: "%.1f", reply.timing.totalMs)) ms")
-        if !reply.aliasChain.isEmpty { Output.line("  via: \(reply.aliasChain.joined(separator: " -> "))") }
+        if !reply.aliasChain.isEmpty { Output.line("  via: \(reply.aliasChain.map(displayName).joined(separator: " -> "))") }
         for record in reply.records {
-            var fields = ["\(record.priority)", record.target]
+            var fields = ["\(record.priority)", displayName(record.target)]
             if !record.alpn.isEmpty { fields.append("alpn=\(record.alpn.joined(separator: ","))") }
             if record.noDefaultAlpn { fields.append("no-default-alpn") }
             if let port = record.port { fields.append("port=\(port)") }
@@ -83,9 +85,9 @@ struct H3Command: AsyncParsableCommand {
             if global.json {
                 try Output.json(H3Answer(host: plan.host, port: plan.port, h3: plan.h3, h3Source: plan.h3Source, source: plan.source))
             } else if plan.h3 {
-                Output.line("\(host): h3 (from \(plan.h3Source ?? "https"))")
+                Output.line("\(displayName(host)): h3 (from \(plan.h3Source ?? "https"))")
             } else {
-                Output.line("\(host): no h3")
+                Output.line("\(displayName(host)): no h3")
             }
             return plan.h3 ? 0 : 1
         }
@@ -130,14 +132,14 @@ struct PlanCommand: AsyncParsableCommand {
                     host: host, port: port, optimistic: noOptimistic ? false : nil, assumeH3: assumeH3 ? true : nil))
             if global.json { try Output.json(plan); return 0 }
             Output.line(
-                "\(plan.host):\(plan.port)  h3=\(plan.h3 ? "yes" : "no")\(plan.h3Source.map { " (\($0))" } ?? "")"
+                "\(displayName(plan.host)):\(plan.port)  h3=\(plan.h3 ? "yes" : "no")\(plan.h3Source.map { " (\($0))" } ?? "")"
                     + "  source=\(plan.source.rawValue)  \(String(format: "%.1f", plan.timing.totalMs)) ms")
             for (index, endpoint) in plan.endpoints.enumerated() {
                 let address = endpoint.address.contains(":") ? "[\(endpoint.address)]" : endpoint.address
                 Output.line(
                     "  \(index + 1). \(endpoint.transport.padding(toLength: 4, withPad: " ", startingAt: 0)) "
                         + "\(address):\(endpoint.port)  alpn=\(endpoint.alpn.joined(separator: ","))"
-                        + "  target=\(endpoint.target)  priority=\(endpoint.priority)\(endpoint.ech != nil ? "  ech" : "")")
+                        + "  target=\(displayName(endpoint.target))  priority=\(endpoint.priority)\(endpoint.ech != nil ? "  ech" : "")")
             }
             if plan.endpoints.isEmpty { Output.line("  (no endpoints)") }
             return 0
