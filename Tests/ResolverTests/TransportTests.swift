@@ -1,0 +1,405 @@
+import NIOCore
+import NIOPosix
+import Testing
+
+@testable import Resolver
+
+/// `UpstreamClient` against in-process fake DNS servers on loopback (see `TransportTestSupport.swift`).
+@Suite("Transport")
+struct TransportTests {
+    static let question = DNSQuestion(name: "www.example.test", type: .a)
+    /// Long enough that a healthy loopback exchange never hits it on a loaded machine.
+    static let patient = UpstreamClient.Configuration(timeout: .seconds(3), attempts: 1, tcpTimeout: .seconds(3))
+    static let quick = UpstreamClient.Configuration(timeout: .milliseconds(100), attempts: 2)
+
+    static func client(_ servers: [FakeUpstream], _ configuration: UpstreamClient.Configuration = patient)
+        -> UpstreamClient
+    {
+        UpstreamClient(upstreams: servers.map(\.server), configuration: configuration)
+    }
+
+    /// Runs `query` and returns the thrown transport error, or records an issue when it succeeded.
+    static func expectError(_ client: UpstreamClient, _ question: DNSQuestion = question) async -> DNSTransportError? {
+        do {
+            let exchange = try await client.query(question)
+            Issue.record("expected an error, got \(exchange.message.rcode) after \(exchange.attempts.count) attempts")
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    /// The query's outcome as a value, so a `Task` can carry the typed error.
+    static func result(_ client: UpstreamClient) async -> Result<DNSExchange, DNSTransportError> {
+        do {
+            return .success(try await client.query(question))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    @Test func normalAnswer() async throws {
+        let server = try await FakeUpstream.start { [FakeReply.send(FakeAnswer.to($0))] }
+        let exchange = try await Self.client([server]).query(Self.question)
+        await server.stop()
+
+        #expect(exchange.message.rcode == .noError)
+        #expect(FakeAnswer.address(of: exchange.message) == [192, 0, 2, 1])
+        #expect(exchange.attempts.count == 1)
+        let attempt = try #require(exchange.attempts.first)
+        #expect(attempt.name == "www.example.test.")
+        #expect(attempt.type == .a)
+        #expect(attempt.server == server.server.description)
+        #expect(attempt.transport == .udp)
+        #expect(attempt.rcode == "NOERROR")
+        #expect(attempt.milliseconds >= 0 && attempt.milliseconds < 3000)
+        // The query on the wire: RD set, EDNS(0) with 1232 bytes (RFC 6891), the question asked.
+        let sent = try #require(server.received.first?.message)
+        #expect(server.received.count == 1)
+        #expect(sent.header.rd && !sent.header.qr)
+        #expect(sent.edns?.udpPayloadSize == 1232)
+        #expect(sent.question == Self.question)
+    }
+
+    @Test func ipv6Upstream() async throws {
+        let server = try await FakeUpstream.start(host: "::1") { [FakeReply.send(FakeAnswer.to($0))] }
+        let exchange = try await Self.client([server]).query(Self.question)
+        await server.stop()
+
+        #expect(exchange.message.rcode == .noError)
+        #expect(exchange.attempts.map(\.server) == ["[::1]:\(server.server.port)"])
+    }
+
+    @Test func wrongIDIsDroppedThenTheRightOneAccepted() async throws {
+        let server = try await FakeUpstream.start { query in
+            [
+                .send(FakeAnswer.to(query, id: query.id &+ 1, address: [10, 0, 0, 66])),
+                .send(FakeAnswer.to(query), after: .milliseconds(50)),
+            ]
+        }
+        let exchange = try await Self.client([server]).query(Self.question)
+        await server.stop()
+
+        #expect(FakeAnswer.address(of: exchange.message) == [192, 0, 2, 1])
+        #expect(exchange.attempts.map(\.rcode) == ["NOERROR"])
+    }
+
+    @Test func wrongNameIsDropped() async throws {
+        let server = try await FakeUpstream.start { query in
+            [
+                .send(FakeAnswer.to(query, name: "other.example.test", address: [10, 0, 0, 66])),
+                .send(FakeAnswer.to(query), after: .milliseconds(50)),
+            ]
+        }
+        let exchange = try await Self.client([server]).query(Self.question)
+        await server.stop()
+
+        #expect(FakeAnswer.address(of: exchange.message) == [192, 0, 2, 1])
+        #expect(exchange.attempts.count == 1)
+    }
+
+    @Test func onlyWrongNamesMeanTimeout() async throws {
+        let server = try await FakeUpstream.start { [FakeReply.send(FakeAnswer.to($0, name: "other.example.test"))] }
+        let error = await Self.expectError(Self.client([server], Self.quick))
+        await server.stop()
+
+        #expect(error?.code == .timeout)
+        #expect(error?.attempts.map(\.rcode) == ["TIMEOUT", "TIMEOUT"])
+    }
+
+    @Test func nameMatchIsCaseInsensitive() async throws {
+        // RFC 5452 §9.1 with 0x20 mixing in mind: a server may echo the name in another case.
+        let server = try await FakeUpstream.start { [FakeReply.send(FakeAnswer.to($0, name: "WWW.Example.TEST"))] }
+        let exchange = try await Self.client([server]).query(Self.question)
+        await server.stop()
+
+        #expect(exchange.message.rcode == .noError)
+    }
+
+    @Test func garbageIsDropped() async throws {
+        let server = try await FakeUpstream.start { query in
+            var truncatedAnswer = FakeAnswer.to(query)
+            truncatedAnswer.removeLast(9)
+            var withoutQR = FakeAnswer.to(query)
+            withoutQR[2] &= 0x7F
+            return [
+                .send([]),
+                .send([0x12, 0x34, 0x01]),
+                .send((0..<300).map { _ in UInt8.random(in: 0...255) }),
+                .send([UInt8(query.id >> 8), UInt8(query.id & 0xFF)] + [UInt8](repeating: 0xFF, count: 40)),
+                .send(truncatedAnswer),
+                .send(withoutQR),
+                .send(query.bytes),  // the query echoed back: QR clear
+                .send(FakeAnswer.to(query), after: .milliseconds(80)),
+            ]
+        }
+        let exchange = try await Self.client([server]).query(Self.question)
+        await server.stop()
+
+        #expect(FakeAnswer.address(of: exchange.message) == [192, 0, 2, 1])
+        #expect(exchange.attempts.count == 1)
+    }
+
+    @Test func timeoutRecordsEveryAttempt() async throws {
+        let server = try await FakeUpstream.start { _ in [] }
+        let error = await Self.expectError(Self.client([server], Self.quick))
+        await server.stop()
+
+        #expect(error?.code == .timeout)
+        let attempts = error?.attempts ?? []
+        #expect(attempts.count == 2)
+        #expect(attempts.allSatisfy { $0.rcode == "TIMEOUT" && $0.transport == .udp && $0.milliseconds >= 90 })
+        #expect(server.received.count == 2)
+    }
+
+    @Test func secondRoundGetsTheAnswer() async throws {
+        let server = try await FakeUpstream.start { query in query.index == 0 ? [] : [.send(FakeAnswer.to(query))] }
+        let exchange = try await Self.client([server], Self.quick).query(Self.question)
+        await server.stop()
+
+        #expect(exchange.attempts.map(\.rcode) == ["TIMEOUT", "NOERROR"])
+    }
+
+    @Test func truncatedUDPFallsBackToTCP() async throws {
+        let server = try await FakeUpstream.start { query in
+            query.transport == .udp
+                ? [.send(FakeAnswer.to(query, tc: true))] : [.send(FakeAnswer.to(query, address: [192, 0, 2, 99]))]
+        }
+        let exchange = try await Self.client([server]).query(Self.question)
+        await server.stop()
+
+        #expect(FakeAnswer.address(of: exchange.message) == [192, 0, 2, 99])
+        #expect(exchange.attempts.map(\.transport) == [.udp, .tcp])
+        #expect(exchange.attempts.map(\.rcode) == ["NOERROR", "NOERROR"])
+        #expect(exchange.attempts.allSatisfy { $0.server == server.server.description })
+        let received = server.received
+        #expect(received.map(\.transport) == [.udp, .tcp])
+        #expect(received.map(\.question) == [Self.question, Self.question])
+    }
+
+    @Test func truncatedReplyThatDoesNotParseStillFallsBack() async throws {
+        // TC=1, ANCOUNT=1 and the records cut off: ldns rejects it, the header still says "use TCP".
+        let server = try await FakeUpstream.start { query in
+            guard query.transport == .udp else { return [.send(FakeAnswer.to(query))] }
+            var reply = FakeAnswer.to(query)
+            reply[2] |= 0x02
+            reply.removeLast(15)
+            return [.send(reply)]
+        }
+        let exchange = try await Self.client([server]).query(Self.question)
+        await server.stop()
+
+        #expect(exchange.message.rcode == .noError)
+        #expect(exchange.attempts.map(\.transport) == [.udp, .tcp])
+    }
+
+    @Test func tcpReplyInOneBytePieces() async throws {
+        let server = try await FakeUpstream.start { query in
+            query.transport == .udp
+                ? [.send(FakeAnswer.to(query, tc: true))]
+                : [.sendInPieces(FakeAnswer.to(query), size: 1, gap: .milliseconds(2))]
+        }
+        let exchange = try await Self.client([server]).query(Self.question)
+        await server.stop()
+
+        #expect(FakeAnswer.address(of: exchange.message) == [192, 0, 2, 1])
+        #expect(exchange.attempts.map(\.transport) == [.udp, .tcp])
+    }
+
+    @Test func tcpSeveralMessagesInOneRead() async throws {
+        let server = try await FakeUpstream.start { query in
+            query.transport == .udp
+                ? [.send(FakeAnswer.to(query, tc: true))]
+                : [
+                    .sendTogether([
+                        FakeAnswer.to(query, id: query.id &+ 1, address: [10, 0, 0, 66]), [0xDE, 0xAD],
+                        FakeAnswer.to(query), FakeAnswer.to(query, address: [10, 0, 0, 67]),
+                    ])
+                ]
+        }
+        let exchange = try await Self.client([server]).query(Self.question)
+        await server.stop()
+
+        #expect(FakeAnswer.address(of: exchange.message) == [192, 0, 2, 1])
+    }
+
+    @Test func tcpConnectionClosedWithoutAnswerEndsTheTry() async throws {
+        let server = try await FakeUpstream.start { query in
+            query.transport == .udp ? [.send(FakeAnswer.to(query, tc: true))] : [.close]
+        }
+        let configuration = UpstreamClient.Configuration(timeout: .seconds(1), attempts: 1, tcpTimeout: .seconds(20))
+        let clock = ContinuousClock()
+        let started = clock.now
+        let error = await Self.expectError(Self.client([server], configuration))
+        await server.stop()
+
+        #expect(error?.code == .timeout)
+        #expect(error?.attempts.map(\.transport) == [.udp, .tcp])
+        #expect(error?.attempts.map(\.rcode) == ["NOERROR", "TIMEOUT"])
+        #expect(started.duration(to: clock.now) < .seconds(10))
+    }
+
+    @Test func servfailFailsOverToTheNextUpstream() async throws {
+        let first = try await FakeUpstream.start { [FakeReply.send(FakeAnswer.to($0, rcode: .servFail))] }
+        let second = try await FakeUpstream.start { [FakeReply.send(FakeAnswer.to($0))] }
+        let exchange = try await Self.client([first, second]).query(Self.question)
+        await first.stop()
+        await second.stop()
+
+        #expect(exchange.message.rcode == .noError)
+        #expect(exchange.attempts.map(\.server) == [first.server.description, second.server.description])
+        #expect(exchange.attempts.map(\.rcode) == ["SERVFAIL", "NOERROR"])
+    }
+
+    @Test(arguments: [RCode.refused, .notImp, .formErr])
+    func otherFailureCodesFailOver(rcode: RCode) async throws {
+        let first = try await FakeUpstream.start { [FakeReply.send(FakeAnswer.to($0, rcode: rcode))] }
+        let second = try await FakeUpstream.start { [FakeReply.send(FakeAnswer.to($0))] }
+        let exchange = try await Self.client([first, second]).query(Self.question)
+        await first.stop()
+        await second.stop()
+
+        #expect(exchange.attempts.map(\.rcode) == [rcode.description, "NOERROR"])
+    }
+
+    @Test func allServfailReturnsTheLastResponse() async throws {
+        let first = try await FakeUpstream.start { [FakeReply.send(FakeAnswer.to($0, rcode: .servFail))] }
+        let second = try await FakeUpstream.start { [FakeReply.send(FakeAnswer.to($0, rcode: .servFail))] }
+        let client = UpstreamClient(
+            upstreams: [first.server, second.server],
+            configuration: .init(timeout: .seconds(3), attempts: 2))
+        let exchange = try await client.query(Self.question)
+        await first.stop()
+        await second.stop()
+
+        #expect(exchange.message.rcode == .servFail)
+        // An upstream that answered is not asked again in the second round.
+        #expect(exchange.attempts.map(\.rcode) == ["SERVFAIL", "SERVFAIL"])
+        #expect(exchange.attempts.last?.server == second.server.description)
+        #expect(first.received.count == 1 && second.received.count == 1)
+    }
+
+    @Test func theLastFailureIsTheOneReturned() async throws {
+        let first = try await FakeUpstream.start { [FakeReply.send(FakeAnswer.to($0, rcode: .servFail))] }
+        let second = try await FakeUpstream.start { [FakeReply.send(FakeAnswer.to($0, rcode: .refused))] }
+        let exchange = try await Self.client([first, second]).query(Self.question)
+        await first.stop()
+        await second.stop()
+
+        #expect(exchange.message.rcode == .refused)
+    }
+
+    @Test func nxdomainIsFinal() async throws {
+        let first = try await FakeUpstream.start { [FakeReply.send(FakeAnswer.to($0, rcode: .nxDomain))] }
+        let second = try await FakeUpstream.start { [FakeReply.send(FakeAnswer.to($0))] }
+        let exchange = try await Self.client([first, second]).query(Self.question)
+        await first.stop()
+        await second.stop()
+
+        #expect(exchange.message.rcode == .nxDomain)
+        #expect(exchange.attempts.map(\.rcode) == ["NXDOMAIN"])
+        #expect(second.received.isEmpty)
+    }
+
+    @Test func timeoutOnFirstUpstreamFailsOverToSecond() async throws {
+        let first = try await FakeUpstream.start { _ in [] }
+        let second = try await FakeUpstream.start { [FakeReply.send(FakeAnswer.to($0))] }
+        let exchange = try await Self.client([first, second], Self.quick).query(Self.question)
+        await first.stop()
+        await second.stop()
+
+        #expect(exchange.attempts.map(\.rcode) == ["TIMEOUT", "NOERROR"])
+        #expect(exchange.attempts.map(\.server) == [first.server.description, second.server.description])
+    }
+
+    @Test func refusedPortEndsTheTryEarly() async throws {
+        // A port with nothing behind it: the ICMP port unreachable ends the try long before its timeout.
+        let closed = try await FakeUpstream.start { _ in [] }
+        await closed.stop()
+        let second = try await FakeUpstream.start { [FakeReply.send(FakeAnswer.to($0))] }
+        let client = UpstreamClient(
+            upstreams: [closed.server, second.server], configuration: .init(timeout: .seconds(20), attempts: 1))
+        let clock = ContinuousClock()
+        let started = clock.now
+        let exchange = try await client.query(Self.question)
+        await second.stop()
+
+        #expect(started.duration(to: clock.now) < .seconds(10))
+        #expect(exchange.attempts.map(\.rcode) == ["TIMEOUT", "NOERROR"])
+    }
+
+    @Test func everyTryHasItsOwnRandomIDAndSourcePort() async throws {
+        let server = try await FakeUpstream.start { _ in [] }
+        let configuration = UpstreamClient.Configuration(timeout: .milliseconds(100), attempts: 6)
+        let error = await Self.expectError(Self.client([server], configuration))
+        await server.stop()
+
+        let received = server.received
+        #expect(error?.attempts.count == 6)
+        #expect(received.count == 6)
+        // RFC 5452 §9.2: six independent random IDs and ports coincide only with negligible probability.
+        #expect(Set(received.map(\.id)).count > 1)
+        #expect(Set(received.map(\.sourcePort)).count > 1)
+        #expect(received.allSatisfy { $0.sourcePort > 0 })
+    }
+
+    @Test func cancellationReturnsPromptly() async throws {
+        let server = try await FakeUpstream.start { _ in [] }
+        let client = UpstreamClient(
+            upstreams: [server.server], configuration: .init(timeout: .seconds(30), attempts: 3))
+        let task = Task { await Self.result(client) }
+        // Wait until the query is on the wire, so the cancel hits a running try.
+        for _ in 0..<200 where server.received.isEmpty {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        let clock = ContinuousClock()
+        let started = clock.now
+        task.cancel()
+        let result = await task.value
+        let elapsed = started.duration(to: clock.now)
+        await server.stop()
+
+        #expect(elapsed < .seconds(2))
+        #expect(server.received.count == 1)
+        switch result {
+        case .success(let exchange):
+            Issue.record("cancelled query returned \(exchange.message.rcode)")
+        case .failure(let error):
+            #expect(error.code == .timeout)
+            #expect(error.message.contains("cancelled"))
+        }
+    }
+
+    @Test func alreadyCancelledTaskSendsNothing() async throws {
+        let server = try await FakeUpstream.start { [FakeReply.send(FakeAnswer.to($0))] }
+        let client = Self.client([server])
+        let task = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return await Self.result(client)
+        }
+        let result = await task.value
+        await server.stop()
+
+        #expect(throws: DNSTransportError.self) { try result.get() }
+        #expect(server.received.isEmpty)
+    }
+
+    @Test func noUsableUpstream() async throws {
+        let none = await Self.expectError(UpstreamClient(upstreams: []))
+        #expect(none?.code == .noUpstreams)
+        // Host names are never resolved (that would need the system resolver).
+        let named = await Self.expectError(UpstreamClient(upstreams: [UpstreamServer(host: "dns.example.test")]))
+        #expect(named?.code == .noUpstreams)
+        #expect(named?.attempts.isEmpty == true)
+    }
+
+    @Test func invalidNameIsRejectedBeforeSending() async throws {
+        let server = try await FakeUpstream.start { [FakeReply.send(FakeAnswer.to($0))] }
+        let label = String(repeating: "a", count: 64)
+        let error = await Self.expectError(Self.client([server]), DNSQuestion(name: "\(label).test", type: .a))
+        await server.stop()
+
+        #expect(error?.code == .invalidQuery)
+        #expect(server.received.isEmpty)
+    }
+}
