@@ -1,6 +1,9 @@
 import ArgumentParser
 import DiscoverClient
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 @main
 struct Discover: AsyncParsableCommand {
@@ -78,9 +81,9 @@ func describe(_ error: DiscoverError, client: DiscoverClient) -> String {
     case .invalidDNSName:
         return "discover: invalid name \"\(parameter("name"))\": \(parameter("reason"))"
     case .invalidServiceType:
-        return "discover: invalid service type \"\(parameter("type"))\": \(parameter("reason"))"
+        return "discover: " + withSubject(parameter("reason"), "invalid service type \"\(parameter("type"))\"")
     case .invalidServiceName:
-        return "discover: invalid service name \"\(parameter("name"))\": \(parameter("reason"))"
+        return "discover: " + withSubject(parameter("reason"), "invalid service name \"\(parameter("name"))\"")
     case .permissionDenied:
         return "discover: permission denied: this needs root (or the admin group, for flush and reload)"
     case .avahiUnavailable:
@@ -94,6 +97,12 @@ func describe(_ error: DiscoverError, client: DiscoverClient) -> String {
     }
 }
 
+/// `reason` when it already names its subject, else "subject: reason".
+func withSubject(_ reason: String, _ subject: String) -> String {
+    reason.lowercased().hasPrefix(subject.lowercased().split(separator: " ").prefix(2).joined(separator: " "))
+        ? reason : "\(subject): \(reason)"
+}
+
 /// A DNS name as people write it: without the trailing dot.
 func displayName(_ name: String) -> String {
     name.count > 1 && name.hasSuffix(".") ? String(name.dropLast()) : name
@@ -102,11 +111,24 @@ func displayName(_ name: String) -> String {
 /// Line-oriented output that is flushed at once, also when piped.
 enum Output {
     static func line(_ text: String) {
-        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+        write(1, text + "\n")
     }
 
     static func error(_ text: String) {
-        FileHandle.standardError.write(Data((text + "\n").utf8))
+        write(2, text + "\n")
+    }
+
+    /// Writes all bytes; when the reader has gone (`discover browse ... | head`), exits quietly like other tools.
+    private static func write(_ fd: Int32, _ text: String) {
+        var bytes = Array(text.utf8)[...]
+        while !bytes.isEmpty {
+            let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            if written < 0 {
+                if errno == EINTR { continue }
+                exit(0)
+            }
+            bytes = bytes.dropFirst(written)
+        }
     }
 
     /// One compact JSON object on one line.

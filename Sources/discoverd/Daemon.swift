@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOPosix
+import Discovery
 import Resolver
 import ServiceLifecycle
 
@@ -23,11 +24,29 @@ struct Daemon {
         var routes = RouteTable()
         let state = self.state
         let logger = self.logger
-        let reload: @Sendable () async throws -> Void = { try Self.reloadConfiguration(state: state, logger: logger) }
+        // One Avahi client for the whole daemon; it waits for avahi-daemon when it is absent.
+        let discovery = try DiscoveryService(logger: logger)
+        let registrations = RegistrationTable()
+        let staticServices = StaticServices(discovery: discovery, logger: logger)
+        DiscoveryMethods.register(into: &routes, discovery: discovery, registrations: registrations, state: state)
+        staticServices.sync(directory: configuration.servicesDirectory)
+
+        let reload: @Sendable () async throws -> Void = {
+            try Self.reloadConfiguration(state: state, logger: logger)
+            staticServices.sync(directory: state.configuration.servicesDirectory)
+        }
         DaemonMethods.register(into: &routes, state: state, reload: reload)
         let resolver = Self.makeResolver(configuration: configuration, logger: logger)
         ResolverMethods.register(into: &routes, resolver: resolver, state: state)
         state.update { mutable in
+            mutable.avahi = {
+                switch discovery.avahiState {
+                case .running: .running
+                case .connecting: .connecting
+                case .unavailable: .unavailable
+                }
+            }
+            mutable.registrations = { registrations.count + staticServices.count }
             mutable.cache = {
                 let stats = resolver.cache.statistics
                 return DiscoverAPI.CacheStatistics(
@@ -58,6 +77,7 @@ struct Daemon {
                 // Shut down in reverse order: stop serving clients first, then save the cache.
                 services: [
                     .init(service: persistence),
+                    .init(service: DiscoveryShutdown(discovery: discovery)),
                     .init(service: ReloadOnHangup(logger: logger, reload: reload)),
                     .init(service: server),
                 ],
@@ -107,5 +127,15 @@ struct Daemon {
             mutable.configuration = next
         }
         logger.info("configuration reloaded", metadata: ["file": "\(path)"])
+    }
+}
+
+/// Withdraws every advertisement and closes the Avahi client at shutdown, after clients are gone.
+private struct DiscoveryShutdown: ServiceLifecycle.Service {
+    let discovery: DiscoveryService
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        discovery.shutdown()
     }
 }

@@ -223,7 +223,8 @@ public enum InterfaceDescriptions {
         method Resolve(name: string, type: string, domain: ?string, timeoutMs: ?int) -> (service: Service)
 
         # Advertise a service for as long as this connection lives. Requires more:
-        # first "registered" with the final name, later "renamed" or "failed".
+        # first "registered" with the final name, later "renamed"; the call ends with
+        # "failed" or, after Withdraw, "withdrawn".
         method Advertise(
           name: ?string,
           type: string,
@@ -233,7 +234,7 @@ public enum InterfaceDescriptions {
           domain: ?string,
           host: ?string
         ) -> (
-          event: (registered, renamed, failed),
+          event: (registered, renamed, failed, withdrawn),
           id: string,
           name: string,
           error: ?string
@@ -257,6 +258,9 @@ public enum InterfaceDescriptions {
         error Timeout ()
         error AvahiUnavailable ()
         error NameConflict (name: string)
+
+        # A Browse stream reader fell too far behind; its stream ended.
+        error SubscriberTooSlow ()
 
         """
 

@@ -126,6 +126,8 @@ public struct AdvertiseParameters: VarlinkParameters, Equatable {
 /// What happened to an advertisement.
 public enum AdvertiseEventKind: String, Codable, Sendable {
     case registered, renamed, failed
+    /// Withdrawn by `Withdraw` (from another connection of the owner, or root); the call ends.
+    case withdrawn
 }
 
 /// Reply of `Advertise` (a stream).

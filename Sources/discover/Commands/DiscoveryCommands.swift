@@ -46,7 +46,10 @@ struct BrowseCommand: AsyncParsableCommand {
                 }
                 return 0
             }
-            if !global.json { Output.line("Browsing for \(type)\(domain.map { " in \($0)" } ?? "")") }
+            if !global.json {
+                _ = try await client.status()  // fail with the usual line if the daemon is not there
+                Output.line("Browsing for \(type)\(domain.map { " in \($0)" } ?? "")")
+            }
             for try await event in client.stream(Methods.browse, parameters) {
                 if global.json { try Output.json(event); continue }
                 guard let kind = event.event else { continue }
@@ -141,6 +144,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
                 case .registered: Output.line("registered \"\(event.name)\" \(type) port \(port)")
                 case .renamed: Output.line("renamed to \"\(event.name)\" (name conflict)")
                 case .failed: Output.line("failed: \(event.error ?? "unknown error")")
+                case .withdrawn: Output.line("withdrawn")
                 }
             }
             return 0
