@@ -29,7 +29,8 @@ struct TransportTests {
         let cases: [(String, [String: JSONValue], DiscoverError.Code)] = [
             ("io.example.Nope.Call", [:], .interfaceNotFound),
             ("io.discoverd.Daemon.Nope", [:], .methodNotFound),
-            ("io.discoverd.Discovery.Browse", ["type": .string("_http._tcp")], .methodNotImplemented),
+            ("io.discoverd.Discovery.Browse", ["type": .string("_http")], .invalidServiceType),
+            ("io.discoverd.Discovery.Advertise", ["type": .string("_http._tcp"), "port": .int(1)], .expectedMore),
             ("org.varlink.service.GetInterfaceDescription", ["interface": .int(1)], .invalidParameter),
             ("org.varlink.service.GetInterfaceDescription", [:], .invalidParameter),
             ("io.discoverd.Daemon.Status", ["bogus": .bool(true)], .invalidParameter),
@@ -404,10 +405,13 @@ struct CLITests {
         #expect(object?["version"] as? String == DiscoverdVersion.current)
     }
 
-    @Test func commandsOfLaterIssuesSayTheDaemonDoesNotOfferThemYet() throws {
+    @Test func discoveryWithoutAvahiIsAClearError() throws {
+        // Outside the lab there is no avahi-daemon: the daemon still serves, and says so.
         let daemon = try DaemonProcess()
         let result = try runCommand([BuiltProducts.discover, "browse", "_http._tcp", "--once", "--socket", daemon.socketPath])
         #expect(result.status == 2)
-        #expect(result.stderr.contains("does not offer io.discoverd.Discovery.Browse yet"))
+        #expect(result.stderr.contains("avahi-daemon is not running"), "\(result.stderr)")
+        let status = try runCommand([BuiltProducts.discover, "status", "--json", "--socket", daemon.socketPath])
+        #expect(status.stdout.contains("\"avahi\":\"connecting\"") || status.stdout.contains("\"avahi\":\"unavailable\""))
     }
 }
