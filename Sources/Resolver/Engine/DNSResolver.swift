@@ -52,6 +52,16 @@ public final class DNSResolver: Sendable {
         self.altSvc = AltSvcStore(clock: clock)
     }
 
+    /// Creates a resolver that asks `upstreams` (IP addresses, port 53 unless given) over UDP with TCP fallback.
+    ///
+    /// ```swift
+    /// let resolver = DNSResolver(upstreams: [UpstreamServer(host: "192.0.2.53")])
+    /// if try await resolver.h3Capability(host: "example.com") { ... }
+    /// ```
+    public convenience init(upstreams: [UpstreamServer], configuration: Configuration = Configuration()) {
+        self.init(transport: UpstreamClient(upstreams: upstreams), configuration: configuration)
+    }
+
     // MARK: - Public API
 
     /// The HTTPS records of `name` for `port`, after RFC 9460 processing.
