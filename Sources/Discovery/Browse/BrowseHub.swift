@@ -92,7 +92,8 @@ final class BrowseHub: @unchecked Sendable {
 
     private func clientEvent(_ event: AvahiClientEvent) {
         switch event {
-        case .running:
+        case .running, .registering:
+            // Browsing works while avahi-daemon (re-)establishes its host name, so start as soon as connected.
             for shared in Array(self.browsers.values) where !shared.isStarted {
                 do {
                     try shared.start(extraDomains: self.extraDomains)
@@ -105,8 +106,6 @@ final class BrowseHub: @unchecked Sendable {
                 }
             }
             if self.browsers.keys.contains(where: { $0.domain == nil }) { self.startDomainBrowser() }
-        case .registering:
-            break
         case .lost:
             self.domainBrowser?.close()
             self.domainBrowser = nil
