@@ -11,6 +11,8 @@ struct TransportTests {
     /// Long enough that a healthy loopback exchange never hits it on a loaded machine.
     static let patient = UpstreamClient.Configuration(timeout: .seconds(3), attempts: 1, tcpTimeout: .seconds(3))
     static let quick = UpstreamClient.Configuration(timeout: .milliseconds(100), attempts: 2)
+    /// For tests where a later try must succeed: short enough to fail fast, long enough for a loaded machine.
+    static let modest = UpstreamClient.Configuration(timeout: .milliseconds(700), attempts: 2)
 
     static func client(_ servers: [FakeUpstream], _ configuration: UpstreamClient.Configuration = patient)
         -> UpstreamClient
@@ -154,7 +156,7 @@ struct TransportTests {
 
     @Test func secondRoundGetsTheAnswer() async throws {
         let server = try await FakeUpstream.start { query in query.index == 0 ? [] : [.send(FakeAnswer.to(query))] }
-        let exchange = try await Self.client([server], Self.quick).query(Self.question)
+        let exchange = try await Self.client([server], Self.modest).query(Self.question)
         await server.stop()
 
         #expect(exchange.attempts.map(\.rcode) == ["TIMEOUT", "NOERROR"])
@@ -304,7 +306,7 @@ struct TransportTests {
     @Test func timeoutOnFirstUpstreamFailsOverToSecond() async throws {
         let first = try await FakeUpstream.start { _ in [] }
         let second = try await FakeUpstream.start { [FakeReply.send(FakeAnswer.to($0))] }
-        let exchange = try await Self.client([first, second], Self.quick).query(Self.question)
+        let exchange = try await Self.client([first, second], Self.modest).query(Self.question)
         await first.stop()
         await second.stop()
 
@@ -401,5 +403,77 @@ struct TransportTests {
 
         #expect(error?.code == .invalidQuery)
         #expect(server.received.isEmpty)
+    }
+}
+
+/// `PendingQuery.classify`, the acceptance rule of every try, on hand-made messages.
+@Suite("Transport reply matching")
+struct TransportMatchingTests {
+    static let question = DNSQuestion(name: "www.example.test", type: .https)
+
+    static func pending(id: UInt16 = 0x4242) throws -> PendingQuery {
+        let name = try DNSName(question.name)
+        let template = try DNSQuery.make(name: name, type: question.type, id: 0)
+        return PendingQuery(template: template, id: id, question: question, nameLength: name.wire.count)
+    }
+
+    static func reply(
+        id: UInt16 = 0x4242, flags: UInt16 = 0x8180, name: String = "www.example.test", type: RRType = .https,
+        questions: Int = 1
+    ) -> [UInt8] {
+        var message = TestMessage()
+        message.id = id
+        message.flags = flags
+        message.questions = Array(repeating: TestMessage.question(TestMessage.name(name), type), count: questions)
+        return message.bytes
+    }
+
+    static func verdict(_ bytes: [UInt8], overTCP: Bool = false) throws -> String {
+        switch try pending().classify(bytes, overTCP: overTCP) {
+        case .accept: "accept"
+        case .truncated: "truncated"
+        case .drop: "drop"
+        }
+    }
+
+    @Test func table() throws {
+        let cases: [(String, [UInt8], Bool, String)] = [
+            ("matching reply", Self.reply(), false, "accept"),
+            ("name in another case", Self.reply(name: "WWW.EXAMPLE.Test"), false, "accept"),
+            ("wrong ID", Self.reply(id: 0x4243), false, "drop"),
+            ("QR clear", Self.reply(flags: 0x0100), false, "drop"),
+            ("other name", Self.reply(name: "www.example.tes"), false, "drop"),
+            ("other type", Self.reply(type: .svcb), false, "drop"),
+            ("no question", Self.reply(questions: 0), false, "drop"),
+            ("two questions", Self.reply(questions: 2), false, "drop"),
+            ("empty", [], false, "drop"),
+            ("11 bytes", Array(Self.reply().prefix(11)), false, "drop"),
+            ("TC over UDP", Self.reply(flags: 0x8380), false, "truncated"),
+            ("TC, header only", Array(Self.reply(flags: 0x8380).prefix(12)), false, "drop"),
+            ("TC for another name", Self.reply(flags: 0x8380, name: "a.example.test"), false, "drop"),
+            ("TC for another type", Self.reply(flags: 0x8380, type: .a), false, "drop"),
+            ("TC with wrong ID", Self.reply(id: 1, flags: 0x8380), false, "drop"),
+            ("TC over TCP is a plain reply", Self.reply(flags: 0x8380), true, "accept"),
+        ]
+        for (label, bytes, overTCP, expected) in cases {
+            #expect(try Self.verdict(bytes, overTCP: overTCP) == expected, "\(label)")
+        }
+    }
+
+    @Test func mutatedRepliesNeverTrapAndWrongIDsNeverPass() throws {
+        let pending = try Self.pending()
+        let original = Self.reply() + TestMessage.record(TestMessage.name("www.example.test"), .a, rdata: [1, 2, 3, 4])
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<5000 {
+            var bytes = original
+            for _ in 0..<Int.random(in: 1...4, using: &generator) {
+                bytes[Int.random(in: 0..<bytes.count, using: &generator)] = UInt8.random(in: 0...255, using: &generator)
+            }
+            bytes.removeLast(Int.random(in: 0..<bytes.count, using: &generator))
+            let verdict = pending.classify(bytes, overTCP: Bool.random(using: &generator))
+            let header = try? DNSHeader.parse(bytes)
+            if case .drop = verdict { continue }
+            #expect(header?.id == pending.id && header?.qr == true)
+        }
     }
 }
