@@ -5,7 +5,7 @@ import Synchronization
 @testable import Resolver
 
 /// A query as the fake upstream received it.
-struct ReceivedQuery: Sendable {
+struct LoopbackQuery: Sendable {
     /// Order of arrival at this server, UDP and TCP together, from 0.
     var index: Int
     var transport: QueryTransport
@@ -20,7 +20,7 @@ struct ReceivedQuery: Sendable {
 }
 
 /// What the fake upstream sends back for one query.
-enum FakeReply: Sendable {
+enum LoopbackReply: Sendable {
     /// One message (over TCP with its length prefix), after a delay.
     case send([UInt8], after: Duration = .zero)
     /// TCP only: the message with its length prefix, in pieces of `size` bytes with `gap` between writes.
@@ -34,15 +34,15 @@ enum FakeReply: Sendable {
 /// A programmable DNS server on loopback, UDP and TCP on the same port, for transport tests only.
 ///
 /// `script` decides the replies for every query it receives; it runs on the server's event loop.
-final class FakeUpstream: Sendable {
-    typealias Script = @Sendable (ReceivedQuery) -> [FakeReply]
+final class LoopbackUpstream: Sendable {
+    typealias Script = @Sendable (LoopbackQuery) -> [LoopbackReply]
 
     let server: UpstreamServer
     private let udp: any Channel
     private let tcp: any Channel
-    private let log: FakeUpstreamLog
+    private let log: LoopbackUpstreamLog
 
-    private init(server: UpstreamServer, udp: any Channel, tcp: any Channel, log: FakeUpstreamLog) {
+    private init(server: UpstreamServer, udp: any Channel, tcp: any Channel, log: LoopbackUpstreamLog) {
         self.server = server
         self.udp = udp
         self.tcp = tcp
@@ -50,39 +50,39 @@ final class FakeUpstream: Sendable {
     }
 
     /// Binds UDP on an ephemeral port of `host`, then TCP on the same port.
-    static func start(host: String = "127.0.0.1", script: @escaping Script) async throws -> FakeUpstream {
+    static func start(host: String = "127.0.0.1", script: @escaping Script) async throws -> LoopbackUpstream {
         let group = MultiThreadedEventLoopGroup.singleton
-        let log = FakeUpstreamLog()
+        let log = LoopbackUpstreamLog()
         var lastError: (any Error)?
         for _ in 0..<20 {
             let udp = try await DatagramBootstrap(group: group)
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(FakeUDPHandler(log: log, script: script))
+                        try channel.pipeline.syncOperations.addHandler(LoopbackUDPHandler(log: log, script: script))
                     }
                 }
                 .bind(host: host, port: 0).get()
-            guard let port = udp.localAddress?.port else { throw FakeUpstreamError.noPort }
+            guard let port = udp.localAddress?.port else { throw LoopbackUpstreamError.noPort }
             do {
                 let tcp = try await ServerBootstrap(group: group)
                     .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
                     .childChannelInitializer { channel in
                         channel.eventLoop.makeCompletedFuture {
-                            try channel.pipeline.syncOperations.addHandler(FakeTCPHandler(log: log, script: script))
+                            try channel.pipeline.syncOperations.addHandler(LoopbackTCPHandler(log: log, script: script))
                         }
                     }
                     .bind(host: host, port: port).get()
-                return FakeUpstream(server: UpstreamServer(host: host, port: port), udp: udp, tcp: tcp, log: log)
+                return LoopbackUpstream(server: UpstreamServer(host: host, port: port), udp: udp, tcp: tcp, log: log)
             } catch {
                 lastError = error  // the TCP port is taken: try another UDP port
                 try? await udp.close()
             }
         }
-        throw lastError ?? FakeUpstreamError.noPort
+        throw lastError ?? LoopbackUpstreamError.noPort
     }
 
     /// Every query received so far, in order.
-    var received: [ReceivedQuery] { log.all }
+    var received: [LoopbackQuery] { log.all }
 
     func stop() async {
         try? await udp.close()
@@ -90,19 +90,19 @@ final class FakeUpstream: Sendable {
     }
 }
 
-enum FakeUpstreamError: Error {
+enum LoopbackUpstreamError: Error {
     case noPort
 }
 
 /// The queries a fake upstream received; shared by its UDP and TCP handlers.
-final class FakeUpstreamLog: Sendable {
-    private let queries = Mutex<[ReceivedQuery]>([])
+final class LoopbackUpstreamLog: Sendable {
+    private let queries = Mutex<[LoopbackQuery]>([])
 
-    func record(_ transport: QueryTransport, _ bytes: [UInt8], sourcePort: Int) -> ReceivedQuery {
+    func record(_ transport: QueryTransport, _ bytes: [UInt8], sourcePort: Int) -> LoopbackQuery {
         queries.withLock { queries in
             let message = try? DNSMessage.parse(bytes)
             let id = (try? DNSHeader.parse(bytes))?.id ?? 0
-            let query = ReceivedQuery(
+            let query = LoopbackQuery(
                 index: queries.count, transport: transport, id: id, message: message, sourcePort: sourcePort,
                 bytes: bytes)
             queries.append(query)
@@ -110,16 +110,16 @@ final class FakeUpstreamLog: Sendable {
         }
     }
 
-    var all: [ReceivedQuery] { queries.withLock { $0 } }
+    var all: [LoopbackQuery] { queries.withLock { $0 } }
 }
 
-private final class FakeUDPHandler: ChannelInboundHandler {
+private final class LoopbackUDPHandler: ChannelInboundHandler {
     typealias InboundIn = AddressedEnvelope<ByteBuffer>
 
-    let log: FakeUpstreamLog
-    let script: FakeUpstream.Script
+    let log: LoopbackUpstreamLog
+    let script: LoopbackUpstream.Script
 
-    init(log: FakeUpstreamLog, script: @escaping FakeUpstream.Script) {
+    init(log: LoopbackUpstreamLog, script: @escaping LoopbackUpstream.Script) {
         self.log = log
         self.script = script
     }
@@ -140,14 +140,14 @@ private final class FakeUDPHandler: ChannelInboundHandler {
     }
 }
 
-private final class FakeTCPHandler: ChannelInboundHandler {
+private final class LoopbackTCPHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
 
-    let log: FakeUpstreamLog
-    let script: FakeUpstream.Script
+    let log: LoopbackUpstreamLog
+    let script: LoopbackUpstream.Script
     private var buffer = ByteBuffer()
 
-    init(log: FakeUpstreamLog, script: @escaping FakeUpstream.Script) {
+    init(log: LoopbackUpstreamLog, script: @escaping LoopbackUpstream.Script) {
         self.log = log
         self.script = script
     }
@@ -193,11 +193,11 @@ private final class FakeTCPHandler: ChannelInboundHandler {
 }
 
 /// Responses for the fake upstream, built byte by byte (see `TestMessage`).
-enum FakeAnswer {
+enum LoopbackAnswer {
     /// A response to `query`: its question (or `name`), `rcode`, TC as given, and one A record with `address`
     /// when the rcode is NOERROR and TC is clear.
     static func to(
-        _ query: ReceivedQuery, id: UInt16? = nil, name: String? = nil, rcode: RCode = .noError, tc: Bool = false,
+        _ query: LoopbackQuery, id: UInt16? = nil, name: String? = nil, rcode: RCode = .noError, tc: Bool = false,
         address: [UInt8] = [192, 0, 2, 1]
     ) -> [UInt8] {
         var message = TestMessage()

@@ -14,7 +14,7 @@ struct TransportTests {
     /// For tests where a later try must succeed: short enough to fail fast, long enough for a loaded machine.
     static let modest = UpstreamClient.Configuration(timeout: .milliseconds(700), attempts: 2)
 
-    static func client(_ servers: [FakeUpstream], _ configuration: UpstreamClient.Configuration = patient)
+    static func client(_ servers: [LoopbackUpstream], _ configuration: UpstreamClient.Configuration = patient)
         -> UpstreamClient
     {
         UpstreamClient(upstreams: servers.map(\.server), configuration: configuration)
@@ -41,12 +41,12 @@ struct TransportTests {
     }
 
     @Test func normalAnswer() async throws {
-        let server = try await FakeUpstream.start { [FakeReply.send(FakeAnswer.to($0))] }
+        let server = try await LoopbackUpstream.start { [LoopbackReply.send(LoopbackAnswer.to($0))] }
         let exchange = try await Self.client([server]).query(Self.question)
         await server.stop()
 
         #expect(exchange.message.rcode == .noError)
-        #expect(FakeAnswer.address(of: exchange.message) == [192, 0, 2, 1])
+        #expect(LoopbackAnswer.address(of: exchange.message) == [192, 0, 2, 1])
         #expect(exchange.attempts.count == 1)
         let attempt = try #require(exchange.attempts.first)
         #expect(attempt.name == "www.example.test.")
@@ -64,7 +64,7 @@ struct TransportTests {
     }
 
     @Test func ipv6Upstream() async throws {
-        let server = try await FakeUpstream.start(host: "::1") { [FakeReply.send(FakeAnswer.to($0))] }
+        let server = try await LoopbackUpstream.start(host: "::1") { [LoopbackReply.send(LoopbackAnswer.to($0))] }
         let exchange = try await Self.client([server]).query(Self.question)
         await server.stop()
 
@@ -73,35 +73,37 @@ struct TransportTests {
     }
 
     @Test func wrongIDIsDroppedThenTheRightOneAccepted() async throws {
-        let server = try await FakeUpstream.start { query in
+        let server = try await LoopbackUpstream.start { query in
             [
-                .send(FakeAnswer.to(query, id: query.id &+ 1, address: [10, 0, 0, 66])),
-                .send(FakeAnswer.to(query), after: .milliseconds(50)),
+                .send(LoopbackAnswer.to(query, id: query.id &+ 1, address: [10, 0, 0, 66])),
+                .send(LoopbackAnswer.to(query), after: .milliseconds(50)),
             ]
         }
         let exchange = try await Self.client([server]).query(Self.question)
         await server.stop()
 
-        #expect(FakeAnswer.address(of: exchange.message) == [192, 0, 2, 1])
+        #expect(LoopbackAnswer.address(of: exchange.message) == [192, 0, 2, 1])
         #expect(exchange.attempts.map(\.rcode) == ["NOERROR"])
     }
 
     @Test func wrongNameIsDropped() async throws {
-        let server = try await FakeUpstream.start { query in
+        let server = try await LoopbackUpstream.start { query in
             [
-                .send(FakeAnswer.to(query, name: "other.example.test", address: [10, 0, 0, 66])),
-                .send(FakeAnswer.to(query), after: .milliseconds(50)),
+                .send(LoopbackAnswer.to(query, name: "other.example.test", address: [10, 0, 0, 66])),
+                .send(LoopbackAnswer.to(query), after: .milliseconds(50)),
             ]
         }
         let exchange = try await Self.client([server]).query(Self.question)
         await server.stop()
 
-        #expect(FakeAnswer.address(of: exchange.message) == [192, 0, 2, 1])
+        #expect(LoopbackAnswer.address(of: exchange.message) == [192, 0, 2, 1])
         #expect(exchange.attempts.count == 1)
     }
 
     @Test func onlyWrongNamesMeanTimeout() async throws {
-        let server = try await FakeUpstream.start { [FakeReply.send(FakeAnswer.to($0, name: "other.example.test"))] }
+        let server = try await LoopbackUpstream.start {
+            [LoopbackReply.send(LoopbackAnswer.to($0, name: "other.example.test"))]
+        }
         let error = await Self.expectError(Self.client([server], Self.quick))
         await server.stop()
 
@@ -111,7 +113,9 @@ struct TransportTests {
 
     @Test func nameMatchIsCaseInsensitive() async throws {
         // RFC 5452 §9.1 with 0x20 mixing in mind: a server may echo the name in another case.
-        let server = try await FakeUpstream.start { [FakeReply.send(FakeAnswer.to($0, name: "WWW.Example.TEST"))] }
+        let server = try await LoopbackUpstream.start {
+            [LoopbackReply.send(LoopbackAnswer.to($0, name: "WWW.Example.TEST"))]
+        }
         let exchange = try await Self.client([server]).query(Self.question)
         await server.stop()
 
@@ -119,10 +123,10 @@ struct TransportTests {
     }
 
     @Test func garbageIsDropped() async throws {
-        let server = try await FakeUpstream.start { query in
-            var truncatedAnswer = FakeAnswer.to(query)
+        let server = try await LoopbackUpstream.start { query in
+            var truncatedAnswer = LoopbackAnswer.to(query)
             truncatedAnswer.removeLast(9)
-            var withoutQR = FakeAnswer.to(query)
+            var withoutQR = LoopbackAnswer.to(query)
             withoutQR[2] &= 0x7F
             return [
                 .send([]),
@@ -132,18 +136,18 @@ struct TransportTests {
                 .send(truncatedAnswer),
                 .send(withoutQR),
                 .send(query.bytes),  // the query echoed back: QR clear
-                .send(FakeAnswer.to(query), after: .milliseconds(80)),
+                .send(LoopbackAnswer.to(query), after: .milliseconds(80)),
             ]
         }
         let exchange = try await Self.client([server]).query(Self.question)
         await server.stop()
 
-        #expect(FakeAnswer.address(of: exchange.message) == [192, 0, 2, 1])
+        #expect(LoopbackAnswer.address(of: exchange.message) == [192, 0, 2, 1])
         #expect(exchange.attempts.count == 1)
     }
 
     @Test func timeoutRecordsEveryAttempt() async throws {
-        let server = try await FakeUpstream.start { _ in [] }
+        let server = try await LoopbackUpstream.start { _ in [] }
         let error = await Self.expectError(Self.client([server], Self.quick))
         await server.stop()
 
@@ -155,7 +159,9 @@ struct TransportTests {
     }
 
     @Test func secondRoundGetsTheAnswer() async throws {
-        let server = try await FakeUpstream.start { query in query.index == 0 ? [] : [.send(FakeAnswer.to(query))] }
+        let server = try await LoopbackUpstream.start { query in
+            query.index == 0 ? [] : [.send(LoopbackAnswer.to(query))]
+        }
         let exchange = try await Self.client([server], Self.modest).query(Self.question)
         await server.stop()
 
@@ -163,14 +169,15 @@ struct TransportTests {
     }
 
     @Test func truncatedUDPFallsBackToTCP() async throws {
-        let server = try await FakeUpstream.start { query in
+        let server = try await LoopbackUpstream.start { query in
             query.transport == .udp
-                ? [.send(FakeAnswer.to(query, tc: true))] : [.send(FakeAnswer.to(query, address: [192, 0, 2, 99]))]
+                ? [.send(LoopbackAnswer.to(query, tc: true))]
+                : [.send(LoopbackAnswer.to(query, address: [192, 0, 2, 99]))]
         }
         let exchange = try await Self.client([server]).query(Self.question)
         await server.stop()
 
-        #expect(FakeAnswer.address(of: exchange.message) == [192, 0, 2, 99])
+        #expect(LoopbackAnswer.address(of: exchange.message) == [192, 0, 2, 99])
         #expect(exchange.attempts.map(\.transport) == [.udp, .tcp])
         #expect(exchange.attempts.map(\.rcode) == ["NOERROR", "NOERROR"])
         #expect(exchange.attempts.allSatisfy { $0.server == server.server.description })
@@ -181,9 +188,9 @@ struct TransportTests {
 
     @Test func truncatedReplyThatDoesNotParseStillFallsBack() async throws {
         // TC=1, ANCOUNT=1 and the records cut off: ldns rejects it, the header still says "use TCP".
-        let server = try await FakeUpstream.start { query in
-            guard query.transport == .udp else { return [.send(FakeAnswer.to(query))] }
-            var reply = FakeAnswer.to(query)
+        let server = try await LoopbackUpstream.start { query in
+            guard query.transport == .udp else { return [.send(LoopbackAnswer.to(query))] }
+            var reply = LoopbackAnswer.to(query)
             reply[2] |= 0x02
             reply.removeLast(15)
             return [.send(reply)]
@@ -196,38 +203,38 @@ struct TransportTests {
     }
 
     @Test func tcpReplyInOneBytePieces() async throws {
-        let server = try await FakeUpstream.start { query in
+        let server = try await LoopbackUpstream.start { query in
             query.transport == .udp
-                ? [.send(FakeAnswer.to(query, tc: true))]
-                : [.sendInPieces(FakeAnswer.to(query), size: 1, gap: .milliseconds(2))]
+                ? [.send(LoopbackAnswer.to(query, tc: true))]
+                : [.sendInPieces(LoopbackAnswer.to(query), size: 1, gap: .milliseconds(2))]
         }
         let exchange = try await Self.client([server]).query(Self.question)
         await server.stop()
 
-        #expect(FakeAnswer.address(of: exchange.message) == [192, 0, 2, 1])
+        #expect(LoopbackAnswer.address(of: exchange.message) == [192, 0, 2, 1])
         #expect(exchange.attempts.map(\.transport) == [.udp, .tcp])
     }
 
     @Test func tcpSeveralMessagesInOneRead() async throws {
-        let server = try await FakeUpstream.start { query in
+        let server = try await LoopbackUpstream.start { query in
             query.transport == .udp
-                ? [.send(FakeAnswer.to(query, tc: true))]
+                ? [.send(LoopbackAnswer.to(query, tc: true))]
                 : [
                     .sendTogether([
-                        FakeAnswer.to(query, id: query.id &+ 1, address: [10, 0, 0, 66]), [0xDE, 0xAD],
-                        FakeAnswer.to(query), FakeAnswer.to(query, address: [10, 0, 0, 67]),
+                        LoopbackAnswer.to(query, id: query.id &+ 1, address: [10, 0, 0, 66]), [0xDE, 0xAD],
+                        LoopbackAnswer.to(query), LoopbackAnswer.to(query, address: [10, 0, 0, 67]),
                     ])
                 ]
         }
         let exchange = try await Self.client([server]).query(Self.question)
         await server.stop()
 
-        #expect(FakeAnswer.address(of: exchange.message) == [192, 0, 2, 1])
+        #expect(LoopbackAnswer.address(of: exchange.message) == [192, 0, 2, 1])
     }
 
     @Test func tcpConnectionClosedWithoutAnswerEndsTheTry() async throws {
-        let server = try await FakeUpstream.start { query in
-            query.transport == .udp ? [.send(FakeAnswer.to(query, tc: true))] : [.close]
+        let server = try await LoopbackUpstream.start { query in
+            query.transport == .udp ? [.send(LoopbackAnswer.to(query, tc: true))] : [.close]
         }
         let configuration = UpstreamClient.Configuration(timeout: .seconds(1), attempts: 1, tcpTimeout: .seconds(20))
         let clock = ContinuousClock()
@@ -242,8 +249,8 @@ struct TransportTests {
     }
 
     @Test func servfailFailsOverToTheNextUpstream() async throws {
-        let first = try await FakeUpstream.start { [FakeReply.send(FakeAnswer.to($0, rcode: .servFail))] }
-        let second = try await FakeUpstream.start { [FakeReply.send(FakeAnswer.to($0))] }
+        let first = try await LoopbackUpstream.start { [LoopbackReply.send(LoopbackAnswer.to($0, rcode: .servFail))] }
+        let second = try await LoopbackUpstream.start { [LoopbackReply.send(LoopbackAnswer.to($0))] }
         let exchange = try await Self.client([first, second]).query(Self.question)
         await first.stop()
         await second.stop()
@@ -255,8 +262,8 @@ struct TransportTests {
 
     @Test(arguments: [RCode.refused, .notImp, .formErr])
     func otherFailureCodesFailOver(rcode: RCode) async throws {
-        let first = try await FakeUpstream.start { [FakeReply.send(FakeAnswer.to($0, rcode: rcode))] }
-        let second = try await FakeUpstream.start { [FakeReply.send(FakeAnswer.to($0))] }
+        let first = try await LoopbackUpstream.start { [LoopbackReply.send(LoopbackAnswer.to($0, rcode: rcode))] }
+        let second = try await LoopbackUpstream.start { [LoopbackReply.send(LoopbackAnswer.to($0))] }
         let exchange = try await Self.client([first, second]).query(Self.question)
         await first.stop()
         await second.stop()
@@ -265,8 +272,8 @@ struct TransportTests {
     }
 
     @Test func allServfailReturnsTheLastResponse() async throws {
-        let first = try await FakeUpstream.start { [FakeReply.send(FakeAnswer.to($0, rcode: .servFail))] }
-        let second = try await FakeUpstream.start { [FakeReply.send(FakeAnswer.to($0, rcode: .servFail))] }
+        let first = try await LoopbackUpstream.start { [LoopbackReply.send(LoopbackAnswer.to($0, rcode: .servFail))] }
+        let second = try await LoopbackUpstream.start { [LoopbackReply.send(LoopbackAnswer.to($0, rcode: .servFail))] }
         let client = UpstreamClient(
             upstreams: [first.server, second.server],
             configuration: .init(timeout: .seconds(3), attempts: 2))
@@ -282,8 +289,8 @@ struct TransportTests {
     }
 
     @Test func theLastFailureIsTheOneReturned() async throws {
-        let first = try await FakeUpstream.start { [FakeReply.send(FakeAnswer.to($0, rcode: .servFail))] }
-        let second = try await FakeUpstream.start { [FakeReply.send(FakeAnswer.to($0, rcode: .refused))] }
+        let first = try await LoopbackUpstream.start { [LoopbackReply.send(LoopbackAnswer.to($0, rcode: .servFail))] }
+        let second = try await LoopbackUpstream.start { [LoopbackReply.send(LoopbackAnswer.to($0, rcode: .refused))] }
         let exchange = try await Self.client([first, second]).query(Self.question)
         await first.stop()
         await second.stop()
@@ -292,8 +299,8 @@ struct TransportTests {
     }
 
     @Test func nxdomainIsFinal() async throws {
-        let first = try await FakeUpstream.start { [FakeReply.send(FakeAnswer.to($0, rcode: .nxDomain))] }
-        let second = try await FakeUpstream.start { [FakeReply.send(FakeAnswer.to($0))] }
+        let first = try await LoopbackUpstream.start { [LoopbackReply.send(LoopbackAnswer.to($0, rcode: .nxDomain))] }
+        let second = try await LoopbackUpstream.start { [LoopbackReply.send(LoopbackAnswer.to($0))] }
         let exchange = try await Self.client([first, second]).query(Self.question)
         await first.stop()
         await second.stop()
@@ -304,8 +311,8 @@ struct TransportTests {
     }
 
     @Test func timeoutOnFirstUpstreamFailsOverToSecond() async throws {
-        let first = try await FakeUpstream.start { _ in [] }
-        let second = try await FakeUpstream.start { [FakeReply.send(FakeAnswer.to($0))] }
+        let first = try await LoopbackUpstream.start { _ in [] }
+        let second = try await LoopbackUpstream.start { [LoopbackReply.send(LoopbackAnswer.to($0))] }
         let exchange = try await Self.client([first, second], Self.modest).query(Self.question)
         await first.stop()
         await second.stop()
@@ -316,9 +323,9 @@ struct TransportTests {
 
     @Test func refusedPortEndsTheTryEarly() async throws {
         // A port with nothing behind it: the ICMP port unreachable ends the try long before its timeout.
-        let closed = try await FakeUpstream.start { _ in [] }
+        let closed = try await LoopbackUpstream.start { _ in [] }
         await closed.stop()
-        let second = try await FakeUpstream.start { [FakeReply.send(FakeAnswer.to($0))] }
+        let second = try await LoopbackUpstream.start { [LoopbackReply.send(LoopbackAnswer.to($0))] }
         let client = UpstreamClient(
             upstreams: [closed.server, second.server], configuration: .init(timeout: .seconds(20), attempts: 1))
         let clock = ContinuousClock()
@@ -331,7 +338,7 @@ struct TransportTests {
     }
 
     @Test func everyTryHasItsOwnRandomIDAndSourcePort() async throws {
-        let server = try await FakeUpstream.start { _ in [] }
+        let server = try await LoopbackUpstream.start { _ in [] }
         let configuration = UpstreamClient.Configuration(timeout: .milliseconds(100), attempts: 6)
         let error = await Self.expectError(Self.client([server], configuration))
         await server.stop()
@@ -346,7 +353,7 @@ struct TransportTests {
     }
 
     @Test func cancellationReturnsPromptly() async throws {
-        let server = try await FakeUpstream.start { _ in [] }
+        let server = try await LoopbackUpstream.start { _ in [] }
         let client = UpstreamClient(
             upstreams: [server.server], configuration: .init(timeout: .seconds(30), attempts: 3))
         let task = Task { await Self.result(client) }
@@ -373,7 +380,7 @@ struct TransportTests {
     }
 
     @Test func alreadyCancelledTaskSendsNothing() async throws {
-        let server = try await FakeUpstream.start { [FakeReply.send(FakeAnswer.to($0))] }
+        let server = try await LoopbackUpstream.start { [LoopbackReply.send(LoopbackAnswer.to($0))] }
         let client = Self.client([server])
         let task = Task {
             withUnsafeCurrentTask { $0?.cancel() }
@@ -396,7 +403,7 @@ struct TransportTests {
     }
 
     @Test func invalidNameIsRejectedBeforeSending() async throws {
-        let server = try await FakeUpstream.start { [FakeReply.send(FakeAnswer.to($0))] }
+        let server = try await LoopbackUpstream.start { [LoopbackReply.send(LoopbackAnswer.to($0))] }
         let label = String(repeating: "a", count: 64)
         let error = await Self.expectError(Self.client([server]), DNSQuestion(name: "\(label).test", type: .a))
         await server.stop()
