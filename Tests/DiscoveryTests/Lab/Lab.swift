@@ -65,37 +65,44 @@ enum Lab {
     /// Runs `Scripts/lab ARGS...` to completion and returns its stdout.
     @discardableResult
     static func run(_ arguments: [String], timeout: Duration = .seconds(30)) async throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: script)
-        process.arguments = arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let deadline = ContinuousClock.now + timeout
-        while process.isRunning {
-            if ContinuousClock.now > deadline {
-                process.terminate()
-                throw LabError.commandFailed(arguments.joined(separator: " ") + " timed out")
-            }
-            try await Task.sleep(for: .milliseconds(50))
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("dlab-\(UUID().uuidString).out").path
+        defer { try? FileManager.default.removeItem(atPath: output) }
+        let child = try ChildProcess([script] + arguments, stdout: output)
+        guard let status = await child.wait(timeout: timeout) else {
+            child.signal(SIGKILL)
+            throw LabError.commandFailed(arguments.joined(separator: " ") + " timed out")
         }
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        guard process.terminationStatus == 0 else {
-            throw LabError.commandFailed(arguments.joined(separator: " ") + " exited \(process.terminationStatus)")
+        guard status == 0 else {
+            throw LabError.commandFailed(arguments.joined(separator: " ") + " exited \(status)")
         }
-        return String(decoding: data, as: UTF8.self)
+        return (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
     }
 
     /// Starts `avahi-publish -s NAME TYPE PORT TXT...` on host b; stop it with `stop()`.
     static func publishOnB(name: String, type: String, port: Int, txt: [String]) throws -> Publisher {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: script)
-        process.arguments = ["exec", "b", "avahi-publish", "-s", name, type, String(port)] + txt
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        return Publisher(process: process)
+        Publisher(try ChildProcess([script, "exec", "b", "avahi-publish", "-s", name, type, String(port)] + txt))
+    }
+
+    /// Starts the python-zeroconf peer (lab/zcpeer.py) publishing on host b; stop it with `stop()`.
+    static func zeroconfPublishOnB(
+        name: String,
+        type: String,
+        port: Int,
+        txt: [String],
+        updateAfter seconds: Int? = nil
+    ) throws -> Publisher {
+        var arguments = [
+            script, "exec", "b", repository + "/.venv/bin/python", repository + "/lab/zcpeer.py", "publish",
+            "--name", name, "--type", type, "--port", String(port),
+        ]
+        for string in txt { arguments += ["--txt", string] }
+        if let seconds { arguments += ["--update-after", String(seconds)] }
+        return Publisher(try ChildProcess(arguments))
+    }
+
+    /// Whether the python-zeroconf peer can run (the venv made by Scripts/bootstrap).
+    static var hasZeroconfPeer: Bool {
+        FileManager.default.isExecutableFile(atPath: repository + "/.venv/bin/python")
     }
 
     /// `avahi-browse -r -t -p TYPE` on host b: the resolved lines, split on ';'.
@@ -110,27 +117,101 @@ enum Lab {
     }
 }
 
-/// A publisher process on host b (our own child: `Scripts/lab exec` execs into `ip netns exec`, which execs into
-/// avahi-publish, so the PID is avahi-publish's).
-final class Publisher: Sendable {
-    let process: Process
+/// A child process started with `posix_spawn`, with a clean signal mask and default signal handlers.
+///
+/// Foundation's `Process` passes on the test runner's signal mask, which blocks almost every signal: a peer started
+/// that way ignores SIGTERM (no goodbye packets), and an avahi-daemon restarted that way could not be stopped.
+final class ChildProcess: @unchecked Sendable {
+    // @unchecked Sendable: `exitStatus` is only accessed under `lock`; `pid` is immutable.
+    let pid: pid_t
+    private let lock = NSLock()
+    private var exitStatus: Int32?
 
-    init(process: Process) {
-        self.process = process
+    init(_ arguments: [String], stdout: String = "/dev/null") throws {
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        posix_spawnattr_setsigmask(&attributes, &empty)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for signal in Int32(1)..<32 where signal != SIGKILL && signal != SIGSTOP { sigaddset(&defaults, signal) }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, stdout, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+
+        let argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var pid = pid_t()
+        let rc = posix_spawn(&pid, arguments[0], &actions, &attributes, argv, environ)
+        guard rc == 0 else { throw LabError.commandFailed("posix_spawn \(arguments[0]) failed: \(rc)") }
+        self.pid = pid
     }
 
-    /// SIGTERM (avahi-publish withdraws its service with goodbye packets), then wait for it to exit.
-    func stop() async {
-        guard self.process.isRunning else { return }
-        self.process.terminate()
-        for _ in 0..<100 where self.process.isRunning {
-            try? await Task.sleep(for: .milliseconds(50))
+    /// Exit status (or 128 + signal) once the process ended; reaps it.
+    var status: Int32? {
+        self.lock.withLock {
+            if let exitStatus { return exitStatus }
+            var raw: Int32 = 0
+            guard waitpid(self.pid, &raw, WNOHANG) == self.pid else { return nil }
+            let terminatedBySignal = raw & 0x7F
+            exitStatus = terminatedBySignal == 0 ? (raw >> 8) & 0xFF : 128 + terminatedBySignal
+            return exitStatus
         }
-        if self.process.isRunning { kill(self.process.processIdentifier, SIGKILL) }
+    }
+
+    var isRunning: Bool { self.status == nil }
+
+    /// Waits for the exit status; nil after `timeout`.
+    func wait(timeout: Duration) async -> Int32? {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if let status = self.status { return status }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return self.status
+    }
+
+    func signal(_ signal: Int32) {
+        if self.isRunning { kill(self.pid, signal) }
     }
 
     deinit {
-        if self.process.isRunning { kill(self.process.processIdentifier, SIGKILL) }
+        if self.isRunning {
+            kill(self.pid, SIGKILL)
+            var raw: Int32 = 0
+            waitpid(self.pid, &raw, 0)
+        }
+    }
+}
+
+/// A publisher process on host b (`Scripts/lab exec` execs into `ip netns exec`, which execs into the publisher,
+/// so the PID is the publisher's).
+final class Publisher: Sendable {
+    let child: ChildProcess
+
+    init(_ child: ChildProcess) {
+        self.child = child
+    }
+
+    /// SIGTERM (the publisher withdraws its service with goodbye packets), SIGKILL if it is still there after 5 s.
+    func stop() async {
+        self.child.signal(SIGTERM)
+        if await self.child.wait(timeout: .seconds(5)) == nil {
+            self.child.signal(SIGKILL)
+        }
+    }
+
+    /// SIGKILL, for cleanup paths.
+    func kill() {
+        self.child.signal(SIGKILL)
     }
 }
 

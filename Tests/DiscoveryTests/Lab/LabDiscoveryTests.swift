@@ -5,7 +5,12 @@ import Testing
 /// Browse, resolve and advertise against the real avahi-daemons of the lab: our client talks to host a's daemon,
 /// peers publish and browse with the Avahi tools on host b. Serialized: they share host a's daemon and one client,
 /// and one of them restarts that daemon.
-@Suite("Lab: DNS-SD over Avahi", .serialized, .enabled(if: Lab.shouldRun, "network lab not up (Scripts/lab up)"))
+@Suite(
+    "Lab: DNS-SD over Avahi",
+    .serialized,
+    .enabled(if: Lab.shouldRun, "network lab not up (Scripts/lab up)"),
+    .timeLimit(.minutes(2))
+)
 struct LabDiscoveryTests {
     private func uniqueName(_ prefix: String) -> String {
         "\(prefix)-\(UInt16.random(in: 0...UInt16.max))"
@@ -18,7 +23,7 @@ struct LabDiscoveryTests {
         let name = uniqueName("Pub")
         // avahi-publish puts its TXT arguments on the wire in order; "a=2" is a duplicate that must lose.
         let publisher = try Lab.publishOnB(name: name, type: type, port: 4242, txt: ["a=1", "flag", "path=/x", "a=2"])
-        defer { kill(publisher.process.processIdentifier, SIGKILL) }
+        defer { publisher.kill() }
 
         let log = EventLog(try discovery.browse(type: type, resolve: true))
         try await waitUntil("resolved \(name) with TXT and addresses") {
@@ -67,6 +72,29 @@ struct LabDiscoveryTests {
         #expect(log.count(where: \.isRemoved) == 0, "a TXT update is a change, not remove+add")
         let onB = try await Lab.browseOnB(type: type)
         #expect(onB.contains { $0.count > 9 && $0[3] == name && $0[9].contains("\"v=2\"") })
+        log.cancel()
+    }
+
+    @Test("a TXT update by an independent peer on b (python-zeroconf) becomes changed, not removed+added")
+    func peerTXTUpdateIsChanged() async throws {
+        let discovery = try await Lab.running()
+        try #require(Lab.hasZeroconfPeer, "lab/zcpeer.py needs .venv (Scripts/bootstrap)")
+        let type = Lab.uniqueType()
+        let name = uniqueName("Zc")
+        let log = EventLog(try discovery.browse(type: type, resolve: true))
+        let peer = try Lab.zeroconfPublishOnB(name: name, type: type, port: 8080, txt: ["v=1"], updateAfter: 4)
+        defer { peer.kill() }
+
+        try await waitUntil("resolved v=1") { log.current[name]?.txt == ["v": "1"] }
+        #expect(log.current[name]?.port == 8080)
+        #expect(log.current[name]?.addresses.contains("192.0.2.2") == true)
+        try await waitUntil("changed with updated=1") {
+            log.all.contains { $0.isChanged && $0.service?.txt == ["v": "1", "updated": "1"] }
+        }
+        #expect(log.count(where: \.isRemoved) == 0)
+        #expect(log.count(where: \.isAdded) == 1)
+        await peer.stop()
+        try await waitUntil("removed after the peer's goodbye") { log.current[name] == nil }
         log.cancel()
     }
 
@@ -133,7 +161,7 @@ struct LabDiscoveryTests {
         let type = Lab.uniqueType()
         let name = uniqueName("Rem")
         let publisher = try Lab.publishOnB(name: name, type: type, port: 2000, txt: [])
-        defer { kill(publisher.process.processIdentifier, SIGKILL) }
+        defer { publisher.kill() }
         let log = EventLog(try discovery.browse(type: type))
         try await waitUntil("b's service is visible on a") { log.current[name] != nil }
         // Let b's announcements finish: Avahi suppresses probe answers for records it multicast in the last 500 ms,
@@ -156,7 +184,7 @@ struct LabDiscoveryTests {
         let type = Lab.uniqueType()
         let name = uniqueName("Share")
         let publisher = try Lab.publishOnB(name: name, type: type, port: 3000, txt: ["s=1"])
-        defer { kill(publisher.process.processIdentifier, SIGKILL) }
+        defer { publisher.kill() }
         let before = discovery.objectCounts
 
         var logs: [EventLog] = []
@@ -190,13 +218,49 @@ struct LabDiscoveryTests {
         await publisher.stop()
     }
 
+    @Test("a subscriber that does not keep up is ended with subscriberTooSlow, not silently thinned out")
+    func slowSubscriberIsDropped() async throws {
+        _ = try await Lab.running()
+        // A second client with a tiny buffer (same bus address, so libdbus's cached address is right).
+        let small = try DiscoveryService(dbusSystemBusAddress: Lab.busA, subscriberBufferLimit: 2)
+        defer { small.shutdown() }
+        try await waitUntil("second client running") { small.avahiState == .running }
+        let type = Lab.uniqueType()
+        let first = try Lab.publishOnB(name: uniqueName("SlowA"), type: type, port: 1, txt: [])
+        let second = try Lab.publishOnB(name: uniqueName("SlowB"), type: type, port: 2, txt: [])
+        defer {
+            first.kill()
+            second.kill()
+        }
+        let fast = EventLog(try small.browse(type: type, domain: "local"))
+        try await waitUntil("both seen by a fast subscriber, and allForNow") {
+            fast.current.count == 2 && fast.all.contains(where: \.isAllForNow)
+        }
+        // The replay (added, added, allForNow) is queued inside `browse`, before anyone reads: 3 do not fit in 2.
+        let slow = try small.browse(type: type, domain: "local")
+        var received: [BrowseEvent] = []
+        do {
+            for try await event in slow { received.append(event) }
+            Issue.record("the stream ended without an error")
+        } catch let error as DiscoveryError {
+            #expect(error.code == .subscriberTooSlow)
+        }
+        #expect(received.count == 2, "the buffered events are delivered before the error")
+        #expect(fast.current.count == 2 && !fast.isFinished, "other subscribers are unaffected")
+        #expect(small.statistics.subscribers == 1)
+        fast.cancel()
+        try await waitUntil("browser freed") { small.objectCounts.total == 0 }
+        await first.stop()
+        await second.stop()
+    }
+
     @Test("one-shot resolve, browseTypes and browseDomains")
     func oneShotLookups() async throws {
         let discovery = try await Lab.running()
         let type = Lab.uniqueType()
         let name = uniqueName("Res")
         let publisher = try Lab.publishOnB(name: name, type: type, port: 4343, txt: ["r=1"])
-        defer { kill(publisher.process.processIdentifier, SIGKILL) }
+        defer { publisher.kill() }
         // Give b time to announce.
         let log = EventLog(try discovery.browse(type: type))
         try await waitUntil("published") { log.current[name] != nil }
@@ -250,7 +314,7 @@ struct LabDiscoveryTests {
         let name = uniqueName("Live")
         let adName = uniqueName("Back")
         let publisher = try Lab.publishOnB(name: name, type: type, port: 6000, txt: ["r=1"])
-        defer { kill(publisher.process.processIdentifier, SIGKILL) }
+        defer { publisher.kill() }
         let ad = try discovery.advertise(name: adName, type: type, port: 6001)
         defer { ad.withdraw() }
         let log = EventLog(try discovery.browse(type: type, resolve: true))
