@@ -2,9 +2,9 @@ import CAvahi
 import Logging
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #endif
 
 /// DNS-SD over Avahi: the one object a process creates and shares.

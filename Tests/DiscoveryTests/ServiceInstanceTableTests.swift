@@ -18,8 +18,12 @@ struct ServiceInstanceTableTests {
         var table = ServiceInstanceTable()
         let firstResult = table.add(key, on: eth0v4, interfaceName: "eth0")
         let first = try #require(firstResult)
-        #expect(first.event(includeResolved: false) == .added(Service(name: "Printer", type: "_ipp._tcp",
-                                                                     domain: "local", interfaces: ["eth0"])))
+        #expect(
+            first.event(includeResolved: false)
+                == .added(
+                    Service(
+                        name: "Printer", type: "_ipp._tcp",
+                        domain: "local", interfaces: ["eth0"])))
         // Same interface, other protocol: no visible change.
         let secondResult = table.add(key, on: eth0v6, interfaceName: "eth0")
         let second = try #require(secondResult)

@@ -6,8 +6,10 @@ import Testing
 struct ValidationTests {
     @Test(
         "valid service types",
-        arguments: ["_http._tcp", "_ipp._tcp", "_a._udp", "_x-y-z._tcp", "_123abc._udp", "_abcdefghijklmno._tcp",
-                    "_HTTP._TCP"]
+        arguments: [
+            "_http._tcp", "_ipp._tcp", "_a._udp", "_x-y-z._tcp", "_123abc._udp", "_abcdefghijklmno._tcp",
+            "_HTTP._TCP",
+        ]
     )
     func validTypes(type: String) throws {
         let parsed = try ServiceValidation.serviceType(type)
@@ -35,7 +37,9 @@ struct ValidationTests {
         #expect(try ServiceValidation.subtype("_printer", of: "_http._tcp") == "_printer")
         #expect(try ServiceValidation.subtype("printer", of: "_http._tcp") == "_printer")
         #expect(try ServiceValidation.subtype("_printer._sub._http._tcp", of: "_http._tcp") == "_printer")
-        #expect(throws: DiscoveryError.self) { try ServiceValidation.subtype("_printer._sub._ipp._tcp", of: "_http._tcp") }
+        #expect(throws: DiscoveryError.self) {
+            try ServiceValidation.subtype("_printer._sub._ipp._tcp", of: "_http._tcp")
+        }
         #expect(throws: DiscoveryError.self) { try ServiceValidation.subtype("_", of: "_http._tcp") }
         #expect(throws: DiscoveryError.self) { try ServiceValidation.subtype("_a b", of: "_http._tcp") }
         #expect(throws: DiscoveryError.self) { try ServiceValidation.subtype("_a.b", of: "_http._tcp") }
@@ -47,7 +51,8 @@ struct ValidationTests {
         try ServiceValidation.instanceName(String(repeating: "x", count: 63))
         // 21 three-byte characters = 63 bytes.
         try ServiceValidation.instanceName(String(repeating: "\u{20AC}", count: 21))
-        for bad in ["", String(repeating: "x", count: 64), String(repeating: "\u{20AC}", count: 22), "a\u{0}b", "a\nb"] {
+        for bad in ["", String(repeating: "x", count: 64), String(repeating: "\u{20AC}", count: 22), "a\u{0}b", "a\nb"]
+        {
             do {
                 try ServiceValidation.instanceName(bad)
                 Issue.record("\(bad.debugDescription) was accepted")

@@ -143,7 +143,7 @@ final class AdvertisementRecord: @unchecked Sendable {
                 self.currentName = name
                 try group.commit()
                 return
-            } catch where error.code == .nameConflict {
+            } catch  where error.code == .nameConflict {
                 let next = AdvertisementRecord.alternativeName(name)
                 self.logger.info(
                     "name in use; trying an alternative",

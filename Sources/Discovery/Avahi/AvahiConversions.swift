@@ -1,9 +1,9 @@
 import CAvahi
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #endif
 
 /// Conversions between Avahi's C types and ours. Pure functions; callable with or without the poll lock.

@@ -28,7 +28,8 @@ final class EntryGroupHandle {
                 var error: DiscoveryError?
                 if state == AVAHI_ENTRY_GROUP_FAILURE {
                     let rc = group.flatMap { avahi_entry_group_get_client($0) }.map { avahi_client_errno($0) }
-                    error = DiscoveryError.fromAvahi(rc ?? Int32(AVAHI_ERR_FAILURE), "registration failed")
+                    error =
+                        DiscoveryError.fromAvahi(rc ?? Int32(AVAHI_ERR_FAILURE), "registration failed")
                         ?? DiscoveryError(.avahiFailure, "registration failed")
                 }
                 box.handler(Event(state: state, error: error))

@@ -1,9 +1,9 @@
 import CAvahi
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #endif
 
 /// Thread-local marker: the `AvahiThreadedPoll` whose lock the current thread holds (or `nil`).

@@ -235,7 +235,9 @@ final class SharedBrowser: @unchecked Sendable {
                     metadata: ["dnssd.name": "\(event.name)", "if": "\(event.interface)", "proto": "\(event.proto)"]
                 )
                 self.emit(change)
-                if self.resolvingSubscribers > 0 { self.startResolver(ResolverKey(instance: instance, sighting: sighting)) }
+                if self.resolvingSubscribers > 0 {
+                    self.startResolver(ResolverKey(instance: instance, sighting: sighting))
+                }
             }
         case .remove:
             let resolverKey = ResolverKey(instance: instance, sighting: sighting)
@@ -251,7 +253,8 @@ final class SharedBrowser: @unchecked Sendable {
         case .cacheExhausted:
             break
         case .failure(let error):
-            self.logger.info("service browser failed", metadata: ["dnssd.domain": "\(browserDomain)", "error": "\(error)"])
+            self.logger.info(
+                "service browser failed", metadata: ["dnssd.domain": "\(browserDomain)", "error": "\(error)"])
             self.avahiBrowsers.removeValue(forKey: browserDomain)?.close()
             self.pendingAllForNow.remove(browserDomain)
             if self.avahiBrowsers.isEmpty {
@@ -317,7 +320,9 @@ final class SharedBrowser: @unchecked Sendable {
             self.resolverFailures[resolverKey] = failures
             self.logger.debug(
                 "resolver failed",
-                metadata: ["dnssd.name": "\(resolverKey.instance.name)", "error": "\(error)", "failures": "\(failures)"]
+                metadata: [
+                    "dnssd.name": "\(resolverKey.instance.name)", "error": "\(error)", "failures": "\(failures)",
+                ]
             )
             guard failures <= 5 else { break }
             let poll = self.client.poll

@@ -39,7 +39,9 @@ struct LabDiscoveryTests {
         #expect(!service.interfaces.isEmpty)
         #expect(log.count(where: \.isAdded) == 1, "one instance over all interfaces/protocols is one added")
         try await waitUntil("allForNow") { log.all.contains(where: \.isAllForNow) }
-        try await waitUntil("an IPv6 address too") { log.current[name]?.addresses.contains { $0.contains(":") } ?? false }
+        try await waitUntil("an IPv6 address too") {
+            log.current[name]?.addresses.contains { $0.contains(":") } ?? false
+        }
 
         await publisher.stop()
         try await waitUntil("removed after the publisher stopped") {
