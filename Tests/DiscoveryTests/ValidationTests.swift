@@ -1,3 +1,4 @@
+import CAvahi
 import Testing
 
 @testable import Discovery
@@ -116,6 +117,21 @@ struct ValidationTests {
     func alternativeNames() {
         #expect(AdvertisementRecord.alternativeName("Printer") == "Printer #2")
         #expect(AdvertisementRecord.alternativeName("Printer #2") == "Printer #3")
+    }
+
+    @Test("addresses from Avahi: IPv6 link-local gets %ifname, others stay as they are")
+    func addressFormatting() throws {
+        var address = AvahiAddress()
+        #expect(avahi_address_parse("fe80::1", AvahiConversions.protocolIPv6, &address) != nil)
+        #expect(AvahiConversions.format(&address, interface: 1) == "fe80::1%lo")
+        #expect(AvahiConversions.format(&address, interface: 99999) == "fe80::1%99999")
+        #expect(avahi_address_parse("2001:db8::7", AvahiConversions.protocolIPv6, &address) != nil)
+        #expect(AvahiConversions.format(&address, interface: 1) == "2001:db8::7")
+        #expect(avahi_address_parse("192.0.2.7", AvahiConversions.protocolIPv4, &address) != nil)
+        #expect(AvahiConversions.format(&address, interface: 1) == "192.0.2.7")
+        #expect(AvahiConversions.interfaceName(1) == "lo")
+        #expect(AvahiConversions.interfaceIndex("lo") == 1)
+        #expect(AvahiConversions.interfaceIndex("no-such-if0") == nil)
     }
 
     @Test("IPv6 link-local detection")

@@ -157,6 +157,15 @@ struct LabDiscoveryTests {
         #expect(await secondEvents.next() == .registered(name: "\(name) #2"))
     }
 
+    @Test("without a name, the advertisement takes the host name")
+    func defaultNameIsHostName() async throws {
+        let discovery = try await Lab.running()
+        let ad = try discovery.advertise(type: Lab.uniqueType(), port: 1234)
+        defer { ad.withdraw() }
+        var events = ad.events.makeAsyncIterator()
+        #expect(await events.next() == .registered(name: Lab.environment?["LAB_A_HOSTNAME"] ?? "lab-a"))
+    }
+
     @Test("a name taken on b makes the advertisement on a pick an alternative")
     func remoteCollisionRenames() async throws {
         let discovery = try await Lab.running()
