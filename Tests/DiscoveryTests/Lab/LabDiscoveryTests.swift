@@ -50,8 +50,9 @@ struct LabDiscoveryTests {
         #expect(log.current[name] == nil)
         #expect(log.count(where: \.isRemoved) == 1, "removed only once, when the last sighting went")
         log.cancel()
-        try await waitUntil("Avahi browser and resolvers freed") {
+        try await waitUntil("Avahi browser, resolvers and the domain browser freed") {
             discovery.objectCounts.serviceBrowsers == 0 && discovery.objectCounts.serviceResolvers == 0
+                && discovery.objectCounts.otherBrowsers == 0
         }
     }
 
@@ -164,6 +165,26 @@ struct LabDiscoveryTests {
         defer { ad.withdraw() }
         var events = ad.events.makeAsyncIterator()
         #expect(await events.next() == .registered(name: Lab.environment?["LAB_A_HOSTNAME"] ?? "lab-a"))
+    }
+
+    @Test("an advertisement is withdrawn when its event consumer is cancelled, and when it is released")
+    func advertisementLifetime() async throws {
+        let discovery = try await Lab.running()
+        let before = discovery.objectCounts.entryGroups
+        let ad = try discovery.advertise(name: uniqueName("Life"), type: Lab.uniqueType(), port: 1)
+        let consumer = Task { for await _ in ad.events {} }
+        try await waitUntil("registered") { ad.name != nil }
+        #expect(discovery.objectCounts.entryGroups == before + 1)
+        consumer.cancel()
+        try await waitUntil("withdrawn on cancel") { discovery.objectCounts.entryGroups == before }
+        #expect(discovery.statistics.advertisements == 0)
+
+        var released: Advertisement? = try discovery.advertise(
+            name: uniqueName("Gone"), type: Lab.uniqueType(), port: 1)
+        #expect(discovery.objectCounts.entryGroups == before + 1)
+        #expect(released != nil)
+        released = nil
+        #expect(discovery.objectCounts.entryGroups == before, "withdrawn in deinit")
     }
 
     @Test("a name taken on b makes the advertisement on a pick an alternative")
