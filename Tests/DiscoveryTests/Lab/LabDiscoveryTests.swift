@@ -339,7 +339,12 @@ struct LabDiscoveryTests {
         #expect(discovery.objectCounts.total == 0)
     }
 
-    @Test("avahi-daemon restart: browsers and advertisements come back by themselves")
+    /// Stops host a's avahi-daemon for about a second, which other lab users see too: set
+    /// DISCOVERY_SKIP_AVAHI_RESTART=1 when running alongside other suites that use host a.
+    @Test(
+        "avahi-daemon restart: browsers and advertisements come back by themselves",
+        .enabled(if: ProcessInfo.processInfo.environment["DISCOVERY_SKIP_AVAHI_RESTART"] != "1")
+    )
     func survivesAvahiRestart() async throws {
         let discovery = try await Lab.running()
         let type = Lab.uniqueType()
