@@ -170,7 +170,8 @@ final class AvahiClientHandle: @unchecked Sendable {
     }
 
     private func handleState(client: OpaquePointer, state: AvahiClientState) {
-        if self.client == nil && !self.closed {
+        // A callback from inside avahi_client_new, before it returned the pointer; never a client already dead.
+        if self.client == nil && !self.closed && client != self.deadClient {
             self.client = client
         }
         guard client == self.client else { return }
