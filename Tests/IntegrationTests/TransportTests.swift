@@ -357,7 +357,7 @@ struct PermissionTests {
         #expect(asRoot.status == 0, "\(asRoot.stderr)")
         let asNobody = try runCommand(Self.nobody + [BuiltProducts.discover, "call", "--socket", daemon.socketPath, "io.discoverd.Daemon.Reload"])
         #expect(asNobody.status == 2)
-        #expect(asNobody.stderr.contains("PermissionDenied"))
+        #expect(asNobody.stderr.contains("permission denied"))
         // Everyone may read the status.
         let status = try runCommand(Self.nobody + [BuiltProducts.discover, "status", "--socket", daemon.socketPath])
         #expect(status.status == 0)

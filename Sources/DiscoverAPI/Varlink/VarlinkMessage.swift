@@ -41,8 +41,8 @@ public struct VarlinkCall: Sendable {
     public var more: Bool
     /// The client wants no reply.
     public var oneway: Bool
-    /// The parameters object (empty when missing or null).
-    public var parameterObject: [String: JSONValue]
+    /// The keys of the parameters object (empty when it is missing or null).
+    public var parameterKeys: Set<String>
     /// The raw message, kept to decode typed parameters without re-encoding.
     public var raw: Data
 
@@ -62,7 +62,13 @@ public struct VarlinkCall: Sendable {
         var method: String
         var more: Bool?
         var oneway: Bool?
-        var parameters: [String: JSONValue]?
+        var parameters: [String: SkippedValue]?
+    }
+
+    /// Any JSON value, parsed but not materialised: the envelope only needs the parameter names, the typed
+    /// decode reads the values.
+    private struct SkippedValue: Decodable {
+        init(from decoder: any Decoder) throws {}
     }
 
     private struct ParametersBox<P: Decodable>: Decodable {
@@ -81,18 +87,18 @@ public struct VarlinkCall: Sendable {
         }
         return VarlinkCall(
             method: envelope.method, more: envelope.more ?? false, oneway: envelope.oneway ?? false,
-            parameterObject: envelope.parameters ?? [:], raw: data)
+            parameterKeys: envelope.parameters.map { Set($0.keys) } ?? [], raw: data)
     }
 
     /// Decodes the typed parameters.
     /// - Throws: `org.varlink.service.InvalidParameter` naming the first missing, unknown or mistyped parameter.
     public func parameters<P: VarlinkParameters>(_ type: P.Type = P.self) throws(VarlinkError) -> P {
         let known = P.parameterNames
-        if let unknown = parameterObject.keys.sorted().first(where: { !known.contains($0) }) {
+        if !parameterKeys.isSubset(of: known), let unknown = parameterKeys.subtracting(known).sorted().first {
             throw .invalidParameter(unknown)
         }
         do {
-            if parameterObject.isEmpty {
+            if parameterKeys.isEmpty {
                 return try JSONDecoder().decode(P.self, from: Data("{}".utf8))
             }
             if let value = try JSONDecoder().decode(ParametersBox<P>.self, from: raw).parameters {
