@@ -1,0 +1,665 @@
+/*
+ * discoverd-bench: load generator and latency probe for discoverd's varlink
+ * socket, with a plain DNS/UDP client so that Unbound is measured by the same
+ * code, the same clock and the same process model (fair against dnsperf).
+ *
+ * Build: cc -O2 -Wall -o discoverd-bench Benchmarks/discoverd-bench.c -lm
+ *        (Scripts/bench does this; no dependencies beyond libc.)
+ *
+ * Modes (JSON result on stdout, one human line on stderr):
+ *
+ *   qps      --socket PATH --conns N --depth P --duration S
+ *            [--names FILE | --name NAME]... [--method M]
+ *       N connections, each keeping P calls in flight (varlink pipelining),
+ *       for S seconds, calling ResolveHTTPS {name} round-robin over the
+ *       names. Counts replies/s in the window; every reply must be a
+ *       non-error (errors are counted, printed, and make the exit status 1).
+ *       One thread, epoll: like dnsperf -T 1.
+ *
+ *   latency  (--socket PATH [--method M] [--params JSON] | --dns ADDR --name N [--qtype T])
+ *            [--count K] [--warmup W] [--flush-before] [--gap-ms G]
+ *       One call at a time on one kept-alive connection (or UDP socket);
+ *       percentiles of the round trip in microseconds. --flush-before sends
+ *       io.discoverd.Resolver.Flush {} (untimed) before each timed call:
+ *       every call is then cold.
+ *
+ *   stale    --socket PATH --dns ADDR --name N [--samples K] [--ttl S]
+ *            [--delay-ms D] [--margin-ms M]
+ *       Side by side expired-answer latency. Per round: poll both until each
+ *       holds a fresh copy (discoverd: source cache/network; Unbound: TTL <=
+ *       --ttl), sleep until it has surely expired in both (largest remaining
+ *       TTL + 1 s + M ms; Unbound counts whole seconds and serves TTL 0 as
+ *       fresh), then time the first query after expiry to each (order
+ *       alternates per round) and check it was answered stale: discoverd says
+ *       source "expiredCache"; Unbound's stale answers carry
+ *       serve-expired-reply-ttl (30), never the zone's TTL. Then wait D ms
+ *       (the upstream delay of the refreshes) and start the next round.
+ *
+ * Clock: CLOCK_MONOTONIC around write()/read() of one request/reply.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#define IO_TIMEOUT_MS 5000
+
+static void die(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("discoverd-bench: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(2);
+}
+
+static double now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static void sleep_us(double us) {
+    if (us <= 0) return;
+    struct timespec ts = {(time_t)(us / 1e6), (long)(fmod(us, 1e6) * 1e3)};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {}
+}
+
+/* ------------------------------------------------------------ options */
+
+static const char *opt_socket, *opt_dns, *opt_method = "io.discoverd.Resolver.ResolveHTTPS", *opt_params;
+static const char *opt_qtype = "HTTPS";
+static char **names;
+static int nnames, names_cap;
+static int opt_conns = 1, opt_depth = 1, opt_count = 1000, opt_warmup = 100, opt_samples = 30;
+static double opt_duration = 10, opt_ttl = 2, opt_delay_ms = 500, opt_margin_ms = 300, opt_gap_ms = 0;
+static int opt_flush_before;
+
+static void add_name(const char *n) {
+    if (nnames == names_cap) {
+        names_cap = names_cap ? names_cap * 2 : 16;
+        names = realloc(names, sizeof(char *) * names_cap);
+        if (!names) die("out of memory");
+    }
+    names[nnames++] = strdup(n);
+}
+
+static void load_names(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) die("cannot open %s: %s", path, strerror(errno));
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        char *s = line;
+        while (*s == ' ' || *s == '\t') s++;
+        size_t n = strcspn(s, " \t\r\n");
+        s[n] = 0;
+        if (n && s[0] != '#' && s[0] != ';') add_name(s); /* dnsperf format: "name TYPE" -> first word */
+    }
+    fclose(f);
+}
+
+/* ------------------------------------------------------------ varlink */
+
+static int varlink_connect(const char *path) {
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof sa.sun_path) die("socket path too long");
+    strcpy(sa.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) die("connect %s: %s", path, strerror(errno));
+    return fd;
+}
+
+/* A call message including its NUL; caller frees. */
+static char *varlink_call(const char *method, const char *params, size_t *len) {
+    char *m = NULL;
+    int n = asprintf(&m, "{\"method\":\"%s\",\"parameters\":%s}", method, params ? params : "{}");
+    if (n < 0) die("out of memory");
+    *len = (size_t)n + 1; /* the terminating NUL of asprintf is the varlink terminator */
+    return m;
+}
+
+static char *resolve_call(const char *name, size_t *len) {
+    char params[600];
+    snprintf(params, sizeof params, "{\"name\":\"%s\"}", name);
+    return varlink_call(opt_method, params, len);
+}
+
+/* No success reply of the Resolver interface has a key named "error"; error replies always do. */
+static int is_error_reply(const char *msg) { return strstr(msg, "\"error\"") != NULL; }
+
+static void write_all(int fd, const char *p, size_t len) {
+    while (len) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN) {
+                struct pollfd pf = {fd, POLLOUT, 0};
+                poll(&pf, 1, IO_TIMEOUT_MS);
+                continue;
+            }
+            die("write: %s", strerror(errno));
+        }
+        p += n, len -= (size_t)n;
+    }
+}
+
+/* Blocking reader of one NUL-terminated reply on a kept-alive connection. */
+struct reader {
+    int fd;
+    char *buf;
+    size_t len, cap, consumed;
+};
+
+static char *read_reply(struct reader *r) {
+    if (r->consumed) {
+        memmove(r->buf, r->buf + r->consumed, r->len - r->consumed);
+        r->len -= r->consumed;
+        r->consumed = 0;
+    }
+    for (;;) {
+        char *z = memchr(r->buf, 0, r->len);
+        if (z) {
+            r->consumed = (size_t)(z - r->buf) + 1;
+            return r->buf;
+        }
+        if (r->cap - r->len < 4096) {
+            r->cap = r->cap ? r->cap * 2 : 65536;
+            r->buf = realloc(r->buf, r->cap);
+            if (!r->buf) die("out of memory");
+        }
+        struct pollfd pf = {r->fd, POLLIN, 0};
+        if (poll(&pf, 1, IO_TIMEOUT_MS) <= 0) die("no reply within %d ms", IO_TIMEOUT_MS);
+        ssize_t n = read(r->fd, r->buf + r->len, r->cap - r->len);
+        if (n == 0) die("daemon closed the connection");
+        if (n < 0) {
+            if (errno == EINTR || errno == EAGAIN) continue;
+            die("read: %s", strerror(errno));
+        }
+        r->len += (size_t)n;
+    }
+}
+
+/* ------------------------------------------------------------ DNS over UDP */
+
+static int qtype_code(const char *t) {
+    if (!strcasecmp(t, "HTTPS")) return 65;
+    if (!strcasecmp(t, "SVCB")) return 64;
+    if (!strcasecmp(t, "A")) return 1;
+    if (!strcasecmp(t, "AAAA")) return 28;
+    return atoi(t);
+}
+
+static int dns_connect(const char *addr) {
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(53)};
+    char host[64];
+    snprintf(host, sizeof host, "%s", addr);
+    char *colon = strchr(host, ':');
+    if (colon) *colon = 0, sa.sin_port = htons((uint16_t)atoi(colon + 1));
+    if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) die("bad IPv4 address %s", addr);
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) die("udp connect: %s", strerror(errno));
+    return fd;
+}
+
+static size_t dns_query(uint8_t *q, uint16_t id, const char *name, int qtype) {
+    size_t n = 0;
+    q[n++] = id >> 8, q[n++] = id & 0xff;
+    q[n++] = 0x01, q[n++] = 0x00; /* RD */
+    q[n++] = 0, q[n++] = 1, q[n++] = 0, q[n++] = 0, q[n++] = 0, q[n++] = 0, q[n++] = 0, q[n++] = 0;
+    const char *p = name;
+    while (*p) {
+        size_t l = strcspn(p, ".");
+        if (l == 0 || l > 63) die("bad name %s", name);
+        q[n++] = (uint8_t)l;
+        memcpy(q + n, p, l), n += l, p += l;
+        if (*p == '.') p++;
+    }
+    q[n++] = 0;
+    q[n++] = (uint8_t)(qtype >> 8), q[n++] = qtype & 0xff, q[n++] = 0, q[n++] = 1;
+    return n;
+}
+
+static size_t skip_name(const uint8_t *m, size_t len, size_t o) {
+    while (o < len) {
+        uint8_t l = m[o];
+        if (l == 0) return o + 1;
+        if ((l & 0xc0) == 0xc0) return o + 2;
+        o += 1 + l;
+    }
+    return len + 1;
+}
+
+/* One timed exchange: returns rcode (-1: malformed reply, -2: no reply within timeout_ms),
+ * *ttl = TTL of the first answer of qtype (-1 if none). */
+static int dns_exchange_t(int fd, const char *name, int qtype, long *ttl, double *us, int timeout_ms) {
+    uint8_t q[512], r[4096];
+    uint16_t id = (uint16_t)random();
+    size_t qn = dns_query(q, id, name, qtype);
+    double t0 = now_us();
+    if (send(fd, q, qn, 0) < 0) die("send: %s", strerror(errno));
+    ssize_t n;
+    for (;;) {
+        struct pollfd pf = {fd, POLLIN, 0};
+        int left = timeout_ms - (int)((now_us() - t0) / 1e3);
+        if (left <= 0 || poll(&pf, 1, left) <= 0) {
+            *ttl = -1, *us = now_us() - t0;
+            return -2;
+        }
+        n = recv(fd, r, sizeof r, 0);
+        if (n < 0) die("recv: %s", strerror(errno));
+        if (n >= 12 && ((r[0] << 8) | r[1]) == id) break; /* else: a late reply to an earlier query */
+    }
+    *us = now_us() - t0;
+    *ttl = -1;
+    size_t len = (size_t)n, o = 12;
+    int an = (r[6] << 8) | r[7];
+    o = skip_name(r, len, o) + 4;
+    for (int i = 0; i < an && o + 10 <= len; i++) {
+        o = skip_name(r, len, o);
+        if (o + 10 > len) return -1;
+        int type = (r[o] << 8) | r[o + 1];
+        long t = ((long)r[o + 4] << 24) | (r[o + 5] << 16) | (r[o + 6] << 8) | r[o + 7];
+        int rdlen = (r[o + 8] << 8) | r[o + 9];
+        if (type == qtype && *ttl < 0) *ttl = t;
+        o += 10 + (size_t)rdlen;
+    }
+    return r[3] & 0x0f;
+}
+
+static int dns_exchange(int fd, const char *name, int qtype, long *ttl, double *us) {
+    int rc = dns_exchange_t(fd, name, qtype, ttl, us, IO_TIMEOUT_MS);
+    if (rc == -2) die("no DNS reply within %d ms", IO_TIMEOUT_MS);
+    return rc;
+}
+
+/* ------------------------------------------------------------ statistics */
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Nearest-rank percentile of a sorted array. */
+static double pct(const double *s, int n, double p) {
+    if (n == 0) return NAN;
+    int k = (int)ceil(p / 100.0 * n);
+    if (k < 1) k = 1;
+    if (k > n) k = n;
+    return s[k - 1];
+}
+
+struct summary {
+    int n;
+    double min, p50, p90, p99, max, mean;
+};
+
+static struct summary summarize(double *v, int n) {
+    struct summary s = {.n = n};
+    if (!n) return s;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += v[i];
+    s.min = v[0], s.max = v[n - 1], s.mean = sum / n;
+    s.p50 = pct(v, n, 50), s.p90 = pct(v, n, 90), s.p99 = pct(v, n, 99);
+    return s;
+}
+
+static void json_summary(FILE *f, const char *key, struct summary s) {
+    fprintf(f, "\"%s\":{\"n\":%d,\"min_us\":%.1f,\"p50_us\":%.1f,\"p90_us\":%.1f,\"p99_us\":%.1f,\"max_us\":%.1f,\"mean_us\":%.1f}",
+            key, s.n, s.min, s.p50, s.p90, s.p99, s.max, s.mean);
+}
+
+static void json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') fputc('\\', f), fputc(*s, f);
+        else if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", *s);
+        else fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+/* ------------------------------------------------------------ qps */
+
+struct conn {
+    int fd;
+    char *rbuf;
+    size_t rlen, rcap;
+    char *wbuf; /* pending bytes not yet accepted by the kernel */
+    size_t wlen, wcap;
+    int inflight;
+    unsigned next;
+};
+
+static char **calls;
+static size_t *call_len;
+
+static void conn_queue(struct conn *c, int k) {
+    for (int i = 0; i < k; i++) {
+        unsigned j = c->next++ % (unsigned)nnames;
+        if (c->wlen + call_len[j] > c->wcap) {
+            c->wcap = (c->wlen + call_len[j]) * 2;
+            c->wbuf = realloc(c->wbuf, c->wcap);
+            if (!c->wbuf) die("out of memory");
+        }
+        memcpy(c->wbuf + c->wlen, calls[j], call_len[j]);
+        c->wlen += call_len[j];
+        c->inflight++;
+    }
+}
+
+static void conn_flush(struct conn *c, int ep) {
+    while (c->wlen) {
+        ssize_t n = write(c->fd, c->wbuf, c->wlen);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN) break;
+            die("write: %s", strerror(errno));
+        }
+        memmove(c->wbuf, c->wbuf + n, c->wlen - (size_t)n);
+        c->wlen -= (size_t)n;
+    }
+    struct epoll_event ev = {.events = EPOLLIN | (c->wlen ? EPOLLOUT : 0), .data.ptr = c};
+    epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+static int mode_qps(void) {
+    if (!opt_socket) die("qps needs --socket");
+    if (!nnames) die("qps needs --name or --names");
+    calls = calloc((size_t)nnames, sizeof *calls);
+    call_len = calloc((size_t)nnames, sizeof *call_len);
+    for (int i = 0; i < nnames; i++) calls[i] = resolve_call(names[i], &call_len[i]);
+
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    struct conn *cs = calloc((size_t)opt_conns, sizeof *cs);
+    for (int i = 0; i < opt_conns; i++) {
+        struct conn *c = &cs[i];
+        c->fd = varlink_connect(opt_socket);
+        fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK);
+        c->rcap = 1 << 18;
+        c->rbuf = malloc(c->rcap);
+        c->next = (unsigned)i * 7u;
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+        epoll_ctl(ep, EPOLL_CTL_ADD, c->fd, &ev);
+    }
+    long ok = 0, errors = 0, ok_window = 0, late = 0;
+    long cache_sources = 0;
+    char first_error[300] = "";
+    double t0 = now_us(), end = t0 + opt_duration * 1e6, stop_at = 0;
+    for (int i = 0; i < opt_conns; i++) conn_queue(&cs[i], opt_depth), conn_flush(&cs[i], ep);
+    struct epoll_event evs[256];
+    long total_inflight = (long)opt_conns * opt_depth;
+    int sending = 1;
+    while (total_inflight > 0) {
+        double now = now_us();
+        if (sending && now >= end) sending = 0, stop_at = now;
+        if (!sending && now - stop_at > IO_TIMEOUT_MS * 1e3) die("%ld calls unanswered %d ms after the end", total_inflight, IO_TIMEOUT_MS);
+        int timeout = sending ? (int)((end - now) / 1e3) + 1 : 100;
+        int n = epoll_wait(ep, evs, 256, timeout);
+        if (n < 0 && errno != EINTR) die("epoll: %s", strerror(errno));
+        now = now_us();
+        for (int e = 0; e < n; e++) {
+            struct conn *c = evs[e].data.ptr;
+            if (evs[e].events & EPOLLOUT) conn_flush(c, ep);
+            if (!(evs[e].events & (EPOLLIN | EPOLLHUP | EPOLLERR))) continue;
+            int replies = 0;
+            for (;;) {
+                if (c->rcap - c->rlen < 65536) {
+                    c->rcap *= 2;
+                    c->rbuf = realloc(c->rbuf, c->rcap);
+                }
+                ssize_t r = read(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen);
+                if (r == 0) die("daemon closed a connection");
+                if (r < 0) {
+                    if (errno == EINTR) continue;
+                    if (errno == EAGAIN) break;
+                    die("read: %s", strerror(errno));
+                }
+                c->rlen += (size_t)r;
+                if ((size_t)r < 65536) break; /* drained (avoid one extra EAGAIN read per wakeup) */
+            }
+            size_t off = 0;
+            for (;;) {
+                char *z = memchr(c->rbuf + off, 0, c->rlen - off);
+                if (!z) break;
+                char *msg = c->rbuf + off;
+                if (is_error_reply(msg)) {
+                    if (!errors++) snprintf(first_error, sizeof first_error, "%.*s", (int)(z - msg), msg);
+                } else {
+                    ok++;
+                    if (now <= end) ok_window++; else late++;
+                    if (strstr(msg, "\"source\":\"cache\"")) cache_sources++;
+                }
+                replies++;
+                off = (size_t)(z - c->rbuf) + 1;
+            }
+            if (off) memmove(c->rbuf, c->rbuf + off, c->rlen - off), c->rlen -= off;
+            c->inflight -= replies;
+            total_inflight -= replies;
+            if (sending && replies) {
+                conn_queue(c, replies);
+                total_inflight += replies;
+                conn_flush(c, ep);
+            }
+        }
+    }
+    double window = ((stop_at ? stop_at : now_us()) - t0) / 1e6;
+    double qps = ok_window / window;
+    printf("{\"mode\":\"qps\",\"conns\":%d,\"depth\":%d,\"duration_s\":%.3f,\"names\":%d,\"method\":", opt_conns,
+           opt_depth, window, nnames);
+    json_str(stdout, opt_method);
+    printf(",\"replies\":%ld,\"replies_in_window\":%ld,\"errors\":%ld,\"source_cache\":%ld,\"qps\":%.1f", ok + errors,
+           ok_window, errors, cache_sources, qps);
+    if (errors) printf(",\"first_error\":"), json_str(stdout, first_error);
+    printf("}\n");
+    fprintf(stderr, "qps: %d conns x depth %d, %.1f s: %.0f replies/s (%ld ok, %ld errors, %ld from cache)\n",
+            opt_conns, opt_depth, window, qps, ok, errors, cache_sources);
+    if (errors) fprintf(stderr, "first error: %s\n", first_error);
+    return errors ? 1 : 0;
+}
+
+/* ------------------------------------------------------------ latency */
+
+static int mode_latency(void) {
+    if (!!opt_socket == !!opt_dns) die("latency needs exactly one of --socket or --dns");
+    double *v = calloc((size_t)opt_count, sizeof *v);
+    long errors = 0;
+    char first_error[300] = "";
+    int total = opt_warmup + opt_count;
+    if (opt_socket) {
+        struct reader rd = {.fd = varlink_connect(opt_socket)};
+        size_t clen, flen;
+        char *call;
+        if (opt_params) call = varlink_call(opt_method, opt_params, &clen);
+        else if (nnames) call = resolve_call(names[0], &clen);
+        else call = varlink_call(opt_method, "{}", &clen);
+        char *flush = varlink_call("io.discoverd.Resolver.Flush", "{}", &flen);
+        for (int i = 0; i < total; i++) {
+            if (opt_flush_before) {
+                write_all(rd.fd, flush, flen);
+                char *m = read_reply(&rd);
+                if (is_error_reply(m)) die("Flush failed: %s", m);
+            }
+            if (opt_gap_ms > 0) sleep_us(opt_gap_ms * 1e3);
+            double t0 = now_us();
+            write_all(rd.fd, call, clen);
+            char *m = read_reply(&rd);
+            double dt = now_us() - t0;
+            if (is_error_reply(m)) {
+                if (!errors++) snprintf(first_error, sizeof first_error, "%s", m);
+            }
+            if (i >= opt_warmup) v[i - opt_warmup] = dt;
+        }
+    } else {
+        if (!nnames) die("latency --dns needs --name");
+        int fd = dns_connect(opt_dns), qt = qtype_code(opt_qtype);
+        for (int i = 0; i < total; i++) {
+            long ttl;
+            double dt;
+            if (opt_gap_ms > 0) sleep_us(opt_gap_ms * 1e3);
+            int rc = dns_exchange(fd, names[0], qt, &ttl, &dt);
+            if (rc != 0) {
+                if (!errors++) snprintf(first_error, sizeof first_error, "rcode %d", rc);
+            }
+            if (i >= opt_warmup) v[i - opt_warmup] = dt;
+        }
+    }
+    struct summary s = summarize(v, opt_count);
+    printf("{\"mode\":\"latency\",\"target\":");
+    json_str(stdout, opt_socket ? opt_socket : opt_dns);
+    printf(",\"call\":");
+    json_str(stdout, opt_params ? opt_params : nnames ? names[0] : "{}");
+    printf(",\"method\":");
+    json_str(stdout, opt_socket ? opt_method : opt_qtype);
+    printf(",\"flush_before\":%s,\"warmup\":%d,\"errors\":%ld,", opt_flush_before ? "true" : "false", opt_warmup, errors);
+    json_summary(stdout, "latency", s);
+    if (errors) printf(",\"first_error\":"), json_str(stdout, first_error);
+    printf("}\n");
+    fprintf(stderr, "latency %s: n=%d p50 %.1f us, p90 %.1f us, p99 %.1f us, max %.1f us (%ld errors)\n",
+            opt_socket ? opt_method : opt_dns, s.n, s.p50, s.p90, s.p99, s.max, errors);
+    if (errors) fprintf(stderr, "first error: %s\n", first_error);
+    return errors ? 1 : 0;
+}
+
+/* ------------------------------------------------------------ stale */
+
+static long reply_ttl(const char *m) {
+    const char *t = strstr(m, "\"ttl\":");
+    return t ? atol(t + 6) : -1;
+}
+
+/* Polls both until each answers fresh (discoverd: source cache/network; Unbound: TTL <= the zone's),
+ * i.e. the refresh has landed in both; returns the larger remaining TTL in seconds, or -1 on timeout. */
+static long settle(struct reader *rd, const char *call, size_t clen, int dfd, const char *name, int qt) {
+    double deadline = now_us() + 20e6;
+    while (now_us() < deadline) {
+        write_all(rd->fd, call, clen);
+        char *m = read_reply(rd);
+        int fresh_d = !is_error_reply(m) && (strstr(m, "\"source\":\"cache\"") || strstr(m, "\"source\":\"network\""));
+        long ttl_d = reply_ttl(m), ttl_u;
+        double us;
+        int rc = dns_exchange_t(dfd, name, qt, &ttl_u, &us, 3000);
+        int fresh_u = rc == 0 && ttl_u >= 0 && ttl_u <= (long)opt_ttl;
+        if (fresh_d && fresh_u) return ttl_d > ttl_u ? ttl_d : ttl_u;
+        sleep_us(200e3);
+    }
+    return -1;
+}
+
+static int mode_stale(void) {
+    if (!opt_socket || !opt_dns || !nnames) die("stale needs --socket, --dns and --name");
+    const char *name = names[0];
+    int qt = qtype_code(opt_qtype);
+    struct reader rd = {.fd = varlink_connect(opt_socket)};
+    int dfd = dns_connect(opt_dns);
+    size_t clen;
+    char *call = resolve_call(name, &clen);
+    double *vd = calloc((size_t)opt_samples, sizeof *vd), *vu = calloc((size_t)opt_samples, sizeof *vu);
+    int nd = 0, nu = 0, notstale_d = 0, notstale_u = 0;
+    char first_bad_d[400] = "";
+    long bad_ttl_u = -2, ttl;
+    double dt, t_start = now_us();
+    /* Prime, wait until both hold a fresh copy, then until it has surely expired in both: a reported
+     * remaining TTL r (whole seconds, Unbound serves TTL 0 as fresh) means expired within r + 1 s. */
+    long r = settle(&rd, call, clen, dfd, name, qt);
+    if (r < 0) die("%s never became fresh in both caches", name);
+    for (int i = 0; i < opt_samples; i++) {
+        sleep_us((r + 1) * 1e6 + opt_margin_ms * 1e3);
+        for (int k = 0; k < 2; k++) {
+            int d_first = (i % 2 == 0);
+            if ((k == 0) == d_first) {
+                double t0 = now_us();
+                write_all(rd.fd, call, clen);
+                char *m = read_reply(&rd);
+                double us = now_us() - t0;
+                if (!is_error_reply(m) && strstr(m, "\"expiredCache\"")) vd[nd++] = us;
+                else if (!notstale_d++) snprintf(first_bad_d, sizeof first_bad_d, "%.380s", m);
+            } else {
+                int rc = dns_exchange_t(dfd, name, qt, &ttl, &dt, 3000);
+                if (rc == 0 && ttl > (long)opt_ttl) vu[nu++] = dt;
+                else if (!notstale_u++) bad_ttl_u = rc == 0 ? ttl : -100 + rc;
+            }
+        }
+        fprintf(stderr, "stale: round %d/%d\n", i + 1, opt_samples);
+        if (i + 1 == opt_samples) break;
+        sleep_us(opt_delay_ms * 1e3 + 50e3); /* the refreshes are delayed this long upstream */
+        r = settle(&rd, call, clen, dfd, name, qt);
+        if (r < 0) die("%s: a refresh never landed in both caches", name);
+    }
+    struct summary sd = summarize(vd, nd), su = summarize(vu, nu);
+    printf("{\"mode\":\"stale\",\"name\":");
+    json_str(stdout, name);
+    printf(",\"samples\":%d,\"upstream_delay_ms\":%.0f,\"seconds\":%.1f,\"discoverd_not_stale\":%d,\"unbound_not_stale\":%d,",
+           opt_samples, opt_delay_ms, (now_us() - t_start) / 1e6, notstale_d, notstale_u);
+    json_summary(stdout, "discoverd", sd);
+    putchar(',');
+    json_summary(stdout, "unbound", su);
+    printf(",\"ratio_p50\":%.3f,\"ratio_p90\":%.3f", sd.p50 / su.p50, sd.p90 / su.p90);
+    if (notstale_d) printf(",\"discoverd_first_not_stale\":"), json_str(stdout, first_bad_d);
+    if (notstale_u) printf(",\"unbound_first_not_stale_ttl\":%ld", bad_ttl_u);
+    printf("}\n");
+    fprintf(stderr,
+            "stale %s: discoverd p50 %.1f us p90 %.1f us (n=%d) | unbound p50 %.1f us p90 %.1f us (n=%d) | ratio p50 %.2f\n",
+            name, sd.p50, sd.p90, nd, su.p50, su.p90, nu, sd.p50 / su.p50);
+    if (notstale_d) fprintf(stderr, "discoverd answered %d rounds not stale, e.g. %s\n", notstale_d, first_bad_d);
+    if (notstale_u) fprintf(stderr, "unbound answered %d rounds not stale (ttl, or -100+rc: %ld)\n", notstale_u, bad_ttl_u);
+    return 0;
+}
+
+/* ------------------------------------------------------------ main */
+
+static void usage(void) {
+    fputs("usage: discoverd-bench qps|latency|stale [options]  (see the comment at the top of the source)\n", stderr);
+    exit(2);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) usage();
+    signal(SIGPIPE, SIG_IGN);
+    srandom((unsigned)getpid() ^ (unsigned)now_us());
+    const char *mode = argv[1];
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+#define ARG() (i + 1 < argc ? argv[++i] : (die("%s needs a value", a), ""))
+        if (!strcmp(a, "--socket")) opt_socket = ARG();
+        else if (!strcmp(a, "--dns")) opt_dns = ARG();
+        else if (!strcmp(a, "--method")) opt_method = ARG();
+        else if (!strcmp(a, "--params")) opt_params = ARG();
+        else if (!strcmp(a, "--name")) add_name(ARG());
+        else if (!strcmp(a, "--names")) load_names(ARG());
+        else if (!strcmp(a, "--qtype")) opt_qtype = ARG();
+        else if (!strcmp(a, "--conns")) opt_conns = atoi(ARG());
+        else if (!strcmp(a, "--depth")) opt_depth = atoi(ARG());
+        else if (!strcmp(a, "--duration")) opt_duration = atof(ARG());
+        else if (!strcmp(a, "--count")) opt_count = atoi(ARG());
+        else if (!strcmp(a, "--warmup")) opt_warmup = atoi(ARG());
+        else if (!strcmp(a, "--samples")) opt_samples = atoi(ARG());
+        else if (!strcmp(a, "--ttl")) opt_ttl = atof(ARG());
+        else if (!strcmp(a, "--delay-ms")) opt_delay_ms = atof(ARG());
+        else if (!strcmp(a, "--margin-ms")) opt_margin_ms = atof(ARG());
+        else if (!strcmp(a, "--gap-ms")) opt_gap_ms = atof(ARG());
+        else if (!strcmp(a, "--flush-before")) opt_flush_before = 1;
+        else die("unknown option %s", a);
+    }
+    if (opt_conns < 1 || opt_depth < 1 || opt_count < 1 || opt_samples < 1 || opt_duration <= 0) die("bad numbers");
+    if (opt_duration > 600 || opt_samples > 1000 || (long)opt_count + opt_warmup > 10000000L) die("refusing an unbounded run");
+    if (!strcmp(mode, "qps")) return mode_qps();
+    if (!strcmp(mode, "latency")) return mode_latency();
+    if (!strcmp(mode, "stale")) return mode_stale();
+    usage();
+}
