@@ -42,6 +42,10 @@ struct Discoverd: AsyncParsableCommand {
     var logLevel: String?
 
     func run() async throws {
+        // Run Swift tasks on the NIO event loops: a call's task then starts on the loop that read it and its
+        // reply needs no hop back, instead of waking a libdispatch worker and the loop again for every call
+        // (BENCHMARKS.md, "What bounds the misses"). Nothing in the daemon blocks inside a task for long.
+        NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
         let configuration: DaemonConfiguration
         do {
             configuration = try makeConfiguration()

@@ -19,8 +19,14 @@ extension VarlinkParameters {
 
 /// A method with no parameters or no reply fields.
 public struct VarlinkEmpty: VarlinkParameters, Equatable {
-    public enum CodingKeys: String, CodingKey, CaseIterable { case _none }
-    public static var parameterNames: Set<String> { [] }
+    /// No keys at all: every parameter name is unknown.
+    public enum CodingKeys: CodingKey, CaseIterable {
+        public init?(stringValue: String) { nil }
+        public init?(intValue: Int) { nil }
+        public var stringValue: String { switch self {} }
+        public var intValue: Int? { nil }
+        public static var allCases: [CodingKeys] { [] }
+    }
     public init() {}
     public init(from decoder: any Decoder) throws {}
     public func encode(to encoder: any Encoder) throws { _ = encoder.container(keyedBy: CodingKeys.self) }
@@ -93,8 +99,8 @@ public struct VarlinkCall: Sendable {
     /// Decodes the typed parameters.
     /// - Throws: `org.varlink.service.InvalidParameter` naming the first missing, unknown or mistyped parameter.
     public func parameters<P: VarlinkParameters>(_ type: P.Type = P.self) throws(VarlinkError) -> P {
-        let known = P.parameterNames
-        if !parameterKeys.isSubset(of: known), let unknown = parameterKeys.subtracting(known).sorted().first {
+        // CodingKeys(stringValue:) is a switch: no set is built per call.
+        if let unknown = parameterKeys.sorted().first(where: { P.CodingKeys(stringValue: $0) == nil }) {
             throw .invalidParameter(unknown)
         }
         do {
@@ -169,6 +175,15 @@ public enum VarlinkReply {
 
     /// Encodes a successful reply, with `continues: true` when more replies follow.
     public static func encode<P: Encodable>(_ parameters: P, continues: Bool = false) throws -> [UInt8] {
+        if let writable = parameters as? any JSONWritable {
+            var writer = JSONWriter()
+            writer.beginObject()
+            writer.key("parameters")
+            writable.write(to: &writer)
+            if continues { writer.field("continues", true) }
+            writer.endObject()
+            return writer.bytes + [0]
+        }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.withoutEscapingSlashes]
         var bytes = [UInt8](try encoder.encode(Envelope(parameters: parameters, continues: continues ? true : nil)))

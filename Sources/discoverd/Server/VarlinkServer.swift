@@ -46,10 +46,20 @@ final class VarlinkServer: ServiceLifecycle.Service, Sendable {
             .childChannelInitializer { [self] channel in
                 channel.eventLoop.makeCompletedFuture { try self.initialize(channel) }
             }
-        let channel = try await bootstrap.bind(unixDomainSocketPath: settings.socketPath).get()
-        guard chmod(settings.socketPath, 0o666) == 0 else {
+        // Bind under a temporary name, set the mode, then rename into place: clients never see the socket
+        // before it is mode 0666.
+        let directory = (settings.socketPath as NSString).deletingLastPathComponent
+        let temporary = directory + "/.d\(getpid())"
+        guard temporary.utf8.count < MemoryLayout.size(ofValue: sockaddr_un().sun_path) else {
+            throw SocketFile.Error("socket directory path is too long: \(directory)")
+        }
+        unlink(temporary)
+        let channel = try await bootstrap.bind(unixDomainSocketPath: temporary).get()
+        guard chmod(temporary, 0o666) == 0, rename(temporary, settings.socketPath) == 0 else {
+            let reason = String(cString: strerror(errno))
             try? await channel.close()
-            throw SocketFile.Error("cannot make \(settings.socketPath) mode 0666: \(String(cString: strerror(errno)))")
+            unlink(temporary)
+            throw SocketFile.Error("cannot put the socket in place at \(settings.socketPath): \(reason)")
         }
         logger.info("listening", metadata: ["socket": "\(settings.socketPath)"])
         return channel

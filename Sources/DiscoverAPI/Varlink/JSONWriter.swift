@@ -1,0 +1,254 @@
+/// A minimal JSON writer for the hot replies (cache hits are most of the daemon's traffic).
+///
+/// Foundation's `JSONEncoder` goes through generic containers and metadata lookups for every field, which
+/// profiles as about a third of the CPU of a cached lookup (BENCHMARKS.md). Types that conform to
+/// ``JSONWritable`` are written straight into bytes; everything else still uses `JSONEncoder`. Tests check
+/// that both produce the same values.
+public struct JSONWriter {
+    /// The JSON text written so far, UTF-8.
+    public private(set) var bytes: [UInt8] = []
+    private var needsComma = false
+
+    public init(capacity: Int = 512) {
+        bytes.reserveCapacity(capacity)
+    }
+
+    public mutating func beginObject() {
+        separate()
+        bytes.append(UInt8(ascii: "{"))
+        needsComma = false
+    }
+
+    public mutating func endObject() {
+        bytes.append(UInt8(ascii: "}"))
+        needsComma = true
+    }
+
+    public mutating func beginArray() {
+        separate()
+        bytes.append(UInt8(ascii: "["))
+        needsComma = false
+    }
+
+    public mutating func endArray() {
+        bytes.append(UInt8(ascii: "]"))
+        needsComma = true
+    }
+
+    /// Writes `"key":`; the value follows.
+    public mutating func key(_ key: String) {
+        separate()
+        writeString(key)
+        bytes.append(UInt8(ascii: ":"))
+        needsComma = false
+    }
+
+    public mutating func string(_ value: String) {
+        separate()
+        writeString(value)
+        needsComma = true
+    }
+
+    public mutating func int(_ value: Int) {
+        separate()
+        bytes.append(contentsOf: String(value).utf8)
+        needsComma = true
+    }
+
+    public mutating func bool(_ value: Bool) {
+        separate()
+        bytes.append(contentsOf: (value ? "true" : "false").utf8)
+        needsComma = true
+    }
+
+    /// A finite number; NaN and infinities (not JSON) are written as 0.
+    public mutating func double(_ value: Double) {
+        separate()
+        bytes.append(contentsOf: (value.isFinite ? String(value) : "0").utf8)
+        needsComma = true
+    }
+
+    public mutating func field(_ name: String, _ value: String) {
+        key(name)
+        string(value)
+    }
+
+    public mutating func field(_ name: String, _ value: Int) {
+        key(name)
+        int(value)
+    }
+
+    public mutating func field(_ name: String, _ value: Bool) {
+        key(name)
+        bool(value)
+    }
+
+    public mutating func field(_ name: String, _ value: Double) {
+        key(name)
+        double(value)
+    }
+
+    /// Writes the field only when the value is present (optional fields are omitted, as JSONEncoder does).
+    public mutating func field(_ name: String, _ value: String?) {
+        if let value { field(name, value) }
+    }
+
+    public mutating func field(_ name: String, _ value: Int?) {
+        if let value { field(name, value) }
+    }
+
+    public mutating func field(_ name: String, strings: [String]) {
+        key(name)
+        beginArray()
+        for value in strings { string(value) }
+        endArray()
+    }
+
+    public mutating func field<T: JSONWritable>(_ name: String, _ value: T) {
+        key(name)
+        value.write(to: &self)
+    }
+
+    public mutating func field<T: JSONWritable>(_ name: String, array: [T]) {
+        key(name)
+        beginArray()
+        for value in array { value.write(to: &self) }
+        endArray()
+    }
+
+    private mutating func separate() {
+        if needsComma { bytes.append(UInt8(ascii: ",")) }
+    }
+
+    /// RFC 8259 §7: quote, backslash and control characters are escaped; NUL in particular, which would
+    /// otherwise end a varlink message.
+    private mutating func writeString(_ value: String) {
+        bytes.append(UInt8(ascii: "\""))
+        for byte in value.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
+            case UInt8(ascii: "\\"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+            case 0x0A: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
+            case 0x0D: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
+            case 0x09: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
+            case 0x00..<0x20:
+                let hex = Array("0123456789abcdef".utf8)
+                bytes.append(contentsOf: Array("\\u00".utf8))
+                bytes.append(hex[Int(byte >> 4)])
+                bytes.append(hex[Int(byte & 0x0F)])
+            default: bytes.append(byte)
+            }
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+}
+
+/// A type that writes itself as a JSON object with ``JSONWriter`` (same JSON as its `Encodable` form).
+public protocol JSONWritable {
+    func write(to writer: inout JSONWriter)
+}
+
+extension ResolveHTTPSReply: JSONWritable {
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("name", name)
+        writer.field("queryName", queryName)
+        writer.field("aliasChain", strings: aliasChain)
+        writer.field("records", array: records)
+        writer.field("h3", h3)
+        writer.field("source", source.rawValue)
+        writer.field("ttl", ttl)
+        writer.field("staleSeconds", staleSeconds)
+        writer.field("timing", timing)
+        writer.endObject()
+    }
+}
+
+extension ServiceBinding: JSONWritable {
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("priority", priority)
+        writer.field("target", target)
+        writer.field("port", port)
+        writer.field("alpn", strings: alpn)
+        writer.field("noDefaultAlpn", noDefaultAlpn)
+        writer.field("ipv4hint", strings: ipv4hint)
+        writer.field("ipv6hint", strings: ipv6hint)
+        writer.field("ech", ech)
+        writer.field("mandatory", strings: mandatory)
+        writer.field("dohpath", dohpath)
+        writer.field("unknown", array: unknown)
+        writer.endObject()
+    }
+}
+
+extension UnknownSvcParam: JSONWritable {
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("key", key)
+        writer.field("value", value)
+        writer.endObject()
+    }
+}
+
+extension Timing: JSONWritable {
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("totalMs", totalMs)
+        writer.field("queries", array: queries)
+        writer.endObject()
+    }
+}
+
+extension QueryTiming: JSONWritable {
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("name", name)
+        writer.field("type", type)
+        writer.field("server", server)
+        writer.field("transport", transport)
+        writer.field("ms", ms)
+        writer.field("rcode", rcode)
+        writer.endObject()
+    }
+}
+
+extension ResolveAddressesReply: JSONWritable {
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("name", name)
+        writer.field("addresses", strings: addresses)
+        writer.field("source", source.rawValue)
+        writer.field("ttl", ttl)
+        writer.field("timing", timing)
+        writer.endObject()
+    }
+}
+
+extension ConnectionPlanReply: JSONWritable {
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("host", host)
+        writer.field("port", port)
+        writer.field("h3", h3)
+        writer.field("h3Source", h3Source)
+        writer.field("endpoints", array: endpoints)
+        writer.field("source", source.rawValue)
+        writer.field("timing", timing)
+        writer.endObject()
+    }
+}
+
+extension PlanEndpoint: JSONWritable {
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("address", address)
+        writer.field("port", port)
+        writer.field("transport", transport)
+        writer.field("alpn", strings: alpn)
+        writer.field("target", target)
+        writer.field("priority", priority)
+        writer.field("ech", ech)
+        writer.endObject()
+    }
+}

@@ -1,0 +1,80 @@
+import Foundation
+import Testing
+
+@testable import DiscoverAPI
+
+@Suite("JSON writer")
+struct JSONWriterTests {
+    static let awkward = "quote\" backslash\\ nul\u{0} bell\u{7} newline\n tab\t é 日本 🎉 /slash"
+
+    static let binding = ServiceBinding(
+        priority: 1, target: awkward, port: 8443, alpn: ["h3", "h2", awkward], noDefaultAlpn: true,
+        ipv4hint: ["192.0.2.1"], ipv6hint: ["2001:db8::1"], ech: "AEX+DQ==", mandatory: ["alpn", "port"],
+        dohpath: "/q{?dns}", unknown: [UnknownSvcParam(key: 667, value: "aGVsbG8=")])
+
+    static let timing = Timing(totalMs: 0.125, queries: [
+        QueryTiming(name: "h3.lab.test.", type: "HTTPS", server: "[2001:db8::53]:53", transport: "tcp", ms: 302.5, rcode: "NOERROR"),
+        QueryTiming(name: "x.", type: "A", server: "192.0.2.53:53", transport: "udp", ms: 3, rcode: "TIMEOUT"),
+    ])
+
+    /// Both encodings must decode to the same value.
+    func check<T: Codable & Equatable & JSONWritable>(_ value: T) throws {
+        var writer = JSONWriter()
+        value.write(to: &writer)
+        #expect(!writer.bytes.contains(0), "a raw NUL would end the varlink message")
+        let fast = try JSONDecoder().decode(T.self, from: Data(writer.bytes))
+        let slow = try JSONDecoder().decode(T.self, from: JSONEncoder().encode(value))
+        #expect(fast == value)
+        #expect(fast == slow)
+        // Same keys as JSONEncoder writes (no extra, none missing).
+        let fastObject = try JSONDecoder().decode(JSONValue.self, from: Data(writer.bytes))
+        let slowObject = try JSONDecoder().decode(JSONValue.self, from: JSONEncoder().encode(value))
+        if case .object(let a) = fastObject, case .object(let b) = slowObject {
+            #expect(Set(a.keys) == Set(b.keys))
+        } else {
+            Issue.record("not objects")
+        }
+    }
+
+    @Test func resolveHTTPSReply() throws {
+        try check(
+            ResolveHTTPSReply(
+                name: Self.awkward, queryName: "_8443._https.h3.lab.test.", aliasChain: ["a.", "b."],
+                records: [Self.binding, ServiceBinding(priority: 2, target: ".")], h3: true, source: .expiredCache,
+                ttl: 30, staleSeconds: 4, timing: Self.timing))
+        try check(
+            ResolveHTTPSReply(
+                name: "n.", queryName: "n.", aliasChain: [], records: [], h3: false, source: .cache, ttl: 0,
+                timing: Timing(totalMs: 0)))
+    }
+
+    @Test func planAndAddresses() throws {
+        try check(
+            ConnectionPlanReply(
+                host: "h.", port: 443, h3: true, h3Source: "altsvc",
+                endpoints: [
+                    PlanEndpoint(address: "2001:db8::1", port: 443, transport: "quic", alpn: ["h3"], target: "h.", priority: 1, ech: "AA=="),
+                    PlanEndpoint(address: "192.0.2.1", port: 443, transport: "tcp", alpn: ["h2", "http/1.1"], target: "h.", priority: 1),
+                ],
+                source: .network, timing: Self.timing))
+        try check(ResolveAddressesReply(name: "a.", addresses: ["192.0.2.1", "2001:db8::1"], source: .network, ttl: 300, timing: Self.timing))
+    }
+
+    @Test func replyEnvelopeUsesTheWriter() throws {
+        let reply = ResolveAddressesReply(name: "a.", addresses: [], source: .cache, ttl: 1, timing: Timing(totalMs: 0))
+        let bytes = try VarlinkReply.encode(reply, continues: true)
+        #expect(bytes.last == 0)
+        let decoded = try VarlinkReplyMessage.decode(bytes.dropLast())
+        #expect(decoded.continues)
+        #expect(try decoded.parameters(ResolveAddressesReply.self) == reply)
+    }
+
+    @Test func nonFiniteNumbersStayValidJSON() throws {
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.field("a", Double.nan)
+        writer.field("b", Double.infinity)
+        writer.endObject()
+        #expect(String(decoding: writer.bytes, as: UTF8.self) == #"{"a":0,"b":0}"#)
+    }
+}
