@@ -91,6 +91,12 @@ public final class DNSResolver: Sendable {
                         let refreshStart = ContinuousClock.now
                         let attempts = try await self.awaitRefreshes(provenance.staleKeys)
                         var (fresh, _) = try await self.https(name, port: port, optimistic: optimistic)
+                        // Still stale: no refresh ran (the last one failed less than refresh-retry ago), so
+                        // there is nothing newer to report.
+                        guard fresh.source != .expiredCache else {
+                            continuation.finish()
+                            return
+                        }
                         fresh.source = .network
                         fresh.staleSeconds = nil
                         fresh.attempts = attempts + fresh.attempts
@@ -197,6 +203,12 @@ public final class DNSResolver: Sendable {
             }
         }
 
+        // RFC 9460 §7.3: hints are ignored once A/AAAA records are available. NODATA leaves none available, so
+        // an empty answer does not hide the hints (a target with hints and no address records stays reachable).
+        for (target, addresses) in known {
+            known[target] = TargetAddresses(
+                ipv6: addresses.ipv6.flatMap { $0.isEmpty ? nil : $0 }, ipv4: addresses.ipv4.flatMap { $0.isEmpty ? nil : $0 })
+        }
         let plan = ConnectionPlanner.plan(
             host: hostName, port: port, bindings: bindings, addresses: known, assumeH3: assumeH3,
             altSvc: alternatives.map { ConnectionPlanner.Alternative(alpn: $0.protocolID, host: $0.host, port: Int($0.port)) },

@@ -27,6 +27,8 @@ enum ResolverMethods {
                     held = resolution.wire
                 }
             } catch let error as ResolverError {
+                // The stale answer is still useful: deliver it, then say why no fresh one follows.
+                if let held { try context.send(held) }
                 throw error.varlink
             }
             guard let held else { throw VarlinkError.resolverTimeout }

@@ -8,7 +8,9 @@ final class RawConnection: @unchecked Sendable {
     let fd: Int32
 
     init(path: String) throws {
-        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        // Connect on a local descriptor and store it only on success: a throwing init whose stored properties
+        // are all set runs deinit, which would close the descriptor a second time (maybe someone else's by then).
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw DaemonError("socket() failed") }
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
@@ -19,9 +21,11 @@ final class RawConnection: @unchecked Sendable {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
         guard result == 0 else {
+            let reason = String(cString: strerror(errno))
             close(fd)
-            throw DaemonError("connect(\(path)) failed: \(String(cString: strerror(errno)))")
+            throw DaemonError("connect(\(path)) failed: \(reason)")
         }
+        self.fd = fd
     }
 
     deinit { close(fd) }
