@@ -450,6 +450,8 @@ public final class DNSResolver: Sendable {
         inflight.withLock { tasks in
             if let running = tasks[key] { return running }
             let task = Task { [self] in
+                // A refresh must not delay the stale answer it was started beside: let that answer go out first.
+                if isRefresh { await Task.yield() }
                 let outcome = await self.query(name: name, type: type, key: key)
                 if case .failure = outcome, isRefresh { cache.refreshFailed(key) }
                 _ = inflight.withLock { $0.removeValue(forKey: key) }

@@ -19,7 +19,11 @@ struct CallContext: Sendable {
         let bytes = try VarlinkReply.encode(reply, continues: true)
         let outbox = self.outbox
         let slot = slotID
-        outbox.eventLoop.execute { outbox.value.deliver(slot: slot, bytes: bytes) }
+        if outbox.eventLoop.inEventLoop {
+            outbox.value.deliver(slot: slot, bytes: bytes)
+        } else {
+            outbox.eventLoop.execute { outbox.value.deliver(slot: slot, bytes: bytes) }
+        }
     }
 
     /// Throws `PermissionDenied` unless the caller is root or in `group`.

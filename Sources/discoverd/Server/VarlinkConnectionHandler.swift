@@ -179,7 +179,13 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
         slots[index].task = Task {
             let reply = await router.dispatch(call, context: callContext)
             if call.more { registry.addStreams(-1) }
-            loop.execute { bound.value.finish(slot: slotID, reply: reply) }
+            // Tasks run on the event loops (see Discoverd.run), usually on this connection's: then the reply is
+            // written right away instead of queueing one more job.
+            if loop.inEventLoop {
+                bound.value.finish(slot: slotID, reply: reply)
+            } else {
+                loop.execute { bound.value.finish(slot: slotID, reply: reply) }
+            }
         }
     }
 
