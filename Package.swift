@@ -82,6 +82,14 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // Browse fan-out benchmark (BENCHMARKS-discovery.md, Scripts/bench-discovery).
+        .executableTarget(
+            name: "discovery-bench",
+            dependencies: ["Discovery", "DiscoverClient", "DiscoverAPI"],
+            exclude: ["adlatency.py"],
+            swiftSettings: strict
+        ),
+
         .testTarget(name: "DiscoverAPITests", dependencies: ["DiscoverAPI"], swiftSettings: strict),
         .testTarget(name: "ResolverTests", dependencies: ["Resolver"], swiftSettings: strict),
         .testTarget(name: "DiscoveryTests", dependencies: ["Discovery"], swiftSettings: strict),

@@ -194,7 +194,12 @@ final class SharedBrowser: @unchecked Sendable {
         }
     }
 
-    private func emit(_ change: InstanceChange) {
+    /// - Parameter callbackAt: when the Avahi callback that caused `change` started, if a benchmark is observing
+    ///   (`BrowseBenchmarkHook`); 0 otherwise.
+    private func emit(_ change: InstanceChange, callbackAt: UInt64 = 0) {
+        if callbackAt != 0, let observer = BrowseBenchmarkHook.observer, let event = change.event(includeResolved: false) {
+            observer(event, callbackAt)
+        }
         var resolvedEvent: BrowseEvent??
         var plainEvent: BrowseEvent??
         for subscriber in self.subscribers.values {
@@ -220,6 +225,7 @@ final class SharedBrowser: @unchecked Sendable {
 
     private func handleBrowser(_ event: ServiceBrowserHandle.Event, browserDomain: String) {
         guard self.isStarted else { return }
+        let callbackAt = BrowseBenchmarkHook.observer == nil ? 0 : BrowseBenchmarkHook.monotonicNanoseconds()
         let instance = InstanceKey(
             name: event.name,
             type: self.key.type,
@@ -234,7 +240,7 @@ final class SharedBrowser: @unchecked Sendable {
                     "service sighted",
                     metadata: ["dnssd.name": "\(event.name)", "if": "\(event.interface)", "proto": "\(event.proto)"]
                 )
-                self.emit(change)
+                self.emit(change, callbackAt: callbackAt)
                 if self.resolvingSubscribers > 0 {
                     self.startResolver(ResolverKey(instance: instance, sighting: sighting))
                 }
@@ -243,7 +249,7 @@ final class SharedBrowser: @unchecked Sendable {
             let resolverKey = ResolverKey(instance: instance, sighting: sighting)
             self.resolvers.removeValue(forKey: resolverKey)?.close()
             self.resolverFailures[resolverKey] = nil
-            if let change = self.table.remove(instance, on: sighting) { self.emit(change) }
+            if let change = self.table.remove(instance, on: sighting) { self.emit(change, callbackAt: callbackAt) }
         case .allForNow:
             self.pendingAllForNow.remove(browserDomain)
             if self.pendingAllForNow.isEmpty, !self.allForNowReached {
