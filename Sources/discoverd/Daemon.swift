@@ -30,6 +30,13 @@ struct Daemon {
         let staticServices = StaticServices(discovery: discovery, logger: logger)
         DiscoveryMethods.register(into: &routes, discovery: discovery, registrations: registrations, state: state)
         staticServices.sync(directory: configuration.servicesDirectory)
+        // A static service that could not be registered yet (avahi-daemon absent at start) is registered when
+        // avahi-daemon appears; sync leaves registered ones alone.
+        Task {
+            for await avahiState in discovery.avahiStates where avahiState == .running {
+                staticServices.sync(directory: state.configuration.servicesDirectory)
+            }
+        }
 
         let reload: @Sendable () async throws -> Void = {
             try Self.reloadConfiguration(state: state, logger: logger)

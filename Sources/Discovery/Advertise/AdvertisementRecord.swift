@@ -60,8 +60,10 @@ final class AdvertisementRecord: @unchecked Sendable {
     func register() throws(DiscoveryError) {
         guard !self.isEnded, self.group == nil else { return }
         let avahiClient = try self.client.runningClient()
-        var name = self.spec.requestedName ?? ""
-        if self.spec.requestedName == nil {
+        // After an avahi-daemon restart, come back under the name the network last saw (after collision
+        // renames), so same-named advertisements do not swap names.
+        var name = self.announcedName ?? self.spec.requestedName ?? ""
+        if self.announcedName == nil && self.spec.requestedName == nil {
             guard let host = avahi_client_get_host_name(avahiClient) else {
                 throw DiscoveryError.fromAvahi(avahi_client_errno(avahiClient), "cannot read the host name")
                     ?? DiscoveryError(.avahiFailure, "cannot read the host name")

@@ -58,7 +58,8 @@ final class AdvertisementRegistry: @unchecked Sendable {
     private func clientEvent(_ event: AvahiClientEvent) {
         switch event {
         case .running:
-            for record in Array(self.records.values) { record.resume() }
+            // In registration order, so earlier advertisements keep precedence for their names.
+            for record in self.records.values.sorted(by: { $0.id < $1.id }) { record.resume() }
         case .registering, .lost:
             for record in self.records.values { record.suspend() }
         }

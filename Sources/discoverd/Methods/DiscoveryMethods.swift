@@ -10,7 +10,7 @@ enum DiscoveryMethods {
         into routes: inout RouteTable, discovery: DiscoveryService, registrations: RegistrationTable, state: DaemonState
     ) {
         routes.register(Methods.browse) { parameters, context in
-            let subject = DiscoverySubject(type: parameters.type, parameter: "interface")
+            let subject = DiscoverySubject(type: parameters.type, name: parameters.domain ?? "", parameter: "interface")
             let stream = try mapErrors(subject) {
                 try discovery.browse(
                     type: parameters.type, domain: parameters.domain, subtype: parameters.subtype,

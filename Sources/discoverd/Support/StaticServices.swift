@@ -69,6 +69,8 @@ final class StaticServices: Sendable {
     private let discovery: DiscoveryService
     private let logger: Logger
     private let loaded = NIOLockedValueBox([String: Loaded]())
+    /// One sync at a time (Reload, SIGHUP and avahi-daemon coming back may overlap).
+    private let syncing = NIOLock()
 
     init(discovery: DiscoveryService, logger: Logger) {
         self.discovery = discovery
@@ -79,6 +81,10 @@ final class StaticServices: Sendable {
 
     /// Makes the advertised set match the files in `directory` (nil: none). A bad file is logged and skipped.
     func sync(directory: String?) {
+        syncing.withLock { syncLocked(directory: directory) }
+    }
+
+    private func syncLocked(directory: String?) {
         var wanted: [String: StaticServiceDefinition] = [:]
         if let directory {
             let files = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
