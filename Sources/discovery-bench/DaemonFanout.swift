@@ -160,8 +160,14 @@ func runDaemonFanout(_ opts: Options) {
     log("daemon: \(n) Browse streams connected in \(fmt(connectMs)) ms; allForNow \(counter.count(allForNow))/\(n)")
 
     let driver = PeerDriver(lab: opts.string("lab", "Scripts/lab"), type: type, prefix: prefix)
-    let result = driver.run(rounds: rounds, timeout: Double(opts.int("timeout", 20)), gap: 0.3) {
-        counter.count($0) >= n && callbacks.get($0) != nil
+    // Done when every subscriber has the event and the observer saw its callback (or 1 s after the former).
+    var allReceivedAt: [EventKey: Date] = [:]
+    let result = driver.run(rounds: rounds, timeout: Double(opts.int("timeout", 20)), gap: 0.3) { key in
+        guard counter.count(key) >= n else { return false }
+        if callbacks.get(key) != nil { return true }
+        let since = allReceivedAt[key] ?? Date()
+        allReceivedAt[key] = since
+        return Date().timeIntervalSince(since) > 1
     }
     driver.stopAll()
     stop.add(allForNow)
