@@ -60,6 +60,16 @@ struct JSONWriterTests {
         try check(ResolveAddressesReply(name: "a.", addresses: ["192.0.2.1", "2001:db8::1"], source: .network, ttl: 300, timing: Self.timing))
     }
 
+    @Test func browseReplies() throws {
+        let service = Service(
+            name: Self.awkward, type: "_tictactoe._tcp", domain: "local", interfaces: ["eth0"], host: "lab-a.local",
+            port: 4242, addresses: ["192.0.2.1", "fe80::1%eth0"], txt: ["version": "2", "b": Self.awkward, "": "x"],
+            txtRaw: ["dmVyc2lvbj0y", "/w=="])
+        try check(BrowseReply(event: .added, service: service))
+        try check(BrowseReply(event: .allForNow))
+        try check(BrowseReply(services: [service, Service(name: "n", type: "_t._udp", domain: "local")]))
+    }
+
     @Test func replyEnvelopeUsesTheWriter() throws {
         let reply = ResolveAddressesReply(name: "a.", addresses: [], source: .cache, ttl: 1, timing: Timing(totalMs: 0))
         let bytes = try VarlinkReply.encode(reply, continues: true)

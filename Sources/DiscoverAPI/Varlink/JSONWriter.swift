@@ -104,6 +104,14 @@ public struct JSONWriter {
         endArray()
     }
 
+    /// A string-to-string object, keys sorted so the output is deterministic.
+    public mutating func field(_ name: String, object: [String: String]) {
+        key(name)
+        beginObject()
+        for (key, value) in object.sorted(by: { $0.key < $1.key }) { field(key, value) }
+        endObject()
+    }
+
     public mutating func field<T: JSONWritable>(_ name: String, _ value: T) {
         key(name)
         value.write(to: &self)
@@ -249,6 +257,32 @@ extension PlanEndpoint: JSONWritable {
         writer.field("target", target)
         writer.field("priority", priority)
         writer.field("ech", ech)
+        writer.endObject()
+    }
+}
+
+extension Service: JSONWritable {
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("name", name)
+        writer.field("type", type)
+        writer.field("domain", domain)
+        writer.field("interfaces", strings: interfaces)
+        writer.field("host", host)
+        writer.field("port", port)
+        writer.field("addresses", strings: addresses)
+        writer.field("txt", object: txt)
+        if let txtRaw { writer.field("txtRaw", strings: txtRaw) }
+        writer.endObject()
+    }
+}
+
+extension BrowseReply: JSONWritable {
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("event", event?.rawValue)
+        if let service { writer.field("service", service) }
+        if let services { writer.field("services", array: services) }
         writer.endObject()
     }
 }
