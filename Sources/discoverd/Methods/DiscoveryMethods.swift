@@ -9,6 +9,8 @@ enum DiscoveryMethods {
     static func register(
         into routes: inout RouteTable, discovery: DiscoveryService, registrations: RegistrationTable, state: DaemonState
     ) {
+        // Every subscriber of a browse gets the same event: encode it once for all of them.
+        let encodedEvents = EncodedEventCache()
         routes.register(Methods.browse) { parameters, context in
             let subject = DiscoverySubject(type: parameters.type, name: parameters.domain ?? "", parameter: "interface")
             let stream = try mapErrors(subject) {
@@ -18,7 +20,7 @@ enum DiscoveryMethods {
             }
             if context.more {
                 do {
-                    for try await event in stream { try context.send(event.wire) }
+                    for try await event in stream { context.send(encoded: try encodedEvents.bytes(for: event)) }
                 } catch let error as DiscoveryError {
                     throw error.varlink(subject)
                 }
@@ -140,6 +142,23 @@ enum DiscoveryMethods {
         } catch let error as DiscoveryError {
             throw error.varlink(subject)
         }
+    }
+}
+
+/// The wire bytes of recent browse events, so a thousand subscribers of one type cost one encoding per event.
+final class EncodedEventCache: Sendable {
+    private static let capacity = 256
+    private let entries = NIOLockedValueBox([BrowseEvent: [UInt8]]())
+
+    func bytes(for event: BrowseEvent) throws -> [UInt8] {
+        if let cached = entries.withLockedValue({ $0[event] }) { return cached }
+        let bytes = try VarlinkReply.encode(event.wire, continues: true)
+        entries.withLockedValue { entries in
+            // Events are short-lived: when full, start over rather than track recency.
+            if entries.count >= Self.capacity { entries.removeAll(keepingCapacity: true) }
+            entries[event] = bytes
+        }
+        return bytes
     }
 }
 

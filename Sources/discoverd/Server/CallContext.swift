@@ -16,7 +16,11 @@ struct CallContext: Sendable {
     ///
     /// Never blocks: a reader too slow for its stream gets its connection closed by the handler.
     func send<R: Encodable>(_ reply: R) throws {
-        let bytes = try VarlinkReply.encode(reply, continues: true)
+        send(encoded: try VarlinkReply.encode(reply, continues: true))
+    }
+
+    /// Sends an intermediate reply already encoded with `continues: true` (shared by many streams).
+    func send(encoded bytes: [UInt8]) {
         let outbox = self.outbox
         let slot = slotID
         if outbox.eventLoop.inEventLoop {
