@@ -126,35 +126,10 @@ extension DaemonConfiguration {
 
     /// Applies `key = value` lines to this configuration.
     mutating func apply(text: String, source: String) throws(ConfigurationError) {
-        var section = ""
         var fileUpstreams: [Upstream] = []
         var noOptimistic: [String] = []
-        for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            let location = "\(source):\(index + 1)"
-            var line = Substring(rawLine)
-            if let hash = line.firstIndex(of: "#") { line = line[..<hash] }
-            if let semicolon = line.firstIndex(of: ";"), line.trimmingCharacters(in: .whitespaces).hasPrefix(";") {
-                line = line[..<semicolon]
-            }
-            let trimmed = line.trimmingCharacters(in: .whitespaces)
-            if trimmed.isEmpty { continue }
-            if trimmed.hasPrefix("[") {
-                guard trimmed.hasSuffix("]") else { throw ConfigurationError("\(location): malformed section '\(trimmed)'") }
-                section = String(trimmed.dropFirst().dropLast()).trimmingCharacters(in: .whitespaces)
-                guard Self.sections.contains(section) else {
-                    throw ConfigurationError(
-                        "\(location): unknown section [\(section)] (known: \(Self.sections.sorted().joined(separator: ", ")))")
-                }
-                continue
-            }
-            guard let equals = trimmed.firstIndex(of: "=") else {
-                throw ConfigurationError("\(location): expected 'key = value', got '\(trimmed)'")
-            }
-            let key = trimmed[..<equals].trimmingCharacters(in: .whitespaces)
-            let value = trimmed[trimmed.index(after: equals)...].trimmingCharacters(in: .whitespaces)
-            guard !section.isEmpty else {
-                throw ConfigurationError("\(location): key '\(key)' outside a section; put it under [daemon], [limits] or [resolver]")
-            }
+        for entry in try INIFile.entries(text, source: source, sections: Self.sections) {
+            let (section, key, value, location) = (entry.section, entry.key, entry.value, entry.location)
             let context = "\(location): [\(section)] \(key)"
             switch (section, key) {
             case ("daemon", "socket"): socketPath = try Self.path(value, context)

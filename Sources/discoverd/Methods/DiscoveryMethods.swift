@@ -13,7 +13,7 @@ enum DiscoveryMethods {
         let encodedEvents = EncodedEventCache()
         routes.register(Methods.browse) { parameters, context in
             let subject = DiscoverySubject(type: parameters.type, name: parameters.domain ?? "", parameter: "interface")
-            let stream = try mapErrors(subject) {
+            let stream = try await mapErrors(subject) {
                 try discovery.browse(
                     type: parameters.type, domain: parameters.domain, subtype: parameters.subtype,
                     interface: parameters.interface, resolve: parameters.resolve ?? false)
@@ -33,7 +33,7 @@ enum DiscoveryMethods {
 
         routes.register(Methods.resolveService) { parameters, _ in
             let timeout = parameters.timeoutMs.map { Duration.milliseconds(max(1, $0)) } ?? DiscoveryService.defaultTimeout
-            let service = try await mapErrorsAsync(DiscoverySubject(type: parameters.type, name: parameters.name)) {
+            let service = try await mapErrors(DiscoverySubject(type: parameters.type, name: parameters.name)) {
                 try await discovery.resolve(name: parameters.name, type: parameters.type, domain: parameters.domain, timeout: timeout)
             }
             return ResolveServiceReply(service: service.wire)
@@ -45,7 +45,7 @@ enum DiscoveryMethods {
             }
             guard (0...65535).contains(parameters.port) else { throw VarlinkError.invalidParameter("port") }
             let subject = DiscoverySubject(type: parameters.type, name: parameters.name ?? "", parameter: "txt")
-            let advertisement = try mapErrors(subject) {
+            let advertisement = try await mapErrors(subject) {
                 try discovery.advertise(
                     name: parameters.name, type: parameters.type, port: parameters.port, txt: parameters.txt ?? [:],
                     subtypes: parameters.subtypes ?? [], domain: parameters.domain, host: parameters.host)
@@ -76,7 +76,7 @@ enum DiscoveryMethods {
 
         routes.register(Methods.updateAdvertisement) { parameters, context in
             let advertisement = try registrations.owned(id: parameters.id, by: context.peer)
-            try mapErrors(DiscoverySubject(name: parameters.id, parameter: "txt")) {
+            try await mapErrors(DiscoverySubject(name: parameters.id, parameter: "txt")) {
                 try advertisement.updateTXT(parameters.txt)
             }
             return VarlinkEmpty()
@@ -88,14 +88,14 @@ enum DiscoveryMethods {
         }
 
         routes.register(Methods.browseTypes) { parameters, _ in
-            let types = try await mapErrorsAsync(DiscoverySubject(parameter: "domain")) {
+            let types = try await mapErrors(DiscoverySubject(parameter: "domain")) {
                 try await discovery.browseTypes(domain: parameters.domain)
             }
             return BrowseTypesReply(types: types)
         }
 
         routes.register(Methods.browseDomains) { _, _ in
-            BrowseDomainsReply(domains: try await mapErrorsAsync(DiscoverySubject()) { try await discovery.browseDomains() })
+            BrowseDomainsReply(domains: try await mapErrors(DiscoverySubject()) { try await discovery.browseDomains() })
         }
     }
 
@@ -128,15 +128,7 @@ enum DiscoveryMethods {
         return found.withLockedValue { $0.values.sorted { ($0.name, $0.domain) < ($1.name, $1.domain) } }
     }
 
-    static func mapErrors<T>(_ subject: DiscoverySubject, _ body: () throws -> T) throws -> T {
-        do {
-            return try body()
-        } catch let error as DiscoveryError {
-            throw error.varlink(subject)
-        }
-    }
-
-    static func mapErrorsAsync<T>(_ subject: DiscoverySubject, _ body: () async throws -> T) async throws -> T {
+    static func mapErrors<T>(_ subject: DiscoverySubject, _ body: () async throws -> T) async throws -> T {
         do {
             return try await body()
         } catch let error as DiscoveryError {

@@ -17,22 +17,8 @@ struct StaticServiceDefinition: Equatable, Sendable {
     /// Parses a service file; errors name the file and line.
     static func parse(_ text: String, source: String) throws(ConfigurationError) -> StaticServiceDefinition {
         var definition = StaticServiceDefinition()
-        var inSection = false
-        for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            let location = "\(source):\(index + 1)"
-            let line = raw.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first?
-                .trimmingCharacters(in: .whitespaces) ?? ""
-            if line.isEmpty { continue }
-            if line == "[service]" {
-                inSection = true
-                continue
-            }
-            guard inSection else { throw ConfigurationError("\(location): expected [service] first") }
-            guard let equals = line.firstIndex(of: "=") else {
-                throw ConfigurationError("\(location): expected 'key = value', got '\(line)'")
-            }
-            let key = line[..<equals].trimmingCharacters(in: .whitespaces)
-            let value = line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)
+        for entry in try INIFile.entries(text, source: source, sections: ["service"]) {
+            let (key, value, location) = (entry.key, entry.value, entry.location)
             switch key {
             case "name": definition.name = value
             case "type": definition.type = value
