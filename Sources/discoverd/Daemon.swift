@@ -1,6 +1,8 @@
+import DNSStub
 import DiscoverAPI
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import Discovery
@@ -38,9 +40,12 @@ struct Daemon {
             }
         }
 
+        // Filled in below once the stub exists; Reload pushes the stub's live settings into it.
+        let stubUpdate = NIOLockedValueBox<(@Sendable (DaemonConfiguration) -> Void)?>(nil)
         let reload: @Sendable () async throws -> Void = {
             try Self.reloadConfiguration(state: state, logger: logger)
             staticServices.sync(directory: state.configuration.servicesDirectory)
+            stubUpdate.withLockedValue { $0 }?(state.configuration)
         }
         DaemonMethods.register(into: &routes, state: state, reload: reload)
         let resolver = Self.makeResolver(configuration: configuration, logger: logger)
@@ -68,6 +73,18 @@ struct Daemon {
             logger: logger)
         persistence.load()
 
+        // The DNS stub: the second front door to the same cache. Bound before the group runs, so "started" and
+        // readiness come after every socket; a port it cannot have is a warning, never fatal.
+        let stubResponder = StubResponder(
+            resolver: resolver, local: AvahiLocalRecords(discovery: discovery), settings: configuration.stubSettings,
+            logger: logger)
+        let stub = DNSStubServer(responder: stubResponder, settings: configuration.stubSettings, logger: logger)
+        await stub.bind()
+        stubUpdate.withLockedValue { $0 = { configuration in stubResponder.update(configuration.stubSettings) } }
+        state.update { mutable in
+            mutable.stub = { StubStatus(listening: stub.listening, statistics: stubResponder.statistics) }
+        }
+
         let router = MethodRouter(routes, logger: logger)
         let server = VarlinkServer(
             settings: .init(
@@ -86,6 +103,7 @@ struct Daemon {
                     .init(service: persistence),
                     .init(service: DiscoveryShutdown(discovery: discovery)),
                     .init(service: ReloadOnHangup(logger: logger, reload: reload)),
+                    .init(service: stub),
                     .init(service: server),
                 ],
                 gracefulShutdownSignals: [.sigterm, .sigint],
@@ -131,6 +149,13 @@ struct Daemon {
             next.advertiseGroup = fresh.advertiseGroup
             next.servicesDirectory = fresh.servicesDirectory
             if !fresh.upstreams.isEmpty { next.upstreams = fresh.upstreams }
+            next.stubAllow = fresh.stubAllow
+            next.stubLocal = fresh.stubLocal
+            if fresh.stubListen != next.stubListen {
+                logger.warning(
+                    "[stub] listen changed: the new addresses take effect at the next restart",
+                    metadata: ["in-effect": "\(next.stubListen.map(\.description))"])
+            }
             mutable.configuration = next
         }
         logger.info("configuration reloaded", metadata: ["file": "\(path)"])
