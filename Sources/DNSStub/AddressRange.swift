@@ -89,6 +89,18 @@ public struct AddressRange: Sendable, Hashable, CustomStringConvertible {
 
     /// Every address configured on the machine's interfaces (getifaddrs), as single-address ranges.
     public static func localAddresses() -> [AddressRange] {
+        interfaceAddresses(withPrefix: false)
+    }
+
+    /// The networks the machine's interfaces are on (address and netmask), loopback left out: the link whose
+    /// hosts mDNS can name.
+    public static func linkSubnets() -> [AddressRange] {
+        interfaceAddresses(withPrefix: true).filter { range in
+            !loopback.contains { $0.prefixLength <= range.prefixLength && $0.contains(range.network) }
+        }
+    }
+
+    private static func interfaceAddresses(withPrefix: Bool) -> [AddressRange] {
         var list: UnsafeMutablePointer<ifaddrs>?
         guard getifaddrs(&list) == 0, let first = list else { return [] }
         defer { freeifaddrs(list) }
@@ -102,17 +114,36 @@ public struct AddressRange: Sendable, Hashable, CustomStringConvertible {
                 let bytes = address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { pointer in
                     withUnsafeBytes(of: pointer.pointee.sin_addr) { Array($0) }
                 }
-                result.append(AddressRange(bytes: bytes, prefixLength: 32))
+                let mask = entry.pointee.ifa_netmask.map { netmask in
+                    netmask.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { pointer in
+                        withUnsafeBytes(of: pointer.pointee.sin_addr) { Array($0) }
+                    }
+                }
+                result.append(AddressRange(bytes: bytes, prefixLength: withPrefix ? Self.prefixLength(mask) ?? 32 : 32))
             case AF_INET6:
                 let bytes = address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { pointer in
                     withUnsafeBytes(of: pointer.pointee.sin6_addr) { Array($0) }
                 }
-                result.append(AddressRange(bytes: bytes, prefixLength: 128))
+                let mask = entry.pointee.ifa_netmask.map { netmask in
+                    netmask.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { pointer in
+                        withUnsafeBytes(of: pointer.pointee.sin6_addr) { Array($0) }
+                    }
+                }
+                result.append(
+                    AddressRange(bytes: bytes, prefixLength: withPrefix ? Self.prefixLength(mask) ?? 128 : 128))
             default:
                 continue
             }
         }
         return result
+    }
+}
+
+extension AddressRange {
+    /// The number of leading one bits of a netmask.
+    static func prefixLength(_ mask: [UInt8]?) -> Int? {
+        guard let mask else { return nil }
+        return mask.reduce(0) { $0 + $1.nonzeroBitCount }
     }
 }
 

@@ -31,4 +31,27 @@ public enum LocalZones {
         }
         return false
     }
+
+    /// The address a reverse name stands for: `4.3.2.1.in-addr.arpa.` -> 1.2.3.4, the 32 nibbles of an
+    /// `ip6.arpa.` name -> 16 bytes (RFC 1035 §3.5, RFC 3596 §2.5); nil for anything else.
+    public static func reverseAddress(_ name: DNSName) -> [UInt8]? {
+        let labels = name.labels.map { String(decoding: $0, as: UTF8.self) }
+        if labels.count == 6, labels[4] == "in-addr", labels[5] == "arpa" {
+            var bytes: [UInt8] = []
+            for label in labels[0..<4].reversed() {
+                guard let value = UInt8(label), String(value) == label else { return nil }
+                bytes.append(value)
+            }
+            return bytes
+        }
+        if labels.count == 34, labels[32] == "ip6", labels[33] == "arpa" {
+            var nibbles: [UInt8] = []
+            for label in labels[0..<32].reversed() {
+                guard label.count == 1, let value = UInt8(label, radix: 16) else { return nil }
+                nibbles.append(value)
+            }
+            return stride(from: 0, to: 32, by: 2).map { nibbles[$0] << 4 | nibbles[$0 + 1] }
+        }
+        return nil
+    }
 }

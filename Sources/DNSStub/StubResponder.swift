@@ -22,6 +22,8 @@ public final class StubResponder: Sendable {
     private struct Access: Sendable {
         var settings: StubSettings
         var allowed: [AddressRange]
+        /// The networks of the machine's interfaces: reverse names of their hosts are asked on the link first.
+        var linkSubnets: [AddressRange]
     }
 
     private let resolver: DNSResolver
@@ -37,14 +39,16 @@ public final class StubResponder: Sendable {
         self.resolver = resolver
         self.local = local
         self.logger = logger
-        self.access = Mutex(Access(settings: settings, allowed: Self.allowList(settings)))
+        self.access = Mutex(
+            Access(settings: settings, allowed: Self.allowList(settings), linkSubnets: AddressRange.linkSubnets()))
     }
 
     /// Applies new `allow`, `local` and `optimistic` settings to the running stub (Reload); the machine's own
     /// addresses are read again too.
     public func update(_ settings: StubSettings) {
         let allowed = Self.allowList(settings)
-        access.withLock { $0 = Access(settings: settings, allowed: allowed) }
+        let subnets = AddressRange.linkSubnets()
+        access.withLock { $0 = Access(settings: settings, allowed: allowed, linkSubnets: subnets) }
     }
 
     /// The settings in effect.
@@ -114,6 +118,16 @@ public final class StubResponder: Sendable {
                         limit: limit))
             }
             startTask(later) { await self.answerLocal(query, limit: limit, timeout: settings.localTimeout) }
+            return .pending
+        }
+        if settings.answerLocal, query.type == .ptr, let address = LocalZones.reverseAddress(query.name),
+            access.withLock({ $0.linkSubnets.contains { $0.contains(address) } })
+        {
+            // A host on our own link: its name is best known to mDNS (RFC 6762 §4); unicast DNS if nobody answers.
+            startTask(later) {
+                await self.answerLinkReverse(query, optimistic: settings.optimistic, limit: limit,
+                    timeout: settings.localTimeout)
+            }
             return .pending
         }
         let name = query.name.text
@@ -258,6 +272,25 @@ public final class StubResponder: Sendable {
 
     // MARK: - mDNS
 
+    private func answerLinkReverse(_ query: StubQuery, optimistic: Bool, limit: Int, timeout: Duration) async
+        -> [UInt8]
+    {
+        if let local, let found = try? await local.lookup(name: query.name, type: query.type, class: query.class),
+            !found.isEmpty
+        {
+            counters.local.bump()
+            return localReply(query, found, limit: limit)
+        }
+        return await resolve(query, optimistic: optimistic, limit: limit)
+    }
+
+    private func localReply(_ query: StubQuery, _ found: [ResourceRecord], limit: Int) -> [UInt8] {
+        // Link data changes fast and carries no SOA: keep client caching short, as a discovery proxy would.
+        let ttl = min(found.map(\.ttl).min() ?? 10, 10)
+        let part = AnswerPart(sections: EncodedSections(answer: found, authority: []), ttl: ttl)
+        return finish(query, code: .noError, parts: [part], limit: limit)
+    }
+
     private func answerLocal(_ query: StubQuery, limit: Int, timeout: Duration) async -> [UInt8] {
         guard let local else {
             counters.serverFailures.bump()
@@ -278,10 +311,7 @@ public final class StubResponder: Sendable {
             let otherFound = (try? await otherRecords) ?? []
             let exists = !found.isEmpty || !otherFound.isEmpty
             guard exists else { return finish(query, code: .nxDomain, limit: limit) }
-            // Link data changes fast and carries no SOA: keep client caching short, as a discovery proxy would.
-            let ttl = min(found.map(\.ttl).min() ?? 10, 10)
-            let part = AnswerPart(sections: EncodedSections(answer: found, authority: []), ttl: ttl)
-            return finish(query, code: .noError, parts: [part], limit: limit)
+            return localReply(query, found, limit: limit)
         } catch let error as LocalLookupError {
             counters.serverFailures.bump()
             return finish(query, code: .servFail, error: .networkError(error.message), limit: limit)

@@ -76,7 +76,9 @@ struct Daemon {
         // The DNS stub: the second front door to the same cache. Bound before the group runs, so "started" and
         // readiness come after every socket; a port it cannot have is a warning, never fatal.
         let stubResponder = StubResponder(
-            resolver: resolver, local: AvahiLocalRecords(discovery: discovery), settings: configuration.stubSettings,
+            resolver: resolver,
+            local: AvahiLocalRecords(discovery: discovery, timeout: configuration.stubSettings.localTimeout),
+            settings: configuration.stubSettings,
             logger: logger)
         let stub = DNSStubServer(responder: stubResponder, settings: configuration.stubSettings, logger: logger)
         await stub.bind()
