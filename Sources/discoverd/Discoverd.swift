@@ -1,5 +1,6 @@
 import ArgumentParser
 import DiscoverAPI
+import DiscoverServer
 import Foundation
 import Logging
 import NIOCore
