@@ -1,5 +1,6 @@
 import DNSStub
 import DiscoverAPI
+import DiscoverServer
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
@@ -30,7 +31,9 @@ struct Daemon {
         let discovery = try DiscoveryService(logger: logger)
         let registrations = RegistrationTable()
         let staticServices = StaticServices(discovery: discovery, logger: logger)
-        DiscoveryMethods.register(into: &routes, discovery: discovery, registrations: registrations, state: state)
+        let access = AccessControl(logger: logger)
+        await access.configure(adminGroup: configuration.adminGroup, advertiseGroup: configuration.advertiseGroup)
+        DiscoveryMethods.register(into: &routes, discovery: discovery, registrations: registrations, access: access)
         staticServices.sync(directory: configuration.servicesDirectory)
         // A static service that could not be registered yet (avahi-daemon absent at start) is registered when
         // avahi-daemon appears; sync leaves registered ones alone.
@@ -44,12 +47,16 @@ struct Daemon {
         let stubUpdate = NIOLockedValueBox<(@Sendable (DaemonConfiguration) -> Void)?>(nil)
         let reload: @Sendable () async throws -> Void = {
             try Self.reloadConfiguration(state: state, logger: logger)
-            staticServices.sync(directory: state.configuration.servicesDirectory)
-            stubUpdate.withLockedValue { $0 }?(state.configuration)
+            let configuration = state.configuration
+            await access.configure(adminGroup: configuration.adminGroup, advertiseGroup: configuration.advertiseGroup)
+            staticServices.sync(directory: configuration.servicesDirectory)
+            stubUpdate.withLockedValue { $0 }?(configuration)
         }
-        DaemonMethods.register(into: &routes, state: state, reload: reload)
+        state.update { $0.reload = reload }
+        DaemonMethods.register(into: &routes, control: state, access: access)
         let resolver = Self.makeResolver(configuration: configuration, logger: logger)
-        ResolverMethods.register(into: &routes, resolver: resolver, state: state)
+        let resolverOptions = ResolverMethods.Options(optimistic: configuration.optimistic)
+        ResolverMethods.register(into: &routes, resolver: resolver, options: resolverOptions, access: access)
         state.update { mutable in
             mutable.avahi = {
                 switch discovery.avahiState {
@@ -142,8 +149,7 @@ struct Daemon {
         do {
             fresh = try DaemonConfiguration.load(path: path)
         } catch {
-            throw VarlinkError(
-                name: "io.discoverd.Daemon.InvalidConfiguration", parameters: ["reason": .string(error.description)])
+            throw error
         }
         state.update { mutable in
             var next = mutable.configuration
