@@ -94,6 +94,7 @@ let package = Package(
         .testTarget(name: "ResolverTests", dependencies: ["Resolver"], swiftSettings: strict),
         .testTarget(name: "DiscoveryTests", dependencies: ["Discovery"], swiftSettings: strict),
         .testTarget(name: "DiscoverClientTests", dependencies: ["DiscoverClient", "DiscoverAPI"], swiftSettings: strict),
+        .testTarget(name: "discoverdTests", dependencies: ["discoverd"], swiftSettings: strict),
         // Integration tests: start the built daemon binary on the network lab.
         .testTarget(
             name: "IntegrationTests",

@@ -59,7 +59,7 @@ struct DiscoveryLabTests {
         #expect(service.port == 4711)
         #expect(service.host == "lab-b.local")
         #expect(service.interfaces == ["eth0"])
-        #expect(service.txt == ["path": "/x", "v": "1", "flag": ""])
+        #expect(service.txt == ["path": "/x", "v": "1", "flag": nil], "a boolean attribute is null, not \"\"")
         #expect(service.txtRaw == nil, "all-UTF-8 TXT has no txtRaw")
         // Avahi on b publishes 192.0.2.2, 2001:db8::2 and its fe80:: address; a link-local one carries its zone.
         for address in service.addresses where address.lowercased().hasPrefix("fe80:") {
