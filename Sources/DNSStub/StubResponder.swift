@@ -30,6 +30,8 @@ public final class StubResponder: Sendable {
     private let local: (any LocalRecordSource)?
     private let access: Mutex<Access>
     private let counters = StubCounters()
+    /// Discovery-proxy look-ups running now (bounded by `DiscoveryProxySettings.maxConcurrent`).
+    private let proxyLookups = Atomic<Int>(0)
     private let logger: Logger
 
     /// - Parameters:
@@ -111,6 +113,20 @@ public final class StubResponder: Sendable {
             return .reply(finish(query, code: .badVers, limit: limit))
         }
         if let immediate = special(query, limit: limit) { return .reply(immediate) }
+        if !settings.proxy.domains.isEmpty, let zone = DiscoveryProxy.zone(of: query.name, in: settings.proxy.domains) {
+            let running = proxyLookups.wrappingAdd(1, ordering: .relaxed).newValue
+            guard running <= settings.proxy.maxConcurrent else {
+                proxyLookups.wrappingSubtract(1, ordering: .relaxed)
+                counters.serverFailures.bump()
+                return .reply(
+                    finish(query, code: .servFail, error: .other("discovery proxy busy; try again"), limit: limit))
+            }
+            startTask(later) {
+                defer { self.proxyLookups.wrappingSubtract(1, ordering: .relaxed) }
+                return await self.answerProxy(query, zone: zone, proxy: settings.proxy, limit: limit)
+            }
+            return .pending
+        }
         if LocalZones.isLocal(query.name) {
             guard settings.answerLocal else {
                 return .reply(
@@ -284,6 +300,66 @@ public final class StubResponder: Sendable {
             return localReply(query, found, limit: limit)
         }
         return await resolve(query, optimistic: optimistic, limit: limit)
+    }
+
+    /// A name under a discovery-proxy domain (RFC 8766): synthesized SOA/NS and browse-domain PTRs, everything
+    /// else from `.local` on the link with names rewritten.
+    private func answerProxy(_ query: StubQuery, zone: DNSName, proxy: DiscoveryProxySettings, limit: Int) async
+        -> [UInt8]
+    {
+        counters.local.bump()
+        let relative = Array(query.name.labels.dropLast(zone.labels.count))
+        let soa = EncodedSections(answer: [], authority: [DiscoveryProxy.soa(zone)])
+        func records(_ list: [ResourceRecord]) -> [UInt8] {
+            let part = AnswerPart(sections: EncodedSections(answer: list, authority: []), ttl: DiscoveryProxy.maximumTTL)
+            return finish(query, code: .noError, parts: [part], limit: limit)
+        }
+        func negative(_ code: StubReply.Code) -> [UInt8] {
+            finish(query, code: code, parts: [AnswerPart(sections: soa, ttl: DiscoveryProxy.maximumTTL)], limit: limit)
+        }
+        if relative.isEmpty {
+            switch query.type {
+            case .soa: return records([DiscoveryProxy.soa(zone)])
+            case .ns: return records([DiscoveryProxy.ns(zone)])
+            default: return negative(.noError)
+            }
+        }
+        if relative == [Array("ns".utf8)], query.type == .a || query.type == .aaaa {
+            let family = query.type == .a ? 4 : 16
+            let own = AddressRange.localAddresses().map(\.network).filter { (bytes: [UInt8]) -> Bool in
+                guard bytes.count == family else { return false }
+                if AddressRange.loopback.contains(where: { $0.contains(bytes) }) { return false }
+                let linkLocal = bytes.count == 16 && bytes[0] == 0xFE && (bytes[1] & 0xC0) == 0x80
+                return !linkLocal
+            }
+            let list = own.map { ResourceRecord(name: query.name.text, type: query.type, ttl: 10, rdata: $0) }
+            return list.isEmpty ? negative(.noError) : records(list)
+        }
+        if DiscoveryProxy.isBrowseDomainQuery(relative) {
+            guard query.type == .ptr else { return negative(.noError) }
+            return records([ResourceRecord(name: query.name.text, type: .ptr, ttl: 10, rdata: zone.wire)])
+        }
+        guard let local, let localName = DiscoveryProxy.toLocal(query.name, zone: zone) else {
+            return negative(.nxDomain)
+        }
+        do {
+            let found = try await local.lookup(
+                name: localName, type: query.type, class: query.class, interface: proxy.interfaceIndex,
+                window: proxy.window)
+            let rewritten = found.compactMap { DiscoveryProxy.rewrite($0, zone: zone) }
+            if !rewritten.isEmpty { return records(rewritten) }
+            // Nothing of this type: NODATA when the name has data of the other address family, else NXDOMAIN.
+            if query.type == .a || query.type == .aaaa {
+                let other = try await local.lookup(
+                    name: localName, type: query.type == .a ? .aaaa : .a, class: query.class,
+                    interface: proxy.interfaceIndex, window: .milliseconds(200))
+                if !other.compactMap({ DiscoveryProxy.rewrite($0, zone: zone) }).isEmpty { return negative(.noError) }
+            }
+            return negative(found.isEmpty ? .nxDomain : .noError)
+        } catch {
+            counters.serverFailures.bump()
+            return finish(query, code: .servFail, error: .networkError(error.message), limit: limit)
+        }
     }
 
     private func localReply(_ query: StubQuery, _ found: [ResourceRecord], limit: Int) -> [UInt8] {

@@ -15,6 +15,8 @@ public struct StubSettings: Sendable, Hashable {
     public var tcpIdleTimeout: Duration
     /// TCP connections served at once; more are closed at accept.
     public var maxTCPConnections: Int
+    /// The discovery proxy (RFC 8766): domains answered from the link's mDNS services.
+    public var proxy: DiscoveryProxySettings
 
     /// The default listen address: loopback port 53 on an address of its own, so it can run beside
     /// systemd-resolved (127.0.0.53) and a local Unbound or dnsmasq (127.0.0.1).
@@ -23,8 +25,10 @@ public struct StubSettings: Sendable, Hashable {
     public init(
         listen: [ListenAddress] = [StubSettings.defaultListen], allow: [AddressRange] = [], answerLocal: Bool = true,
         optimistic: Bool = true, localTimeout: Duration = .milliseconds(1000),
-        tcpIdleTimeout: Duration = .seconds(10), maxTCPConnections: Int = 1024
+        tcpIdleTimeout: Duration = .seconds(10), maxTCPConnections: Int = 1024,
+        proxy: DiscoveryProxySettings = DiscoveryProxySettings()
     ) {
+        self.proxy = proxy
         self.listen = listen
         self.allow = allow
         self.answerLocal = answerLocal

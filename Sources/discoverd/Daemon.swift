@@ -159,6 +159,8 @@ struct Daemon {
             if !fresh.upstreams.isEmpty { next.upstreams = fresh.upstreams }
             next.stubAllow = fresh.stubAllow
             next.stubLocal = fresh.stubLocal
+            next.proxyDomains = fresh.proxyDomains
+            next.proxyInterface = fresh.proxyInterface
             if fresh.stubListen != next.stubListen {
                 logger.warning(
                     "[stub] listen changed: the new addresses take effect at the next restart",

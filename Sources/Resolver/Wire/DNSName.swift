@@ -34,6 +34,25 @@ public struct DNSName: Hashable, Sendable, CustomStringConvertible {
         self.labels = validatedLabels
     }
 
+    /// Creates a name from its labels (most specific first), lowercasing them.
+    ///
+    /// - Throws: `InvalidNameError` for an empty label, a label over 63 octets or a name over 255 octets.
+    public init(labels: [[UInt8]]) throws(InvalidNameError) {
+        let candidate = DNSName(validatedLabels: labels.map { $0.map(Self.lowercased) })
+        for label in labels where label.isEmpty || label.count > Self.maximumLabelLength {
+            throw InvalidNameError(name: candidate.text, reason: "empty label or label longer than 63 octets")
+        }
+        guard candidate.wire.count <= Self.maximumWireLength else {
+            throw InvalidNameError(name: candidate.text, reason: "name longer than 255 octets in wire format")
+        }
+        self = candidate
+    }
+
+    /// Whether this name is `zone` or below it.
+    public func isSubdomain(of zone: DNSName) -> Bool {
+        labels.count >= zone.labels.count && Array(labels.suffix(zone.labels.count)) == zone.labels
+    }
+
     /// Parses a name in presentation format (RFC 1035 §5.1): `\X` and `\DDD` escapes, optional trailing dot.
     ///
     /// - Parameter text: e.g. `www.Example.com` or `www.example.com.`; `.` is the root.

@@ -1,4 +1,5 @@
 import DNSStub
+import Resolver
 import DiscoverAPI
 import Foundation
 import Logging
@@ -47,9 +48,19 @@ struct DaemonConfiguration: Sendable, Equatable {
     /// Answer `.local` names through Avahi.
     var stubLocal = true
 
+    // [discovery-proxy]
+    /// Unicast domains answered from the link's mDNS services (RFC 8766).
+    var proxyDomains: [DNSName] = []
+    /// Only services on this interface.
+    var proxyInterface: String?
+
     /// The stub's settings as the DNSStub library takes them.
     var stubSettings: StubSettings {
-        StubSettings(listen: stubListen, allow: stubAllow, answerLocal: stubLocal, optimistic: optimistic)
+        StubSettings(
+            listen: stubListen, allow: stubAllow, answerLocal: stubLocal, optimistic: optimistic,
+            proxy: DiscoveryProxySettings(
+                domains: proxyDomains, interfaceIndex: proxyInterface.map { Int32(bitPattern: if_nametoindex($0)) },
+                interfaceName: proxyInterface))
     }
 
     static func defaultStateDirectory(uid: UInt32 = getuid()) -> String {
@@ -180,6 +191,21 @@ extension DaemonConfiguration {
                     throw ConfigurationError("\(context): \(error.description)")
                 }
             case ("stub", "local"): stubLocal = try Self.bool(value, context)
+            case ("discovery-proxy", "domain"):
+                do throws(InvalidNameError) {
+                    let domain = try DNSName(value)
+                    guard !domain.isRoot, !LocalZones.isLocal(domain) else {
+                        throw InvalidNameError(name: value, reason: "a unicast domain is needed, not the root or .local")
+                    }
+                    proxyDomains.append(domain)
+                } catch {
+                    throw ConfigurationError("\(context): \(error.description)")
+                }
+            case ("discovery-proxy", "interface"):
+                guard if_nametoindex(value) != 0 else {
+                    throw ConfigurationError("\(context): no interface named '\(value)' on this machine")
+                }
+                proxyInterface = value
             default:
                 let known = Self.keys[section, default: []].sorted().joined(separator: ", ")
                 throw ConfigurationError("\(location): unknown key '\(key)' in [\(section)] (known: \(known))")
@@ -197,7 +223,7 @@ extension DaemonConfiguration {
         return list + [try ListenAddress(parsing: value)]
     }
 
-    static let sections: Set<String> = ["daemon", "limits", "resolver", "stub"]
+    static let sections: Set<String> = ["daemon", "limits", "resolver", "stub", "discovery-proxy"]
     static let keys: [String: Set<String>] = [
         "daemon": ["socket", "state-dir", "log-level", "admin-group", "advertise-group", "services-dir"],
         "limits": ["max-message-size", "max-connections", "max-queued-calls", "max-send-buffer"],
@@ -206,6 +232,7 @@ extension DaemonConfiguration {
             "no-optimistic-domain", "cache-size", "persist-interval",
         ],
         "stub": ["listen", "allow", "local"],
+        "discovery-proxy": ["domain", "interface"],
     ]
 
     private static func int(_ value: String, _ context: String, _ range: ClosedRange<Int>) throws(ConfigurationError) -> Int {
