@@ -13,10 +13,16 @@ struct Daemon {
     let logger: Logger
     let state: DaemonState
     let registry = ConnectionRegistry()
+    /// Sockets passed by socket activation (`Config/discoverd.socket`).
+    let activated: ActivatedSockets
 
-    init(configuration: DaemonConfiguration, configurationPath: String?, logger: Logger) throws {
+    init(
+        configuration: DaemonConfiguration, configurationPath: String?, logger: Logger,
+        activated: ActivatedSockets = .none
+    ) throws {
         self.configuration = configuration
         self.logger = logger
+        self.activated = activated
         self.state = DaemonState(configuration: configuration, configurationPath: configurationPath, registry: registry)
     }
 
@@ -69,13 +75,27 @@ struct Daemon {
         persistence.load()
 
         let router = MethodRouter(routes, logger: logger)
+        var serverSettings = VarlinkServer.Settings(
+            socketPath: configuration.socketPath, maxConnections: configuration.maxConnections,
+            limits: .init(
+                maxMessageSize: configuration.maxMessageSize, maxQueuedCalls: configuration.maxQueuedCalls,
+                maxSendBuffer: configuration.maxSendBuffer))
+        if let passed = activated.varlink {
+            serverSettings.boundSocket = passed.fd
+            serverSettings.socketPath = passed.address
+        }
+        // Until the DNS stub exists, its sockets (named `dns`) and any others are closed with a warning.
+        activated.closeUnclaimed(activated.varlink.map { [$0] } ?? [], logger: logger)
         let server = VarlinkServer(
-            settings: .init(
-                socketPath: configuration.socketPath, maxConnections: configuration.maxConnections,
-                limits: .init(
-                    maxMessageSize: configuration.maxMessageSize, maxQueuedCalls: configuration.maxQueuedCalls,
-                    maxSendBuffer: configuration.maxSendBuffer)),
-            router: router, registry: registry, group: MultiThreadedEventLoopGroup.singleton, logger: logger)
+            settings: serverSettings, router: router, registry: registry, group: MultiThreadedEventLoopGroup.singleton,
+            logger: logger)
+        let notifier = SystemdNotifier()
+        let readiness = DaemonReadiness(
+            listeners: [ActivatedSockets.varlinkName], notifier: notifier, logger: logger,
+            startedMetadata: [
+                "version": "\(DiscoverdVersion.current)",
+                "upstreams": "\(configuration.upstreams.map(\.description).joined(separator: " "))",
+            ])
         // The server binds inside the group, after ServiceGroup has taken over SIGTERM/SIGINT: a signal that
         // arrives as soon as the socket is visible still shuts down gracefully. A bind failure ends the group
         // with that error.
@@ -86,16 +106,16 @@ struct Daemon {
                     .init(service: persistence),
                     .init(service: DiscoveryShutdown(discovery: discovery)),
                     .init(service: ReloadOnHangup(logger: logger, reload: reload)),
-                    .init(service: server),
+                    .init(service: VarlinkListener(server: server, readiness: readiness, address: serverSettings.socketPath)),
+                    // Last, so it is the first told of a shutdown and sends STOPPING=1 at once.
+                    .init(
+                        service: SystemdService(
+                            notifier: notifier, watchdogInterval: SystemdNotifier.watchdogInterval(),
+                            readiness: readiness, avahiStates: discovery.avahiStates)),
                 ],
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger))
-        logger.info(
-            "discoverd started",
-            metadata: [
-                "version": "\(DiscoverdVersion.current)",
-                "upstreams": "\(configuration.upstreams.map(\.description).joined(separator: " "))",
-            ])
+        // "discoverd started" is logged by `readiness` once every socket is bound.
         try await group.run()
         logger.info("discoverd stopped")
     }

@@ -65,6 +65,7 @@ enum DaemonMethods {
         }
         routes.register(Methods.reload) { _, context in
             try context.requirePrivilege(group: state.configuration.adminGroup)
+            context.logAdminAction("reload requested")
             try await reload()
             return VarlinkEmpty()
         }

@@ -51,7 +51,7 @@ enum DiscoveryMethods {
                     subtypes: parameters.subtypes ?? [], domain: parameters.domain, host: parameters.host)
             }
             let id = String(advertisement.id)
-            registrations.add(id: id, owner: context.peer.uid, advertisement: advertisement)
+            registrations.add(id: id, owner: context.peer.uid, connection: context.connectionID, advertisement: advertisement)
             // The registration lives as long as this call, which lives as long as its connection.
             defer {
                 registrations.remove(id: id)
@@ -83,7 +83,12 @@ enum DiscoveryMethods {
         }
 
         routes.register(Methods.withdraw) { parameters, context in
-            try registrations.owned(id: parameters.id, by: context.peer).withdraw()
+            let advertisement = try registrations.owned(id: parameters.id, by: context.peer)
+            if let owner = registrations.connection(of: parameters.id), owner != context.connectionID {
+                context.logAdminAction(
+                    "registration withdrawn by another connection", ["registration": "\(parameters.id)"])
+            }
+            advertisement.withdraw()
             return VarlinkEmpty()
         }
 
@@ -159,14 +164,18 @@ final class EncodedEventCache: Sendable {
 final class RegistrationTable: Sendable {
     private struct Entry {
         var owner: UInt32
+        var connection: UInt64
         var advertisement: Advertisement
     }
 
     private let entries = NIOLockedValueBox([String: Entry]())
 
-    func add(id: String, owner: UInt32, advertisement: Advertisement) {
-        entries.withLockedValue { $0[id] = Entry(owner: owner, advertisement: advertisement) }
+    func add(id: String, owner: UInt32, connection: UInt64, advertisement: Advertisement) {
+        entries.withLockedValue { $0[id] = Entry(owner: owner, connection: connection, advertisement: advertisement) }
     }
+
+    /// The connection that made registration `id`.
+    func connection(of id: String) -> UInt64? { entries.withLockedValue { $0[id]?.connection } }
 
     func remove(id: String) {
         _ = entries.withLockedValue { $0.removeValue(forKey: id) }

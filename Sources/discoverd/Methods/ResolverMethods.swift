@@ -75,7 +75,10 @@ enum ResolverMethods {
 
         routes.register(Methods.flush) { parameters, context in
             try context.requirePrivilege(group: state.configuration.adminGroup)
-            return FlushReply(flushed: resolver.flush(parameters.name))
+            let flushed = resolver.flush(parameters.name)
+            context.logAdminAction(
+                "cache flushed", ["dns.name": "\(parameters.name ?? "(all)")", "flushed": "\(flushed)"])
+            return FlushReply(flushed: flushed)
         }
     }
 

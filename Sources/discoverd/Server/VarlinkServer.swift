@@ -13,6 +13,9 @@ final class VarlinkServer: ServiceLifecycle.Service, Sendable {
         var socketPath: String
         var maxConnections: Int
         var limits: VarlinkConnectionHandler.Limits
+        /// A listening socket passed by socket activation, served instead of binding `socketPath` (then only its
+        /// name in logs): the server neither creates nor removes the socket file.
+        var boundSocket: CInt? = nil
     }
 
     private let settings: Settings
@@ -34,7 +37,7 @@ final class VarlinkServer: ServiceLifecycle.Service, Sendable {
 
     /// Binds the socket. Separate from `run` so start-up errors surface before the daemon reports ready.
     func bind() async throws -> any Channel {
-        try SocketFile.prepare(path: settings.socketPath)
+        if settings.boundSocket == nil { try SocketFile.prepare(path: settings.socketPath) }
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.backlog, value: 1024)
             // A client may send its calls and shut down its write side (`echo ... | socat`): answer them all.
@@ -46,6 +49,11 @@ final class VarlinkServer: ServiceLifecycle.Service, Sendable {
             .childChannelInitializer { [self] channel in
                 channel.eventLoop.makeCompletedFuture { try self.initialize(channel) }
             }
+        if let socket = settings.boundSocket {
+            let channel = try await bootstrap.withBoundSocket(socket).get()
+            logger.info("listening on the passed socket", metadata: ["socket": "\(settings.socketPath)"])
+            return channel
+        }
         // Bind under a temporary name, set the mode, then rename into place: clients never see the socket
         // before it is mode 0666.
         let directory = (settings.socketPath as NSString).deletingLastPathComponent
@@ -89,7 +97,7 @@ final class VarlinkServer: ServiceLifecycle.Service, Sendable {
             channel.close(promise: nil)
         }
         for child in registry.channels() { try? await child.close() }
-        SocketFile.remove(path: settings.socketPath)
+        if settings.boundSocket == nil { SocketFile.remove(path: settings.socketPath) }
         logger.info("stopped listening", metadata: ["socket": "\(settings.socketPath)"])
     }
 }

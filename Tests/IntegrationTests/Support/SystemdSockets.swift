@@ -1,0 +1,75 @@
+import Foundation
+
+/// Binds a Unix socket of `type` (`SOCK_STREAM`, `SOCK_DGRAM`) at `address`: a path, or `@name` for an abstract
+/// address. Stream sockets are put in the listening state. The descriptor is close-on-exec.
+func bindUnixSocket(_ address: String, type: Int32) throws -> Int32 {
+    let fd = socket(AF_UNIX, type | Int32(SOCK_CLOEXEC.rawValue), 0)
+    guard fd >= 0 else { throw DaemonError("socket() failed: \(String(cString: strerror(errno)))") }
+    var path = Array(address.utf8)
+    if address.hasPrefix("@") { path[0] = 0 } else { path.append(0) }
+    var storage = sockaddr_un()
+    storage.sun_family = sa_family_t(AF_UNIX)
+    withUnsafeMutableBytes(of: &storage.sun_path) { $0.copyBytes(from: path.prefix($0.count)) }
+    let length = socklen_t(MemoryLayout<sockaddr_un>.offset(of: \.sun_path)! + path.count)
+    let bound = withUnsafePointer(to: &storage) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
+    }
+    guard bound == 0, type != Int32(SOCK_STREAM.rawValue) || listen(fd, 16) == 0 else {
+        let reason = String(cString: strerror(errno))
+        close(fd)
+        throw DaemonError("cannot bind \(address): \(reason)")
+    }
+    return fd
+}
+
+/// A `NOTIFY_SOCKET` of the test's own: collects the datagrams the daemon sends its service manager.
+final class NotifyListener: @unchecked Sendable {
+    // @unchecked: `messages` is only touched by the test's own thread, one call at a time.
+    let fd: Int32
+    /// What to put in `NOTIFY_SOCKET`.
+    let address: String
+    /// Every datagram received so far, in order.
+    private(set) var messages: [String] = []
+
+    init(address: String) throws {
+        fd = try bindUnixSocket(address, type: Int32(SOCK_DGRAM.rawValue))
+        self.address = address
+    }
+
+    deinit { close(fd) }
+
+    /// Receives datagrams until `condition` holds for all received so far (true) or `timeout` seconds pass
+    /// (false).
+    func waitUntil(timeout: Double = 20, _ condition: ([String]) -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while !condition(messages) {
+            let remaining = deadline.timeIntervalSinceNow
+            guard remaining > 0 else { return false }
+            var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&poller, 1, Int32(max(1, remaining * 1000)))
+            if ready < 0 && errno == EINTR { continue }
+            guard ready > 0 else { return false }
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            let n = recv(fd, &buffer, buffer.count, 0)
+            if n < 0 && errno == EINTR { continue }
+            guard n >= 0 else { return false }
+            messages.append(String(decoding: buffer[..<n], as: UTF8.self))
+        }
+        return true
+    }
+
+    /// Indices of the received datagrams that assign `key=value`.
+    func indices(of key: String, _ value: String = "1") -> [Int] {
+        messages.indices.filter { Self.fields(messages[$0])[key] == value }
+    }
+
+    /// The `KEY=VALUE` assignments of a datagram, by key.
+    static func fields(_ message: String) -> [String: String] {
+        var fields: [String: String] = [:]
+        for line in message.split(separator: "\n") {
+            guard let equals = line.firstIndex(of: "=") else { continue }
+            fields[String(line[..<equals])] = String(line[line.index(after: equals)...])
+        }
+        return fields
+    }
+}
