@@ -142,6 +142,53 @@ struct SystemdTests {
         #expect(!Self.isSocket(own), "a socket the daemon created itself is removed at exit")
     }
 
+    /// As `Config/discoverd.service` runs it: socket-activated, unprivileged (nobody), state in
+    /// `$STATE_DIRECTORY`, reaching avahi-daemon over D-Bus and DNS upstreams. Admin actions name the peer.
+    @Test(.enabled(if: DiscoveryLab.shouldRun, "network lab not up (Scripts/lab up); CI=true requires it"))
+    func unprivilegedSocketActivatedDaemonReachesAvahiAndDNS() async throws {
+        _ = try DiscoveryLab.require()
+        try #require(FileManager.default.isExecutableFile(atPath: Self.socketActivate))
+        let scratch = TemporaryDirectory("sdunpriv")
+        let path = scratch.path + "/io.discoverd"
+        let state = scratch.path + "/state"
+        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: false)
+        #expect(chown(state, 65534, 65534) == 0)
+        // systemd-socket-activate binds as root, then execs setpriv, which execs discoverd as nobody: one PID.
+        let daemon = try SpawnedProcess([
+            "/usr/sbin/ip", "netns", "exec", DiscoveryLab.namespaceA,
+            Self.socketActivate, "--listen=\(path)", "--fdname=varlink",
+            "--setenv=DBUS_SYSTEM_BUS_ADDRESS=\(DiscoveryLab.busA)", "--setenv=STATE_DIRECTORY=\(state)",
+            "/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+            BuiltProducts.discoverd, "--upstream", ResolverLab.knot,
+        ])
+        defer { daemon.stopBlocking() }
+        #expect(await eventually(timeout: .seconds(10)) { Self.isSocket(path) }, "\(daemon.stderr)")
+        let client = DiscoverClient(socketPath: path)
+        try await DiscoveryLab.waitForAvahi(client)
+        #expect(try await client.resolveHTTPS("svcb.\(ResolverLab.zone)").source == .network)
+
+        let type = DiscoveryLab.uniqueType()
+        let ad = try await client.advertise(name: DiscoveryLab.uniqueName("Unprivileged"), type: type, port: 4242)
+        await DiscoveryLab.expectOnB(type, "the advertisement of an unprivileged daemon reaches b") { !$0.isEmpty }
+        // Withdrawn by another connection (root may): logged with who did it.
+        try await client.withdraw(id: ad.id)
+        _ = try await client.flush()
+        await client.close()
+
+        daemon.kill(SIGTERM)
+        #expect(await daemon.wait(timeout: .seconds(20)) == 0, "\(daemon.stderr)")
+        await daemon.drain()
+        let log = daemon.stderr
+        let peer = "peer.pid=\(getpid()) peer.uid=\(getuid())"
+        #expect(log.contains("\(peer) registration=\(ad.id)"), "\(log)")
+        #expect(log.contains("registration withdrawn by another connection"), "\(log)")
+        #expect(log.contains("flushed=") && log.contains("cache flushed"), "\(log)")
+        var info = stat()
+        #expect(stat(state + "/cache.json", &info) == 0, "the cache is persisted in $STATE_DIRECTORY")
+        #expect(info.st_uid == 65534)
+        #expect(Self.isSocket(path))
+    }
+
     @Test func journalLinesCarryPrioritiesAndNoTimestamps() throws {
         let daemon = try DaemonProcess(arguments: ["--log-level", "debug"], journalStream: true)
         let connection = try RawConnection(path: daemon.socketPath)
