@@ -1,6 +1,8 @@
+import DNSStub
 import DiscoverAPI
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import Discovery
@@ -44,9 +46,12 @@ struct Daemon {
             }
         }
 
+        // Filled in below once the stub exists; Reload pushes the stub's live settings into it.
+        let stubUpdate = NIOLockedValueBox<(@Sendable (DaemonConfiguration) -> Void)?>(nil)
         let reload: @Sendable () async throws -> Void = {
             try Self.reloadConfiguration(state: state, logger: logger)
             staticServices.sync(directory: state.configuration.servicesDirectory)
+            stubUpdate.withLockedValue { $0 }?(state.configuration)
         }
         DaemonMethods.register(into: &routes, state: state, reload: reload)
         let resolver = Self.makeResolver(configuration: configuration, logger: logger)
@@ -74,6 +79,27 @@ struct Daemon {
             logger: logger)
         persistence.load()
 
+        // The DNS stub: the second front door to the same cache. Bound before the group runs, so "started" and
+        // readiness come after every socket; a port it cannot have is a warning, never fatal.
+        let stubResponder = StubResponder(
+            resolver: resolver,
+            local: AvahiLocalRecords(discovery: discovery, timeout: configuration.stubSettings.localTimeout),
+            settings: configuration.stubSettings,
+            logger: logger)
+        // Sockets named `dns` (Config/discoverd-dns.socket) replace the configured listen addresses: the
+        // unprivileged service could not bind port 53 itself.
+        let dnsSockets = activated.named(ActivatedSockets.dnsName).filter { $0.family == AF_INET || $0.family == AF_INET6 }
+        var stubSettings = configuration.stubSettings
+        if !dnsSockets.isEmpty { stubSettings.listen = [] }
+        let stub = DNSStubServer(
+            responder: stubResponder, settings: stubSettings,
+            inherited: dnsSockets.map { .init(descriptor: $0.fd, isStream: $0.isStream) }, logger: logger)
+        await stub.bind()
+        stubUpdate.withLockedValue { $0 = { configuration in stubResponder.update(configuration.stubSettings) } }
+        state.update { mutable in
+            mutable.stub = { StubStatus(listening: stub.listening, statistics: stubResponder.statistics) }
+        }
+
         let router = MethodRouter(routes, logger: logger)
         var serverSettings = VarlinkServer.Settings(
             socketPath: configuration.socketPath, maxConnections: configuration.maxConnections,
@@ -84,8 +110,8 @@ struct Daemon {
             serverSettings.boundSocket = passed.fd
             serverSettings.socketPath = passed.address
         }
-        // Until the DNS stub exists, its sockets (named `dns`) and any others are closed with a warning.
-        activated.closeUnclaimed(activated.varlink.map { [$0] } ?? [], logger: logger)
+        // Passed descriptors nothing serves are closed with a warning.
+        activated.closeUnclaimed((activated.varlink.map { [$0] } ?? []) + dnsSockets, logger: logger)
         let server = VarlinkServer(
             settings: serverSettings, router: router, registry: registry, group: MultiThreadedEventLoopGroup.singleton,
             logger: logger)
@@ -96,6 +122,8 @@ struct Daemon {
                 "version": "\(DiscoverdVersion.current)",
                 "upstreams": "\(configuration.upstreams.map(\.description).joined(separator: " "))",
             ])
+        // The stub is bound already (above); a stub that could bind nothing is no reason to wait.
+        if !stub.listening.isEmpty { readiness.listening("dns", at: stub.listening.joined(separator: " ")) }
         // The server binds inside the group, after ServiceGroup has taken over SIGTERM/SIGINT: a signal that
         // arrives as soon as the socket is visible still shuts down gracefully. A bind failure ends the group
         // with that error.
@@ -106,6 +134,7 @@ struct Daemon {
                     .init(service: persistence),
                     .init(service: DiscoveryShutdown(discovery: discovery)),
                     .init(service: ReloadOnHangup(logger: logger, reload: reload)),
+                    .init(service: stub),
                     .init(service: VarlinkListener(server: server, readiness: readiness, address: serverSettings.socketPath)),
                     // Last, so it is the first told of a shutdown and sends STOPPING=1 at once.
                     .init(
@@ -151,6 +180,13 @@ struct Daemon {
             next.advertiseGroup = fresh.advertiseGroup
             next.servicesDirectory = fresh.servicesDirectory
             if !fresh.upstreams.isEmpty { next.upstreams = fresh.upstreams }
+            next.stubAllow = fresh.stubAllow
+            next.stubLocal = fresh.stubLocal
+            if fresh.stubListen != next.stubListen {
+                logger.warning(
+                    "[stub] listen changed: the new addresses take effect at the next restart",
+                    metadata: ["in-effect": "\(next.stubListen.map(\.description))"])
+            }
             mutable.configuration = next
         }
         logger.info("configuration reloaded", metadata: ["file": "\(path)"])

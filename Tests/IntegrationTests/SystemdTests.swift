@@ -70,7 +70,7 @@ struct SystemdTests {
         let activator = try SpawnedProcess([
             Self.socketActivate, "--listen=\(path)", "--fdname=varlink", "--setenv=NOTIFY_SOCKET=\(notify.address)",
             BuiltProducts.discoverd, "--upstream", "127.0.0.1:9", "--state-dir", scratch.path + "/state",
-            "--socket", unused,
+            "--socket", unused, "--stub-listen", "none",
         ])
         defer { activator.stopBlocking() }
         #expect(await eventually(timeout: .seconds(10)) { Self.isSocket(path) }, "\(activator.stderr)")
@@ -90,33 +90,54 @@ struct SystemdTests {
         #expect(!FileManager.default.fileExists(atPath: unused), "--socket is not bound when a socket is passed")
     }
 
-    @Test func servesADescriptorPassedThroughListenFDsAndClosesUnknownOnes() async throws {
+    @Test func servesDescriptorsPassedThroughListenFDs() async throws {
         let scratch = TemporaryDirectory("sdfds")
         let path = scratch.path + "/passed.sock"
         let unused = scratch.path + "/unused.sock"
         let listener = try bindUnixSocket(path, type: Int32(SOCK_STREAM.rawValue))
         defer { close(listener) }
-        // A second descriptor named `dns`, as Config/discoverd-dns.socket passes: this build closes it.
-        let datagram = try bindUnixSocket(scratch.path + "/dns.sock", type: Int32(SOCK_DGRAM.rawValue))
-        defer { close(datagram) }
+        // The DNS stub's sockets, as Config/discoverd-dns.socket passes them (named `dns`), and one nobody serves.
+        let udp = try bindLoopbackSocket(type: Int32(SOCK_DGRAM.rawValue))
+        defer { close(udp.fd) }
+        let tcp = try bindLoopbackSocket(type: Int32(SOCK_STREAM.rawValue))
+        defer { close(tcp.fd) }
+        let stray = try bindUnixSocket(scratch.path + "/stray.sock", type: Int32(SOCK_DGRAM.rawValue))
+        defer { close(stray) }
+        let notify = try NotifyListener(address: scratch.path + "/notify")
         // LISTEN_PID must be the daemon's own PID: the shell exports its PID, then execs in place.
         let daemon = try SpawnedProcess(
             [
                 "/bin/sh", "-c", #"export LISTEN_PID=$$; exec "$0" "$@""#, BuiltProducts.discoverd,
                 "--upstream", "127.0.0.1:9", "--state-dir", scratch.path + "/state", "--socket", unused,
             ],
-            environment: ["LISTEN_FDS": "2", "LISTEN_FDNAMES": "dns:varlink"], passing: [datagram, listener])
+            environment: [
+                "LISTEN_FDS": "4", "LISTEN_FDNAMES": "dns:dns:varlink:stray", "NOTIFY_SOCKET": notify.address,
+            ],
+            passing: [udp.fd, tcp.fd, listener, stray])
         defer { daemon.stopBlocking() }
         #expect(try Self.vendor(at: path) == "discoverd", "\(daemon.stderr)")
+        // READY=1 names both front doors.
+        #expect(notify.waitUntil { _ in !notify.indices(of: "READY").isEmpty })
+        let ready = NotifyListener.fields(notify.messages[notify.indices(of: "READY").first ?? 0])["STATUS"] ?? ""
+        #expect(ready.contains("varlink \(path)") && ready.contains("udp 127.0.0.1:\(udp.port)"), "STATUS=\(ready)")
         let client = DiscoverClient(socketPath: path)
-        #expect(try await client.status().connections >= 1)
+        let status = try await client.status()
         await client.close()
+        #expect(status.connections >= 1)
+        // The stub serves the passed sockets instead of its default 127.0.0.153:53; kdig gets an answer on both.
+        for transport in ["+notcp", "+tcp"] {
+            let port = transport == "+tcp" ? tcp.port : udp.port
+            let dig = try await SpawnedProcess.run(
+                ["/usr/bin/kdig", "@127.0.0.1", "-p", "\(port)", transport, "+time=10", "+retry=0", "nothing.invalid"])
+            #expect(dig.stdout.contains("->>HEADER<<-"), "\(transport): \(dig.stdout) \(dig.stderr)")
+        }
 
         daemon.kill(SIGTERM)
         #expect(await daemon.wait(timeout: .seconds(20)) == 0)
         await daemon.drain()
-        #expect(daemon.stderr.contains("closing a passed descriptor nothing serves"), "\(daemon.stderr)")
-        #expect(daemon.stderr.contains("dns fd=3"), "\(daemon.stderr)")
+        let log = daemon.stderr
+        #expect(log.contains("closing a passed descriptor nothing serves") && log.contains("stray fd=6"), "\(log)")
+        #expect(!log.contains("127.0.0.153"), "no default stub address is bound when sockets are passed: \(log)")
         #expect(Self.isSocket(path), "the daemon removed a socket it did not create")
         #expect(!FileManager.default.fileExists(atPath: unused))
     }
@@ -129,7 +150,7 @@ struct SystemdTests {
         let daemon = try SpawnedProcess(
             [
                 BuiltProducts.discoverd, "--upstream", "127.0.0.1:9", "--state-dir", scratch.path + "/state",
-                "--socket", own,
+                "--socket", own, "--stub-listen", "none",
             ],
             environment: ["LISTEN_PID": "1", "LISTEN_FDS": "1", "LISTEN_FDNAMES": "varlink"], passing: [listener])
         defer { daemon.stopBlocking() }
@@ -159,7 +180,7 @@ struct SystemdTests {
             Self.socketActivate, "--listen=\(path)", "--fdname=varlink",
             "--setenv=DBUS_SYSTEM_BUS_ADDRESS=\(DiscoveryLab.busA)", "--setenv=STATE_DIRECTORY=\(state)",
             "/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-            BuiltProducts.discoverd, "--upstream", ResolverLab.knot,
+            BuiltProducts.discoverd, "--upstream", ResolverLab.knot, "--stub-listen", "none",
         ])
         defer { daemon.stopBlocking() }
         #expect(await eventually(timeout: .seconds(10)) { Self.isSocket(path) }, "\(daemon.stderr)")

@@ -278,6 +278,29 @@ public enum InterfaceDescriptions {
           refreshFailures: int
         )
 
+        # Queries the DNS stub received, by transport.
+        type StubQueryCounts (
+          udp: int,
+          tcp: int
+        )
+
+        # The DNS stub listener: the sockets it serves ("udp 127.0.0.153:53") and
+        # what it answered from fresh cache, from expired cache (RFC 8767), by
+        # forwarding, through mDNS; clients refused by [stub] allow; UDP replies
+        # truncated to the client's size; malformed queries; SERVFAIL replies.
+        type StubStatus (
+          listen: []string,
+          queries: StubQueryCounts,
+          cacheAnswers: int,
+          staleAnswers: int,
+          forwarded: int,
+          local: int,
+          refused: int,
+          truncated: int,
+          formatErrors: int,
+          serverFailures: int
+        )
+
         # The daemon's state. With more: a fresh status every intervalMs (default
         # 1000), until the connection closes.
         method Status(intervalMs: ?int) -> (
@@ -288,7 +311,8 @@ public enum InterfaceDescriptions {
           cache: CacheStatistics,
           connections: int,
           subscriptions: int,
-          registrations: int
+          registrations: int,
+          stub: ?StubStatus
         )
 
         # Re-read the configuration and static services. Needs root or the admin group.

@@ -15,6 +15,7 @@ final class DaemonState: Sendable {
         var avahi: @Sendable () -> AvahiState = { .unavailable }
         var cache: @Sendable () -> CacheStatistics = { CacheStatistics() }
         var registrations: @Sendable () -> Int = { 0 }
+        var stub: @Sendable () -> StubStatus? = { nil }
     }
 
     init(configuration: DaemonConfiguration, configurationPath: String?, registry: ConnectionRegistry) {
@@ -27,15 +28,15 @@ final class DaemonState: Sendable {
     func update(_ body: (inout Mutable) -> Void) { mutable.withLockedValue(body) }
 
     func status() -> StatusReply {
-        let (configuration, avahi, cache, registrations) = mutable.withLockedValue {
-            ($0.configuration, $0.avahi, $0.cache, $0.registrations)
+        let (configuration, avahi, cache, registrations, stub) = mutable.withLockedValue {
+            ($0.configuration, $0.avahi, $0.cache, $0.registrations, $0.stub)
         }
         let uptime = ContinuousClock.now - startedAt
         return StatusReply(
             version: DiscoverdVersion.current, uptimeSeconds: Int(uptime.components.seconds), avahi: avahi(),
             upstreams: configuration.upstreams.map(\.description), cache: cache(),
             connections: registry.connectionCount, subscriptions: registry.streamCount,
-            registrations: registrations())
+            registrations: registrations(), stub: stub())
     }
 
     var configurationPath: String? { mutable.withLockedValue { $0.configurationPath } }

@@ -73,3 +73,22 @@ final class NotifyListener: @unchecked Sendable {
         return fields
     }
 }
+
+/// Binds a socket of `type` to 127.0.0.1 on a free port (stream sockets listen); returns it and the port.
+func bindLoopbackSocket(type: Int32) throws -> (fd: Int32, port: UInt16) {
+    let fd = socket(AF_INET, type | Int32(SOCK_CLOEXEC.rawValue), 0)
+    guard fd >= 0 else { throw DaemonError("socket() failed: \(String(cString: strerror(errno)))") }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+    }
+    guard bound, type != Int32(SOCK_STREAM.rawValue) || listen(fd, 16) == 0 else {
+        let reason = String(cString: strerror(errno))
+        close(fd)
+        throw DaemonError("cannot bind 127.0.0.1: \(reason)")
+    }
+    return (fd, UInt16(bigEndian: address.sin_port))
+}
