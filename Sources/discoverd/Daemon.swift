@@ -1,5 +1,6 @@
 import DNSStub
 import DiscoverAPI
+import DiscoverServer
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
@@ -36,7 +37,9 @@ struct Daemon {
         let discovery = try DiscoveryService(logger: logger)
         let registrations = RegistrationTable()
         let staticServices = StaticServices(discovery: discovery, logger: logger)
-        DiscoveryMethods.register(into: &routes, discovery: discovery, registrations: registrations, state: state)
+        let access = AccessControl(logger: logger)
+        await access.configure(adminGroup: configuration.adminGroup, advertiseGroup: configuration.advertiseGroup)
+        DiscoveryMethods.register(into: &routes, discovery: discovery, registrations: registrations, access: access)
         staticServices.sync(directory: configuration.servicesDirectory)
         // A static service that could not be registered yet (avahi-daemon absent at start) is registered when
         // avahi-daemon appears; sync leaves registered ones alone.
@@ -50,12 +53,16 @@ struct Daemon {
         let stubUpdate = NIOLockedValueBox<(@Sendable (DaemonConfiguration) -> Void)?>(nil)
         let reload: @Sendable () async throws -> Void = {
             try Self.reloadConfiguration(state: state, logger: logger)
-            staticServices.sync(directory: state.configuration.servicesDirectory)
-            stubUpdate.withLockedValue { $0 }?(state.configuration)
+            let configuration = state.configuration
+            await access.configure(adminGroup: configuration.adminGroup, advertiseGroup: configuration.advertiseGroup)
+            staticServices.sync(directory: configuration.servicesDirectory)
+            stubUpdate.withLockedValue { $0 }?(configuration)
         }
-        DaemonMethods.register(into: &routes, state: state, reload: reload)
+        state.update { $0.reload = reload }
+        DaemonMethods.register(into: &routes, control: state, access: access)
         let resolver = Self.makeResolver(configuration: configuration, logger: logger)
-        ResolverMethods.register(into: &routes, resolver: resolver, state: state)
+        let resolverOptions = ResolverMethods.Options(optimistic: configuration.optimistic)
+        ResolverMethods.register(into: &routes, resolver: resolver, options: resolverOptions, access: access)
         state.update { mutable in
             mutable.avahi = {
                 switch discovery.avahiState {
@@ -88,7 +95,9 @@ struct Daemon {
             logger: logger)
         // Sockets named `dns` (Config/discoverd-dns.socket) replace the configured listen addresses: the
         // unprivileged service could not bind port 53 itself.
-        let dnsSockets = activated.named(ActivatedSockets.dnsName).filter { $0.family == AF_INET || $0.family == AF_INET6 }
+        let dnsSockets = activated.named(ActivatedSockets.dnsName).filter {
+            $0.family == AF_INET || $0.family == AF_INET6
+        }
         var stubSettings = configuration.stubSettings
         if !dnsSockets.isEmpty { stubSettings.listen = [] }
         let stub = DNSStubServer(
@@ -106,10 +115,8 @@ struct Daemon {
             limits: .init(
                 maxMessageSize: configuration.maxMessageSize, maxQueuedCalls: configuration.maxQueuedCalls,
                 maxSendBuffer: configuration.maxSendBuffer))
-        if let passed = activated.varlink {
-            serverSettings.boundSocket = passed.fd
-            serverSettings.socketPath = passed.address
-        }
+        // A passed varlink socket is served instead of binding the configured path; its path names it in logs.
+        if let passed = activated.varlink { serverSettings.socketPath = passed.address }
         // Passed descriptors nothing serves are closed with a warning.
         activated.closeUnclaimed((activated.varlink.map { [$0] } ?? []) + dnsSockets, logger: logger)
         let server = VarlinkServer(
@@ -135,7 +142,10 @@ struct Daemon {
                     .init(service: DiscoveryShutdown(discovery: discovery)),
                     .init(service: ReloadOnHangup(logger: logger, reload: reload)),
                     .init(service: stub),
-                    .init(service: VarlinkListener(server: server, readiness: readiness, address: serverSettings.socketPath)),
+                    .init(
+                        service: VarlinkListener(
+                            server: server, passed: activated.varlink?.fd, readiness: readiness,
+                            address: serverSettings.socketPath)),
                     // Last, so it is the first told of a shutdown and sends STOPPING=1 at once.
                     .init(
                         service: SystemdService(
@@ -171,8 +181,7 @@ struct Daemon {
         do {
             fresh = try DaemonConfiguration.load(path: path)
         } catch {
-            throw VarlinkError(
-                name: "io.discoverd.Daemon.InvalidConfiguration", parameters: ["reason": .string(error.description)])
+            throw error
         }
         state.update { mutable in
             var next = mutable.configuration

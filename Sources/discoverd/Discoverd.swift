@@ -1,6 +1,7 @@
 import ArgumentParser
 import DNSStub
 import DiscoverAPI
+import DiscoverServer
 import Foundation
 import Logging
 import NIOCore

@@ -259,7 +259,8 @@ public enum InterfaceDescriptions {
         error AvahiUnavailable ()
         error NameConflict (name: string)
 
-        # A Browse stream reader fell too far behind; its stream ended.
+        # A Browse stream's reader let more than max-send-buffer bytes pile up
+        # unread; this is the stream's last reply.
         error SubscriberTooSlow ()
 
         """
@@ -301,6 +302,28 @@ public enum InterfaceDescriptions {
           serverFailures: int
         )
 
+        # The settings in effect, named as in discoverd.conf. Reload changes them
+        # live; the limits apply to connections accepted after it.
+        type Settings (
+          logLevel: string,
+          adminGroup: ?string,
+          advertiseGroup: ?string,
+          servicesDir: ?string,
+          maxConnections: int,
+          maxMessageSize: int,
+          maxQueuedCalls: int,
+          maxSendBuffer: int,
+          timeoutMs: int,
+          attempts: int,
+          optimistic: bool,
+          staleTtl: int,
+          maxStale: int,
+          refreshRetry: int,
+          noOptimisticDomains: []string,
+          cacheSize: int,
+          persistInterval: int
+        )
+
         # The daemon's state. With more: a fresh status every intervalMs (default
         # 1000), until the connection closes.
         method Status(intervalMs: ?int) -> (
@@ -312,10 +335,13 @@ public enum InterfaceDescriptions {
           connections: int,
           subscriptions: int,
           registrations: int,
-          stub: ?StubStatus
+          stub: ?StubStatus,
+          settings: ?Settings
         )
 
-        # Re-read the configuration and static services. Needs root or the admin group.
+        # Re-read the configuration and static services and apply them without a
+        # restart (socket and state-dir need one and are logged as such). Needs
+        # root or the admin group.
         method Reload() -> ()
 
         # The message is not a varlink call (malformed JSON, no method). The

@@ -47,10 +47,13 @@ public struct StatusReply: Codable, Equatable, Sendable {
     public var registrations: Int
     /// The DNS stub: where it listens and what it answered (absent when it is off).
     public var stub: StubStatus?
+    /// The settings in effect since start or the last reload.
+    public var settings: DaemonSettings?
 
     public init(
         version: String, uptimeSeconds: Int, avahi: AvahiState, upstreams: [String], cache: CacheStatistics,
-        connections: Int, subscriptions: Int, registrations: Int, stub: StubStatus? = nil
+        connections: Int, subscriptions: Int, registrations: Int, stub: StubStatus? = nil,
+        settings: DaemonSettings? = nil
     ) {
         self.version = version
         self.uptimeSeconds = uptimeSeconds
@@ -61,6 +64,70 @@ public struct StatusReply: Codable, Equatable, Sendable {
         self.subscriptions = subscriptions
         self.registrations = registrations
         self.stub = stub
+        self.settings = settings
+    }
+}
+
+/// The settings a running daemon uses, named as in discoverd.conf; `Status` reports them so a reload can be checked.
+public struct DaemonSettings: Codable, Equatable, Sendable {
+    /// `[daemon] log-level`.
+    public var logLevel: String
+    /// `[daemon] admin-group`.
+    public var adminGroup: String?
+    /// `[daemon] advertise-group`.
+    public var advertiseGroup: String?
+    /// `[daemon] services-dir`.
+    public var servicesDir: String?
+    /// `[limits] max-connections`.
+    public var maxConnections: Int
+    /// `[limits] max-message-size`, for connections accepted from now on.
+    public var maxMessageSize: Int
+    /// `[limits] max-queued-calls`, for connections accepted from now on.
+    public var maxQueuedCalls: Int
+    /// `[limits] max-send-buffer`, for connections accepted from now on.
+    public var maxSendBuffer: Int
+    /// `[resolver] timeout-ms`.
+    public var timeoutMs: Int
+    /// `[resolver] attempts`.
+    public var attempts: Int
+    /// `[resolver] optimistic`.
+    public var optimistic: Bool
+    /// `[resolver] stale-ttl`.
+    public var staleTtl: Int
+    /// `[resolver] max-stale`.
+    public var maxStale: Int
+    /// `[resolver] refresh-retry`.
+    public var refreshRetry: Int
+    /// `[resolver] no-optimistic-domain`, every one.
+    public var noOptimisticDomains: [String]
+    /// `[resolver] cache-size`.
+    public var cacheSize: Int
+    /// `[resolver] persist-interval`.
+    public var persistInterval: Int
+
+    public init(
+        logLevel: String, adminGroup: String? = nil, advertiseGroup: String? = nil, servicesDir: String? = nil,
+        maxConnections: Int, maxMessageSize: Int, maxQueuedCalls: Int, maxSendBuffer: Int, timeoutMs: Int,
+        attempts: Int, optimistic: Bool, staleTtl: Int, maxStale: Int, refreshRetry: Int,
+        noOptimisticDomains: [String] = [], cacheSize: Int, persistInterval: Int
+    ) {
+        self.logLevel = logLevel
+        self.adminGroup = adminGroup
+        self.advertiseGroup = advertiseGroup
+        self.servicesDir = servicesDir
+        self.maxConnections = maxConnections
+        self.maxMessageSize = maxMessageSize
+        self.maxQueuedCalls = maxQueuedCalls
+        self.maxSendBuffer = maxSendBuffer
+        self.timeoutMs = timeoutMs
+        self.attempts = attempts
+        self.optimistic = optimistic
+        self.staleTtl = staleTtl
+        self.maxStale = maxStale
+        self.refreshRetry = refreshRetry
+        self.noOptimisticDomains = noOptimisticDomains
+        self.cacheSize = cacheSize
+        self.persistInterval = persistInterval
     }
 }
 

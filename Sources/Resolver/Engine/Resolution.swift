@@ -87,7 +87,7 @@ public struct PlanResolution: Sendable, Hashable {
 
 /// Why a resolution failed; the codes map 1:1 onto the errors of `io.discoverd.Resolver`.
 public struct ResolverError: Error, Sendable, Hashable, CustomStringConvertible {
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
+    public struct Code: Hashable, Sendable, CaseIterable, CustomStringConvertible {
         let name: String
         /// NXDOMAIN (`NoSuchName`).
         public static let noSuchName = Code(name: "noSuchName")
@@ -97,6 +97,8 @@ public struct ResolverError: Error, Sendable, Hashable, CustomStringConvertible 
         public static let upstreamFailure = Code(name: "upstreamFailure")
         /// The name (or origin, or Alt-Svc header) is not valid (`InvalidName`).
         public static let invalidName = Code(name: "invalidName")
+        /// Every code, so a mapping can be checked for completeness.
+        public static let allCases: [Code] = [.noSuchName, .timeout, .upstreamFailure, .invalidName]
         public var description: String { name }
     }
 

@@ -1,10 +1,11 @@
 import DiscoverAPI
+import DiscoverServer
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
 
 /// Facts `Daemon.Status` reports that live in other components; each component fills in its part.
-final class DaemonState: Sendable {
+final class DaemonState: DaemonControl {
     let startedAt = ContinuousClock.now
     let registry: ConnectionRegistry
     private let mutable: NIOLockedValueBox<Mutable>
@@ -16,6 +17,7 @@ final class DaemonState: Sendable {
         var cache: @Sendable () -> CacheStatistics = { CacheStatistics() }
         var registrations: @Sendable () -> Int = { 0 }
         var stub: @Sendable () -> StubStatus? = { nil }
+        var reload: @Sendable () async throws -> Void = {}
     }
 
     init(configuration: DaemonConfiguration, configurationPath: String?, registry: ConnectionRegistry) {
@@ -39,36 +41,14 @@ final class DaemonState: Sendable {
             registrations: registrations(), stub: stub())
     }
 
+    func reload() async throws {
+        try await mutable.withLockedValue { $0.reload }()
+    }
+
     var configurationPath: String? { mutable.withLockedValue { $0.configurationPath } }
 }
 
-/// `org.varlink.service` and `io.discoverd.Daemon`.
-enum DaemonMethods {
-    static func register(into routes: inout RouteTable, state: DaemonState, reload: @escaping @Sendable () async throws -> Void) {
-        routes.register(Methods.getInfo) { _, _ in
-            ServiceInfo(
-                vendor: "discoverd", product: "discoverd", version: DiscoverdVersion.current,
-                url: "https://github.com/discoverd/discoverd", interfaces: InterfaceDescriptions.names)
-        }
-        routes.register(Methods.getInterfaceDescription) { parameters, _ in
-            guard let text = InterfaceDescriptions.description(of: parameters.interface) else {
-                throw VarlinkError.interfaceNotFound(parameters.interface)
-            }
-            return InterfaceDescriptionReply(description: text)
-        }
-        routes.register(Methods.status) { parameters, context in
-            guard context.more else { return state.status() }
-            let interval = max(1, parameters.intervalMs ?? 1000)
-            while true {
-                try context.send(state.status())
-                try await Task.sleep(for: .milliseconds(interval))
-            }
-        }
-        routes.register(Methods.reload) { _, context in
-            try context.requirePrivilege(group: state.configuration.adminGroup)
-            context.logAdminAction("reload requested")
-            try await reload()
-            return VarlinkEmpty()
-        }
-    }
+extension ConfigurationError: VarlinkErrorConvertible {
+    /// `io.discoverd.Daemon.InvalidConfiguration`, its reason naming file, line and key.
+    var varlinkError: VarlinkError { .invalidConfiguration(reason: description) }
 }
