@@ -43,17 +43,8 @@ final class NotifyListener: @unchecked Sendable {
     func waitUntil(timeout: Double = 20, _ condition: ([String]) -> Bool) -> Bool {
         let deadline = Date().addingTimeInterval(timeout)
         while !condition(messages) {
-            let remaining = deadline.timeIntervalSinceNow
-            guard remaining > 0 else { return false }
-            var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            let ready = poll(&poller, 1, Int32(max(1, remaining * 1000)))
-            if ready < 0 && errno == EINTR { continue }
-            guard ready > 0 else { return false }
-            var buffer = [UInt8](repeating: 0, count: 4096)
-            let n = recv(fd, &buffer, buffer.count, 0)
-            if n < 0 && errno == EINTR { continue }
-            guard n >= 0 else { return false }
-            messages.append(String(decoding: buffer[..<n], as: UTF8.self))
+            guard case .bytes(let datagram) = receive(fd, before: deadline, capacity: 4096) else { return false }
+            messages.append(String(decoding: datagram, as: UTF8.self))
         }
         return true
     }

@@ -53,7 +53,8 @@ public enum DiscoveryMethods {
                     subtypes: parameters.subtypes ?? [], domain: parameters.domain, host: parameters.host)
             }
             let id = String(advertisement.id)
-            registrations.add(id: id, owner: context.peer.uid, connection: context.connectionID, advertisement: advertisement)
+            registrations.add(
+                id: id, owner: context.peer.uid, connection: context.connectionID, advertisement: advertisement)
             // The registration lives as long as this call, which lives as long as its connection.
             defer {
                 registrations.remove(id: id)
