@@ -32,7 +32,11 @@ struct Discoverd: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Configuration file.", valueName: "file"))
     var config: String?
 
-    @Option(name: .long, help: ArgumentHelp("Socket path (default: $RUNTIME_DIRECTORY/io.discoverd under systemd, /run/discoverd/io.discoverd as root, else $XDG_RUNTIME_DIR/discoverd/io.discoverd). A socket passed by socket activation (LISTEN_FDS, name \"varlink\") wins.", valueName: "path"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Socket path (default: $RUNTIME_DIRECTORY/io.discoverd under systemd, /run/discoverd/io.discoverd as root, else $XDG_RUNTIME_DIR/discoverd/io.discoverd). A socket passed by socket activation (LISTEN_FDS, name \"varlink\") wins.",
+            valueName: "path"))
     var socket: String?
 
     @Option(name: .long, help: ArgumentHelp("DNS server ADDR[:PORT] or [V6]:PORT; repeat for several (default: nameservers of /etc/resolv.conf).", valueName: "addr"))

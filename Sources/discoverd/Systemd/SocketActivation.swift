@@ -146,7 +146,8 @@ struct ActivatedSockets: Sendable, Equatable {
         if names.count != count { names = Array(repeating: "unknown", count: count) }
         let first: CInt = 3  // SD_LISTEN_FDS_START
         return ActivatedSockets(
-            all: (0..<count).map { ActivatedSocket(fd: first + CInt($0), name: names[$0].isEmpty ? "unknown" : names[$0]) }
-        )
+            all: (0..<count).map {
+                ActivatedSocket(fd: first + CInt($0), name: names[$0].isEmpty ? "unknown" : names[$0])
+            })
     }
 }

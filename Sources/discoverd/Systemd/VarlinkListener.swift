@@ -14,7 +14,11 @@ struct VarlinkListener: ServiceLifecycle.Service {
 
     func run() async throws {
         let channel: any Channel
-        if let passed { channel = try await server.adopt(descriptor: passed) } else { channel = try await server.bind() }
+        if let passed {
+            channel = try await server.adopt(descriptor: passed)
+        } else {
+            channel = try await server.bind()
+        }
         readiness.listening(ActivatedSockets.varlinkName, at: address)
         try await server.serve(channel, removingSocketFile: passed == nil)
     }

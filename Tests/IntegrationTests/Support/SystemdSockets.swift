@@ -74,7 +74,9 @@ func bindLoopbackSocket(type: Int32) throws -> (fd: Int32, port: UInt16) {
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
     var length = socklen_t(MemoryLayout<sockaddr_in>.size)
     let bound = withUnsafeMutablePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
+        }
     }
     guard bound, type != Int32(SOCK_STREAM.rawValue) || listen(fd, 16) == 0 else {
         let reason = String(cString: strerror(errno))
