@@ -24,6 +24,9 @@ public final class DNSStubServer: ServiceLifecycle.Service, Sendable {
         }
     }
 
+    /// Datagrams read per wake-up (recvmmsg).
+    static let datagramsPerRead = 32
+
     private let responder: StubResponder
     private let listen: [ListenAddress]
     private let inherited: [InheritedSocket]
@@ -115,8 +118,12 @@ public final class DNSStubServer: ServiceLifecycle.Service, Sendable {
         let responder = self.responder
         var bootstrap = DatagramBootstrap(group: loop ?? group.next())
             .channelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
-            .channelOption(ChannelOptions.datagramVectorReadMessageCount, value: 32)
-            .channelOption(ChannelOptions.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 4096))
+            .channelOption(ChannelOptions.datagramVectorReadMessageCount, value: Self.datagramsPerRead)
+            // NIO divides the receive buffer evenly among the datagrams of one vector read: each gets 4 KiB, more
+            // than any query we answer (EDNS payloads above 1232 are not expected from stub clients).
+            .channelOption(
+                ChannelOptions.recvAllocator,
+                value: FixedSizeRecvByteBufferAllocator(capacity: Self.datagramsPerRead * 4096))
             .channelOption(ChannelOptions.socketOption(.so_rcvbuf), value: 1 << 21)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {

@@ -38,7 +38,9 @@ final class StubTCPHandler: ChannelInboundHandler {
         let loop = context.eventLoop
         let bound = NIOLoopBound((self, context), eventLoop: loop)
         var wrote = false
-        while pending < Self.maxPending, var current = buffer, let length = current.getInteger(
+        // A client that does not read its replies gets no more answers (and no more reads) until it does: what it
+        // costs stays near the write buffer's high-water mark.
+        while pending < Self.maxPending, context.channel.isWritable, var current = buffer, let length = current.getInteger(
             at: current.readerIndex, as: UInt16.self), current.readableBytes >= 2 + Int(length)
         {
             current.moveReaderIndex(forwardBy: 2)
@@ -93,6 +95,10 @@ final class StubTCPHandler: ChannelInboundHandler {
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable && !closed {
+            // Frames already read while the client was not reading.
+            processFrames(context: context)
+        }
         updateReading(context: context)
         context.fireChannelWritabilityChanged()
     }

@@ -25,7 +25,10 @@ extension DNSResolver {
         _ name: String, type: RRType, class rrClass: RRClass = .in, optimistic: Bool = true, dnssecOK: Bool = false
     ) -> RecordAnswer? {
         let key = CacheKey(name: name, type: type.rawValue, dnsClass: rrClass.rawValue)
-        switch cache.lookup(key, optimistic: optimistic) {
+        let lookup = cache.lookup(key, optimistic: optimistic)
+        // An entry fetched without DO lacks the signatures a DO client asks for: fetch it again, with DO.
+        if dnssecOK, let answer = lookup.answer, !(answer.payload?.dnssecOK ?? false) { return nil }
+        switch lookup {
         case .fresh(let answer, let remaining):
             return RecordAnswer(answer: answer, ttl: remaining, source: .cache, staleSeconds: nil, attempts: [])
         case .stale(let answer, let staleSeconds, let answerTTL, let shouldRefresh):

@@ -480,13 +480,15 @@ public final class DNSResolver: Sendable {
         let ttl: UInt32
         switch message.rcode {
         case .noError where !message.answer.isEmpty:
-            answer = .positive(CachedRRset(records: message.answer))
+            answer = .positive(
+                CachedRRset(records: message.answer, authority: dnssecOK ? Self.dnssecAuthority(message) : [],
+                    dnssecOK: dnssecOK))
             ttl = message.answer.map(\.ttl).min() ?? 0
         case .noError:
-            answer = .nodata(Self.negativeAuthority(message))
+            answer = .nodata(Self.negativeAuthority(message, dnssecOK: dnssecOK))
             ttl = message.negativeCacheTTL ?? configuration.negativeTTLWithoutSOA
         case .nxDomain:
-            answer = .nxdomain(Self.negativeAuthority(message))
+            answer = .nxdomain(Self.negativeAuthority(message, dnssecOK: dnssecOK))
             ttl = message.negativeCacheTTL ?? configuration.negativeTTLWithoutSOA
         default:
             return .failure(
@@ -499,9 +501,14 @@ public final class DNSResolver: Sendable {
 
     /// What a negative answer keeps of its authority section: the SOA (RFC 2308 §3) and, when the query asked
     /// for them, the NSEC/NSEC3 proofs and their signatures.
-    static func negativeAuthority(_ message: DNSMessage) -> CachedRRset? {
+    static func negativeAuthority(_ message: DNSMessage, dnssecOK: Bool) -> CachedRRset? {
         let kept = message.authority.filter { $0.type == .soa || EncodedSections.isDNSSEC($0.type) }
-        return kept.isEmpty ? nil : CachedRRset(records: [], authority: kept)
+        return kept.isEmpty && !dnssecOK ? nil : CachedRRset(records: [], authority: kept, dnssecOK: dnssecOK)
+    }
+
+    /// The signatures of a positive answer's delegation or wildcard proofs, kept for DO clients.
+    static func dnssecAuthority(_ message: DNSMessage) -> [ResourceRecord] {
+        message.authority.filter { EncodedSections.isDNSSEC($0.type) }
     }
 
     /// Waits for the refreshes of stale keys; returns their attempts, or throws the first failure.

@@ -142,30 +142,36 @@ public struct CachedRRset: Sendable, Codable, Hashable {
     public let authority: [ResourceRecord]
     /// The sections in wire format with the offsets of their TTL fields.
     public let wire: EncodedSections
+    /// The upstream was asked with the DO bit (RFC 3225), so the RRSIGs and NSEC proofs it sent are here; an
+    /// entry without them is fetched again for a client that sets DO.
+    public let dnssecOK: Bool
 
-    public init(records: [ResourceRecord], authority: [ResourceRecord] = []) {
+    public init(records: [ResourceRecord], authority: [ResourceRecord] = [], dnssecOK: Bool = false) {
         self.records = records
         self.authority = authority
+        self.dnssecOK = dnssecOK
         self.wire = EncodedSections(answer: records, authority: authority)
     }
 
-    private enum CodingKeys: String, CodingKey { case records, authority }
+    private enum CodingKeys: String, CodingKey { case records, authority, dnssecOK }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         self.init(
             records: try container.decode([ResourceRecord].self, forKey: .records),
-            authority: try container.decodeIfPresent([ResourceRecord].self, forKey: .authority) ?? [])
+            authority: try container.decodeIfPresent([ResourceRecord].self, forKey: .authority) ?? [],
+            dnssecOK: try container.decodeIfPresent(Bool.self, forKey: .dnssecOK) ?? false)
     }
 
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(records, forKey: .records)
         if !authority.isEmpty { try container.encode(authority, forKey: .authority) }
+        if dnssecOK { try container.encode(dnssecOK, forKey: .dnssecOK) }
     }
 
     public static func == (lhs: CachedRRset, rhs: CachedRRset) -> Bool {
-        lhs.records == rhs.records && lhs.authority == rhs.authority
+        lhs.records == rhs.records && lhs.authority == rhs.authority && lhs.dnssecOK == rhs.dnssecOK
     }
 
     public func hash(into hasher: inout Hasher) {
