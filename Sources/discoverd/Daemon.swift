@@ -16,10 +16,16 @@ struct Daemon {
     let logger: Logger
     let state: DaemonState
     let registry = ConnectionRegistry()
+    /// Sockets passed by socket activation (`Config/discoverd.socket`).
+    let activated: ActivatedSockets
 
-    init(configuration: DaemonConfiguration, configurationPath: String?, logger: Logger) throws {
+    init(
+        configuration: DaemonConfiguration, configurationPath: String?, logger: Logger,
+        activated: ActivatedSockets = .none
+    ) throws {
         self.configuration = configuration
         self.logger = logger
+        self.activated = activated
         self.state = DaemonState(configuration: configuration, configurationPath: configurationPath, registry: registry)
     }
 
@@ -87,7 +93,16 @@ struct Daemon {
             local: AvahiLocalRecords(discovery: discovery),
             settings: configuration.stubSettings,
             logger: logger)
-        let stub = DNSStubServer(responder: stubResponder, settings: configuration.stubSettings, logger: logger)
+        // Sockets named `dns` (Config/discoverd-dns.socket) replace the configured listen addresses: the
+        // unprivileged service could not bind port 53 itself.
+        let dnsSockets = activated.named(ActivatedSockets.dnsName).filter {
+            $0.family == AF_INET || $0.family == AF_INET6
+        }
+        var stubSettings = configuration.stubSettings
+        if !dnsSockets.isEmpty { stubSettings.listen = [] }
+        let stub = DNSStubServer(
+            responder: stubResponder, settings: stubSettings,
+            inherited: dnsSockets.map { .init(descriptor: $0.fd, isStream: $0.isStream) }, logger: logger)
         await stub.bind()
         stubUpdate.withLockedValue { $0 = { configuration in stubResponder.update(configuration.stubSettings) } }
         state.update { mutable in
@@ -95,13 +110,27 @@ struct Daemon {
         }
 
         let router = MethodRouter(routes, logger: logger)
+        var serverSettings = VarlinkServer.Settings(
+            socketPath: configuration.socketPath, maxConnections: configuration.maxConnections,
+            limits: .init(
+                maxMessageSize: configuration.maxMessageSize, maxQueuedCalls: configuration.maxQueuedCalls,
+                maxSendBuffer: configuration.maxSendBuffer))
+        // A passed varlink socket is served instead of binding the configured path; its path names it in logs.
+        if let passed = activated.varlink { serverSettings.socketPath = passed.address }
+        // Passed descriptors nothing serves are closed with a warning.
+        activated.closeUnclaimed((activated.varlink.map { [$0] } ?? []) + dnsSockets, logger: logger)
         let server = VarlinkServer(
-            settings: .init(
-                socketPath: configuration.socketPath, maxConnections: configuration.maxConnections,
-                limits: .init(
-                    maxMessageSize: configuration.maxMessageSize, maxQueuedCalls: configuration.maxQueuedCalls,
-                    maxSendBuffer: configuration.maxSendBuffer)),
-            router: router, registry: registry, group: MultiThreadedEventLoopGroup.singleton, logger: logger)
+            settings: serverSettings, router: router, registry: registry, group: MultiThreadedEventLoopGroup.singleton,
+            logger: logger)
+        let notifier = SystemdNotifier()
+        let readiness = DaemonReadiness(
+            listeners: [ActivatedSockets.varlinkName], notifier: notifier, logger: logger,
+            startedMetadata: [
+                "version": "\(DiscoverdVersion.current)",
+                "upstreams": "\(configuration.upstreams.map(\.description).joined(separator: " "))",
+            ])
+        // The stub is bound already (above); a stub that could bind nothing is no reason to wait.
+        if !stub.listening.isEmpty { readiness.listening("dns", at: stub.listening.joined(separator: " ")) }
         // The server binds inside the group, after ServiceGroup has taken over SIGTERM/SIGINT: a signal that
         // arrives as soon as the socket is visible still shuts down gracefully. A bind failure ends the group
         // with that error.
@@ -113,16 +142,19 @@ struct Daemon {
                     .init(service: DiscoveryShutdown(discovery: discovery)),
                     .init(service: ReloadOnHangup(logger: logger, reload: reload)),
                     .init(service: stub),
-                    .init(service: server),
+                    .init(
+                        service: VarlinkListener(
+                            server: server, passed: activated.varlink?.fd, readiness: readiness,
+                            address: serverSettings.socketPath)),
+                    // Last, so it is the first told of a shutdown and sends STOPPING=1 at once.
+                    .init(
+                        service: SystemdService(
+                            notifier: notifier, watchdogInterval: SystemdNotifier.watchdogInterval(),
+                            readiness: readiness, avahiStates: discovery.avahiStates)),
                 ],
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger))
-        logger.info(
-            "discoverd started",
-            metadata: [
-                "version": "\(DiscoverdVersion.current)",
-                "upstreams": "\(configuration.upstreams.map(\.description).joined(separator: " "))",
-            ])
+        // "discoverd started" is logged by `readiness` once every socket is bound.
         try await group.run()
         logger.info("discoverd stopped")
     }

@@ -32,7 +32,11 @@ struct Discoverd: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Configuration file.", valueName: "file"))
     var config: String?
 
-    @Option(name: .long, help: ArgumentHelp("Socket path (default: /run/discoverd/io.discoverd as root, else $XDG_RUNTIME_DIR/discoverd/io.discoverd).", valueName: "path"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Socket path (default: $RUNTIME_DIRECTORY/io.discoverd under systemd, /run/discoverd/io.discoverd as root, else $XDG_RUNTIME_DIR/discoverd/io.discoverd). A socket passed by socket activation (LISTEN_FDS, name \"varlink\") wins.",
+            valueName: "path"))
     var socket: String?
 
     @Option(name: .long, help: ArgumentHelp("DNS server ADDR[:PORT] or [V6]:PORT; repeat for several (default: nameservers of /etc/resolv.conf).", valueName: "addr"))
@@ -52,6 +56,8 @@ struct Discoverd: AsyncParsableCommand {
     var logLevel: String?
 
     func run() async throws {
+        // First, before other threads read the environment: LISTEN_* are removed from it.
+        let activated = ActivatedSockets.takeFromEnvironment()
         // Run Swift tasks on the NIO event loops: a call's task then starts on the loop that read it and its
         // reply needs no hop back, instead of waking a libdispatch worker and the loop again for every call
         // (BENCHMARKS.md, "What bounds the misses"). Nothing in the daemon blocks inside a task for long.
@@ -60,12 +66,14 @@ struct Discoverd: AsyncParsableCommand {
         do {
             configuration = try makeConfiguration()
         } catch {
-            FileHandle.standardError.write(Data("discoverd: \(error.description)\n".utf8))
+            Self.fatal(error.description)
             throw ExitCode(78)  // EX_CONFIG
         }
         let level = configuration.logLevel
+        let journal = JournalLogHandler.standardErrorIsJournal()
         LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
+            var handler: any LogHandler =
+                journal ? JournalLogHandler(label: label) : StreamLogHandler.standardError(label: label)
             handler.logLevel = level
             return handler
         }
@@ -74,12 +82,22 @@ struct Discoverd: AsyncParsableCommand {
         let openFiles = ResourceLimits.raiseOpenFiles()
         logger.debug("open files limit", metadata: ["limit": "\(openFiles)"])
 
-        let daemon = try Daemon(configuration: configuration, configurationPath: configPathInUse, logger: logger)
+        let daemon = try Daemon(
+            configuration: configuration, configurationPath: configPathInUse, logger: logger, activated: activated)
         do {
             try await daemon.run()
         } catch let error as SocketFile.Error {
-            FileHandle.standardError.write(Data("discoverd: \(error.description)\n".utf8))
+            Self.fatal(error.description)
             throw ExitCode(1)
+        }
+    }
+
+    /// Reports why the daemon cannot run, on standard error: with the error priority for the journal.
+    static func fatal(_ message: String) {
+        if JournalLogHandler.standardErrorIsJournal() {
+            JournalLogHandler.write("discoverd: \(message)", level: .error)
+        } else {
+            FileHandle.standardError.write(Data("discoverd: \(message)\n".utf8))
         }
     }
 

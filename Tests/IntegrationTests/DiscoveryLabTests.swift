@@ -655,6 +655,10 @@ struct DiscoveryLabTests {
                 return state == .running ? nil : state
             }
             #expect(down == .connecting || down == .unavailable, "Status.avahi while avahi-daemon is down")
+            // Every browse and advertisement stops until it is back: a warning, which `journalctl -p warning` shows.
+            #expect(
+                fixture.daemon.log.split(separator: "\n").contains { $0.contains(" warning ") && $0.contains("avahi") },
+                "avahi-daemon going away is logged at warning; log:\n\(fixture.daemon.log)")
             let removed = await recorder.waitFor(after: added ?? -1) { $0.is("removed", peerName) }
             #expect(removed != nil, "browsers see removed when avahi-daemon goes away: \(recorder.all)")
 

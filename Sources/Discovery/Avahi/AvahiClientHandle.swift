@@ -202,10 +202,12 @@ final class AvahiClientHandle: @unchecked Sendable {
             self.setState(.connecting)
             self.notify(.registering(client))
         case AVAHI_CLIENT_CONNECTING:
-            self.logger.info("waiting for avahi-daemon")
             if self.connected {
+                self.logger.warning("lost avahi-daemon; waiting for it to come back")
                 self.connected = false
                 self.notify(.lost)
+            } else {
+                self.logger.info("waiting for avahi-daemon")
             }
             self.setState(.connecting)
         default:
@@ -213,7 +215,10 @@ final class AvahiClientHandle: @unchecked Sendable {
             // bus itself failing. The client is dead; replace it.
             let error = avahi_client_errno(client)
             let text = avahi_strerror(error).map { String(cString: $0) } ?? "\(error)"
-            self.logger.info("Avahi client failed; reconnecting", metadata: ["avahi.error": "\(text)"])
+            // Losing avahi-daemon stops every browse and advertisement until it is back: an operator wants to know.
+            self.logger.log(
+                level: self.connected ? .warning : .info, "Avahi client failed; reconnecting",
+                metadata: ["avahi.error": "\(text)"])
             if self.connected {
                 self.connected = false
                 self.notify(.lost)

@@ -11,7 +11,8 @@ import Logging
 /// override the file.
 struct DaemonConfiguration: Sendable, Equatable {
     // [daemon]
-    var socketPath: String = SocketPath.daemonDefault()
+    /// `$RUNTIME_DIRECTORY/io.discoverd` under systemd, else the default of API.md.
+    var socketPath: String = ServiceDirectories.runtime().map { $0 + "/io.discoverd" } ?? SocketPath.daemonDefault()
     var stateDirectory: String = DaemonConfiguration.defaultStateDirectory()
     var logLevel: Logger.Level = .info
     /// Members of this group may call Flush and Reload (root always may).
@@ -64,6 +65,7 @@ struct DaemonConfiguration: Sendable, Equatable {
     }
 
     static func defaultStateDirectory(uid: UInt32 = getuid()) -> String {
+        if let state = ServiceDirectories.state() { return state }
         if uid == 0 { return "/var/lib/discoverd" }
         let env = ProcessInfo.processInfo.environment
         if let state = env["XDG_STATE_HOME"], !state.isEmpty { return state + "/discoverd" }

@@ -97,9 +97,11 @@ final class DaemonProcess: @unchecked Sendable {
     ///   - config: contents of a config file passed with `--config`.
     ///   - prefix: command prefix, e.g. `setpriv ...` to run as another user.
     ///   - passSocketFlag: false to let the daemon choose its default path (which must be `socketPath`).
+    ///   - journalStream: set `JOURNAL_STREAM` to the log file's device and inode, as systemd does for a
+    ///     service whose output goes to the journal.
     init(
         arguments: [String] = [], config: String? = nil, prefix: [String] = [], environment: [String: String] = [:],
-        socketPath: String? = nil, passSocketFlag: Bool = true, waitForSocket: Bool = true
+        socketPath: String? = nil, passSocketFlag: Bool = true, waitForSocket: Bool = true, journalStream: Bool = false
     ) throws {
         directory = TemporaryDirectory("discoverd")
         self.socketPath = socketPath ?? directory.path + "/io.discoverd"
@@ -123,9 +125,18 @@ final class DaemonProcess: @unchecked Sendable {
         process.arguments = Array(command.dropFirst())
         var env = ProcessInfo.processInfo.environment
         env["DISCOVERD_SOCKET"] = nil
+        // Whatever service manager runs the tests is not the daemon's: it gets only what a test gives it.
+        for key in ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"] {
+            env[key] = nil
+        }
         for (key, value) in environment { env[key] = value }
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+        if journalStream {
+            var info = stat()
+            guard stat(logPath, &info) == 0 else { throw DaemonError("cannot stat \(logPath)") }
+            env["JOURNAL_STREAM"] = "\(info.st_dev):\(info.st_ino)"
+        }
         process.environment = env
-        FileManager.default.createFile(atPath: logPath, contents: nil)
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         process.standardError = log
         process.standardOutput = log

@@ -283,7 +283,8 @@ final class BackgroundCommand: Sendable {
 }
 
 /// A child process started with `posix_spawn`: stdin /dev/null, stdout and stderr captured, every other descriptor
-/// closed, an empty signal mask and default signal handlers.
+/// closed but the ones passed on (as 3, 4, ..., the way socket activation passes them), an empty signal mask and
+/// default signal handlers.
 ///
 /// Not Foundation's `Process`: that one passes on the test runner's signal mask (a peer would ignore SIGTERM and
 /// never send goodbyes), and it treats a child as running until every process that inherited its private socket
@@ -297,7 +298,7 @@ final class SpawnedProcess: @unchecked Sendable {
     private var err: [UInt8] = []
     private var openStreams = 2
 
-    init(_ arguments: [String], environment: [String: String] = [:]) throws {
+    init(_ arguments: [String], environment: [String: String] = [:], passing descriptors: [Int32] = []) throws {
         var outPipe: [Int32] = [-1, -1]
         var errPipe: [Int32] = [-1, -1]
         guard pipe(&outPipe) == 0 else { throw DaemonError("pipe failed") }
@@ -326,7 +327,11 @@ final class SpawnedProcess: @unchecked Sendable {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_adddup2(&actions, outPipe[1], 1)
         posix_spawn_file_actions_adddup2(&actions, errPipe[1], 2)
-        Self.closeInheritedDescriptors(&actions)
+        // Copies above the targets first, so no dup2 overwrites a descriptor still to be passed.
+        let copies = descriptors.map { fcntl($0, F_DUPFD_CLOEXEC, 100) }
+        defer { for copy in copies where copy >= 0 { close(copy) } }
+        for (index, copy) in copies.enumerated() { posix_spawn_file_actions_adddup2(&actions, copy, 3 + Int32(index)) }
+        Self.closeInheritedDescriptors(&actions, from: 3 + Int32(descriptors.count))
 
         var env = ProcessInfo.processInfo.environment
         env["DISCOVERD_SOCKET"] = nil
@@ -367,14 +372,14 @@ final class SpawnedProcess: @unchecked Sendable {
 
     /// `posix_spawn_file_actions_addclosefrom_np` (glibc 2.34) is not in Swift's Glibc module: look it up, else close
     /// what /proc/self/fd lists.
-    private static func closeInheritedDescriptors(_ actions: inout posix_spawn_file_actions_t) {
+    private static func closeInheritedDescriptors(_ actions: inout posix_spawn_file_actions_t, from first: Int32) {
         typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
         if let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np") {
             let closeFrom = unsafeBitCast(symbol, to: CloseFrom.self)
-            if closeFrom(&actions, 3) == 0 { return }
+            if closeFrom(&actions, first) == 0 { return }
         }
         let listed = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
-        for fd in listed.compactMap(Int32.init) where fd > 2 {
+        for fd in listed.compactMap(Int32.init) where fd >= first {
             posix_spawn_file_actions_addclose(&actions, fd)
         }
     }

@@ -62,21 +62,12 @@ final class RawConnection: @unchecked Sendable {
                 buffer.removeSubrange(...nul)
                 return message
             }
-            let remaining = deadline.timeIntervalSinceNow
-            if remaining <= 0 || closedByPeer { return nil }
-            var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            let ready = poll(&poller, 1, Int32(max(1, remaining * 1000)))
-            // Signals (SIGCHLD of other tests' processes) interrupt poll and recv: try again.
-            if ready < 0 && errno == EINTR { continue }
-            guard ready > 0 else { return nil }
-            var chunk = [UInt8](repeating: 0, count: 65536)
-            let n = recv(fd, &chunk, chunk.count, 0)
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 {
-                closedByPeer = true
-                continue
+            if closedByPeer { return nil }
+            switch receive(fd, before: deadline, capacity: 65536) {
+            case .timeout: return nil
+            case .closed: closedByPeer = true
+            case .bytes(let chunk): buffer += chunk
             }
-            buffer += chunk[..<n]
         }
     }
 
@@ -98,5 +89,30 @@ final class RawConnection: @unchecked Sendable {
             if n == 0 || (n < 0 && errno != EINTR) { closedByPeer = true }
         }
         return closedByPeer
+    }
+}
+
+/// What ``receive(_:before:capacity:)`` got.
+enum Received {
+    case bytes([UInt8])
+    /// End of file or an error: the peer is gone.
+    case closed
+    case timeout
+}
+
+/// Waits until `fd` is readable (at most until `deadline`), then reads up to `capacity` bytes: one datagram, or
+/// what a stream has. Signals (SIGCHLD of other tests' processes) interrupt poll and recv: they are retried.
+func receive(_ fd: Int32, before deadline: Date, capacity: Int) -> Received {
+    while true {
+        let remaining = deadline.timeIntervalSinceNow
+        guard remaining > 0 else { return .timeout }
+        var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        let ready = poll(&poller, 1, Int32(max(1, remaining * 1000)))
+        if ready < 0 && errno == EINTR { continue }
+        guard ready > 0 else { return .timeout }
+        var chunk = [UInt8](repeating: 0, count: capacity)
+        let n = recv(fd, &chunk, chunk.count, 0)
+        if n < 0 && errno == EINTR { continue }
+        return n > 0 ? .bytes(Array(chunk[..<n])) : .closed
     }
 }

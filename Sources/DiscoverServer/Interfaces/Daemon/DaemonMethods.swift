@@ -36,6 +36,7 @@ public enum DaemonMethods {
         }
         routes.register(Methods.reload) { _, context in
             try await access.requireAdmin(context.peer)
+            context.logAdminAction("reload requested")
             try await control.reload()
             return VarlinkEmpty()
         }

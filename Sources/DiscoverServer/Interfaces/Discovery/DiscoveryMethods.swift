@@ -53,7 +53,8 @@ public enum DiscoveryMethods {
                     subtypes: parameters.subtypes ?? [], domain: parameters.domain, host: parameters.host)
             }
             let id = String(advertisement.id)
-            registrations.add(id: id, owner: context.peer.uid, advertisement: advertisement)
+            registrations.add(
+                id: id, owner: context.peer.uid, connection: context.connectionID, advertisement: advertisement)
             // The registration lives as long as this call, which lives as long as its connection.
             defer {
                 registrations.remove(id: id)
@@ -85,7 +86,12 @@ public enum DiscoveryMethods {
         }
 
         routes.register(Methods.withdraw) { parameters, context in
-            try registrations.owned(id: parameters.id, by: context.peer).withdraw()
+            let advertisement = try registrations.owned(id: parameters.id, by: context.peer)
+            if let owner = registrations.connection(of: parameters.id), owner != context.connectionID {
+                context.logAdminAction(
+                    "registration withdrawn by another connection", ["registration": "\(parameters.id)"])
+            }
+            advertisement.withdraw()
             return VarlinkEmpty()
         }
 

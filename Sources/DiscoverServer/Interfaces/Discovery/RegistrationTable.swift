@@ -7,6 +7,7 @@ import NIOConcurrencyHelpers
 public final class RegistrationTable: Sendable {
     private struct Entry {
         var owner: UInt32
+        var connection: UInt64
         var advertisement: Advertisement
     }
 
@@ -15,9 +16,12 @@ public final class RegistrationTable: Sendable {
     /// An empty table.
     public init() {}
 
-    func add(id: String, owner: UInt32, advertisement: Advertisement) {
-        entries.withLockedValue { $0[id] = Entry(owner: owner, advertisement: advertisement) }
+    func add(id: String, owner: UInt32, connection: UInt64, advertisement: Advertisement) {
+        entries.withLockedValue { $0[id] = Entry(owner: owner, connection: connection, advertisement: advertisement) }
     }
+
+    /// The connection that made registration `id`.
+    func connection(of id: String) -> UInt64? { entries.withLockedValue { $0[id]?.connection } }
 
     func remove(id: String) {
         _ = entries.withLockedValue { $0.removeValue(forKey: id) }

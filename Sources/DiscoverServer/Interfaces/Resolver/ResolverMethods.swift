@@ -76,7 +76,10 @@ public enum ResolverMethods {
 
         routes.register(Methods.flush) { parameters, context in
             try await access.requireAdmin(context.peer)
-            return FlushReply(flushed: resolver.flush(parameters.name))
+            let flushed = resolver.flush(parameters.name)
+            context.logAdminAction(
+                "cache flushed", ["dns.name": "\(parameters.name ?? "(all)")", "flushed": "\(flushed)"])
+            return FlushReply(flushed: flushed)
         }
     }
 }
