@@ -11,19 +11,15 @@ import ServiceLifecycle
 /// Wires the components together and runs them in a ServiceGroup until SIGTERM or SIGINT.
 struct Daemon {
     let configuration: DaemonConfiguration
+    let configurationPath: String?
+    /// Reads the configuration file with the flags on top, as at start-up (for Reload).
+    let loadConfiguration: @Sendable () throws(ConfigurationError) -> DaemonConfiguration
+    let logLevel: RuntimeLogLevel
     let logger: Logger
-    let state: DaemonState
     let registry = ConnectionRegistry()
-
-    init(configuration: DaemonConfiguration, configurationPath: String?, logger: Logger) throws {
-        self.configuration = configuration
-        self.logger = logger
-        self.state = DaemonState(configuration: configuration, configurationPath: configurationPath, registry: registry)
-    }
 
     func run() async throws {
         var routes = RouteTable()
-        let state = self.state
         let logger = self.logger
         // One Avahi client for the whole daemon; it waits for avahi-daemon when it is absent.
         let discovery = try DiscoveryService(logger: logger)
@@ -32,57 +28,48 @@ struct Daemon {
         let access = AccessControl(logger: logger)
         await access.configure(adminGroup: configuration.adminGroup, advertiseGroup: configuration.advertiseGroup)
         DiscoveryMethods.register(into: &routes, discovery: discovery, registrations: registrations, access: access)
-        staticServices.sync(directory: configuration.servicesDirectory)
+
+        let upstreams = UpstreamClient(
+            upstreams: configuration.upstreams.map { UpstreamServer(host: $0.host, port: $0.port) },
+            configuration: configuration.upstreamConfiguration, logger: logger)
+        let resolver = DNSResolver(
+            transport: upstreams, configuration: .init(cachePolicy: configuration.cachePolicy), logger: logger)
+        let resolverOptions = ResolverMethods.Options(optimistic: configuration.optimistic)
+        ResolverMethods.register(into: &routes, resolver: resolver, options: resolverOptions, access: access)
+
+        let state = DaemonState(
+            registry: registry, discovery: discovery, resolver: resolver,
+            registrations: { registrations.count + staticServices.count })
+        DaemonMethods.register(into: &routes, control: state, access: access)
+
+        let persistence = CachePersistenceService(
+            resolver: resolver, directory: URL(fileURLWithPath: configuration.stateDirectory),
+            intervalSeconds: configuration.persistIntervalSeconds, logger: logger)
+        persistence.load()
+
+        let server = VarlinkServer(
+            settings: .init(
+                socketPath: configuration.socketPath, maxConnections: configuration.maxConnections,
+                limits: configuration.connectionLimits),
+            router: MethodRouter(routes, logger: logger), registry: registry,
+            group: MultiThreadedEventLoopGroup.singleton, logger: logger)
+        let running = RunningConfiguration(
+            configuration, path: configurationPath, load: loadConfiguration,
+            components: .init(
+                upstreams: upstreams, resolver: resolver, resolverOptions: resolverOptions, server: server,
+                access: access, staticServices: staticServices, persistence: persistence, logLevel: logLevel),
+            logger: logger)
+        state.attach(running)
+
+        await staticServices.sync(directory: configuration.servicesDirectory)
         // A static service that could not be registered yet (avahi-daemon absent at start) is registered when
         // avahi-daemon appears; sync leaves registered ones alone.
         Task {
             for await avahiState in discovery.avahiStates where avahiState == .running {
-                staticServices.sync(directory: state.configuration.servicesDirectory)
+                await staticServices.sync(directory: running.configuration.servicesDirectory)
             }
         }
 
-        let reload: @Sendable () async throws -> Void = {
-            try Self.reloadConfiguration(state: state, logger: logger)
-            let configuration = state.configuration
-            await access.configure(adminGroup: configuration.adminGroup, advertiseGroup: configuration.advertiseGroup)
-            staticServices.sync(directory: configuration.servicesDirectory)
-        }
-        state.update { $0.reload = reload }
-        DaemonMethods.register(into: &routes, control: state, access: access)
-        let resolver = Self.makeResolver(configuration: configuration, logger: logger)
-        let resolverOptions = ResolverMethods.Options(optimistic: configuration.optimistic)
-        ResolverMethods.register(into: &routes, resolver: resolver, options: resolverOptions, access: access)
-        state.update { mutable in
-            mutable.avahi = {
-                switch discovery.avahiState {
-                case .running: .running
-                case .connecting: .connecting
-                case .unavailable: .unavailable
-                }
-            }
-            mutable.registrations = { registrations.count + staticServices.count }
-            mutable.cache = {
-                let stats = resolver.cache.statistics
-                return DiscoverAPI.CacheStatistics(
-                    entries: stats.entries, hits: Int(stats.hits), misses: Int(stats.misses),
-                    staleServed: Int(stats.staleServed), refreshes: Int(stats.refreshes),
-                    refreshFailures: Int(stats.refreshFailures))
-            }
-        }
-        let persistence = CachePersistenceService(
-            resolver: resolver, directory: URL(fileURLWithPath: configuration.stateDirectory),
-            interval: configuration.persistIntervalSeconds > 0 ? .seconds(configuration.persistIntervalSeconds) : nil,
-            logger: logger)
-        persistence.load()
-
-        let router = MethodRouter(routes, logger: logger)
-        let server = VarlinkServer(
-            settings: .init(
-                socketPath: configuration.socketPath, maxConnections: configuration.maxConnections,
-                limits: .init(
-                    maxMessageSize: configuration.maxMessageSize, maxQueuedCalls: configuration.maxQueuedCalls,
-                    maxSendBuffer: configuration.maxSendBuffer)),
-            router: router, registry: registry, group: MultiThreadedEventLoopGroup.singleton, logger: logger)
         // The server binds inside the group, after ServiceGroup has taken over SIGTERM/SIGINT: a signal that
         // arrives as soon as the socket is visible still shuts down gracefully. A bind failure ends the group
         // with that error.
@@ -92,7 +79,7 @@ struct Daemon {
                 services: [
                     .init(service: persistence),
                     .init(service: DiscoveryShutdown(discovery: discovery)),
-                    .init(service: ReloadOnHangup(logger: logger, reload: reload)),
+                    .init(service: ReloadOnHangup(logger: logger, reload: { try await running.reload() })),
                     .init(service: server),
                 ],
                 gracefulShutdownSignals: [.sigterm, .sigint],
@@ -105,41 +92,6 @@ struct Daemon {
             ])
         try await group.run()
         logger.info("discoverd stopped")
-    }
-
-    static func makeResolver(configuration: DaemonConfiguration, logger: Logger) -> DNSResolver {
-        var policy = CachePolicy()
-        policy.staleAnswerTTL = UInt32(configuration.staleTTL)
-        policy.maxStale = UInt32(configuration.maxStaleSeconds)
-        policy.refreshRetryInterval = UInt32(configuration.refreshRetrySeconds)
-        policy.maxEntries = configuration.cacheSize
-        policy.optOutDomains = configuration.noOptimisticDomains
-        let transport = UpstreamClient(
-            upstreams: configuration.upstreams.map { UpstreamServer(host: $0.host, port: $0.port) },
-            configuration: UpstreamClient.Configuration(
-                timeout: .milliseconds(configuration.queryTimeoutMs), attempts: configuration.attempts),
-            logger: logger)
-        return DNSResolver(transport: transport, configuration: .init(cachePolicy: policy), logger: logger)
-    }
-
-    /// Re-reads the configuration file; settings that need a restart (socket, limits) are reported, not applied.
-    static func reloadConfiguration(state: DaemonState, logger: Logger) throws {
-        guard let path = state.configurationPath else { return }
-        let fresh: DaemonConfiguration
-        do {
-            fresh = try DaemonConfiguration.load(path: path)
-        } catch {
-            throw error
-        }
-        state.update { mutable in
-            var next = mutable.configuration
-            next.adminGroup = fresh.adminGroup
-            next.advertiseGroup = fresh.advertiseGroup
-            next.servicesDirectory = fresh.servicesDirectory
-            if !fresh.upstreams.isEmpty { next.upstreams = fresh.upstreams }
-            mutable.configuration = next
-        }
-        logger.info("configuration reloaded", metadata: ["file": "\(path)"])
     }
 }
 

@@ -54,18 +54,20 @@ struct Discoverd: AsyncParsableCommand {
             FileHandle.standardError.write(Data("discoverd: \(error.description)\n".utf8))
             throw ExitCode(78)  // EX_CONFIG
         }
-        let level = configuration.logLevel
+        // One level for every logger, changed live by Reload.
+        let level = RuntimeLogLevel(configuration.logLevel)
         LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
+            RuntimeLevelLogHandler(wrapped: StreamLogHandler.standardError(label: label), level: level)
         }
-        var logger = Logger(label: "discoverd")
-        logger.logLevel = level
+        let logger = Logger(label: "discoverd")
         let openFiles = ResourceLimits.raiseOpenFiles()
         logger.debug("open files limit", metadata: ["limit": "\(openFiles)"])
 
-        let daemon = try Daemon(configuration: configuration, configurationPath: configPathInUse, logger: logger)
+        let command = self
+        let daemon = Daemon(
+            configuration: configuration, configurationPath: configPathInUse,
+            loadConfiguration: { () throws(ConfigurationError) in try command.makeConfiguration() },
+            logLevel: level, logger: logger)
         do {
             try await daemon.run()
         } catch let error as SocketFile.Error {

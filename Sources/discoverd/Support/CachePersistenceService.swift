@@ -1,21 +1,38 @@
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import Resolver
 import ServiceLifecycle
 
 /// Keeps the DNS cache and the Alt-Svc knowledge on disk: loaded at start, saved periodically and at shutdown,
 /// so optimistic answers work right after a restart. A missing or corrupt file is logged, never fatal.
-struct CachePersistenceService: ServiceLifecycle.Service {
+final class CachePersistenceService: ServiceLifecycle.Service, Sendable {
     let resolver: DNSResolver
     let directory: URL
-    let interval: Duration?
     let logger: Logger
+    private let intervalSeconds: NIOLockedValueBox<Int>
+
+    /// - Parameter intervalSeconds: how often to save; 0 saves only at shutdown.
+    init(resolver: DNSResolver, directory: URL, intervalSeconds: Int, logger: Logger) {
+        self.resolver = resolver
+        self.directory = directory
+        self.intervalSeconds = NIOLockedValueBox(intervalSeconds)
+        self.logger = logger
+    }
 
     var cacheFile: URL { directory.appendingPathComponent("cache.json") }
     var altSvcFile: URL { directory.appendingPathComponent("altsvc.json") }
 
+    /// How often the cache is saved (`[resolver] persist-interval`; 0: only at shutdown). Takes effect after the
+    /// wait in progress.
+    var interval: Int {
+        get { intervalSeconds.withLockedValue { $0 } }
+        set { intervalSeconds.withLockedValue { $0 = newValue } }
+    }
+
     /// Reads what the last run saved.
     func load() {
+        let resolver = self.resolver
         for (name, file, load) in [
             ("cache", cacheFile, { (url: URL) throws -> CacheLoadResult in try resolver.cache.load(from: url) }),
             ("alt-svc", altSvcFile, { (url: URL) throws -> CacheLoadResult in try resolver.altSvc.load(from: url) }),
@@ -46,17 +63,15 @@ struct CachePersistenceService: ServiceLifecycle.Service {
     }
 
     func run() async throws {
-        if let interval {
-            while !Task.isShuttingDownGracefully {
-                do {
-                    try await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }
-                } catch {
-                    break
-                }
-                if !Task.isShuttingDownGracefully { save() }
+        while !Task.isShuttingDownGracefully {
+            // With no interval, look again now and then: a reload may set one.
+            let seconds = interval
+            do {
+                try await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(seconds > 0 ? seconds : 5)) }
+            } catch {
+                break
             }
-        } else {
-            try? await gracefulShutdown()
+            if seconds > 0 && !Task.isShuttingDownGracefully { save() }
         }
         save()
     }

@@ -2,6 +2,7 @@ import Discovery
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
+import NIOPosix
 
 /// One static service file: a `[service]` section with `name`, `type`, `port`, and optional `txt` (repeatable,
 /// `key=value`), `subtype` (repeatable), `domain`, `host`.
@@ -66,8 +67,12 @@ final class StaticServices: Sendable {
     var count: Int { loaded.withLockedValue { $0.count } }
 
     /// Makes the advertised set match the files in `directory` (nil: none). A bad file is logged and skipped.
-    func sync(directory: String?) {
-        syncing.withLock { syncLocked(directory: directory) }
+    ///
+    /// Reading the files and registering with Avahi block, so this runs on the thread pool.
+    func sync(directory: String?) async {
+        try? await NIOThreadPool.singleton.runIfActive { [self] in
+            syncing.withLock { syncLocked(directory: directory) }
+        }
     }
 
     private func syncLocked(directory: String?) {
