@@ -45,7 +45,7 @@ struct Daemon {
         let persistence = CachePersistenceService(
             resolver: resolver, directory: URL(fileURLWithPath: configuration.stateDirectory),
             intervalSeconds: configuration.persistIntervalSeconds, logger: logger)
-        persistence.load()
+        await persistence.load()
 
         let server = VarlinkServer(
             settings: .init(
@@ -101,6 +101,8 @@ private struct DiscoveryShutdown: ServiceLifecycle.Service {
 
     func run() async throws {
         try? await gracefulShutdown()
-        discovery.shutdown()
+        // Shutting down takes Avahi's lock and joins its poll thread: not on an event loop.
+        let discovery = self.discovery
+        _ = try? await discovery.onAvahiThread { discovery.shutdown() }
     }
 }

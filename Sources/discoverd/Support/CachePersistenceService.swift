@@ -1,20 +1,29 @@
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
+import NIOPosix
 import Resolver
 import ServiceLifecycle
 
 /// Keeps the DNS cache and the Alt-Svc knowledge on disk: loaded at start, saved periodically and at shutdown,
 /// so optimistic answers work right after a restart. A missing or corrupt file is logged, never fatal.
+///
+/// Encoding up to `cache-size` entries, writing and the two fsyncs of a save run on `NIOThreadPool`, never on an
+/// event loop: cached lookups keep being answered while the cache is saved.
 final class CachePersistenceService: ServiceLifecycle.Service, Sendable {
     let resolver: DNSResolver
     let directory: URL
     let logger: Logger
     private let intervalSeconds: NIOLockedValueBox<Int>
+    private let threadPool: NIOThreadPool
 
     /// - Parameter intervalSeconds: how often to save; 0 saves only at shutdown.
-    init(resolver: DNSResolver, directory: URL, intervalSeconds: Int, logger: Logger) {
+    init(
+        resolver: DNSResolver, directory: URL, intervalSeconds: Int, threadPool: NIOThreadPool = .singleton,
+        logger: Logger
+    ) {
         self.resolver = resolver
+        self.threadPool = threadPool
         self.directory = directory
         self.intervalSeconds = NIOLockedValueBox(intervalSeconds)
         self.logger = logger
@@ -30,8 +39,12 @@ final class CachePersistenceService: ServiceLifecycle.Service, Sendable {
         set { intervalSeconds.withLockedValue { $0 = newValue } }
     }
 
-    /// Reads what the last run saved.
-    func load() {
+    /// Reads what the last run saved (on the thread pool).
+    func load() async {
+        try? await threadPool.runIfActive { [self] in loadBlocking() }
+    }
+
+    private func loadBlocking() {
         let resolver = self.resolver
         for (name, file, load) in [
             ("cache", cacheFile, { (url: URL) throws -> CacheLoadResult in try resolver.cache.load(from: url) }),
@@ -50,7 +63,12 @@ final class CachePersistenceService: ServiceLifecycle.Service, Sendable {
         }
     }
 
-    func save() {
+    /// Saves the cache and the Alt-Svc knowledge (on the thread pool).
+    func save() async {
+        try? await threadPool.runIfActive { [self] in saveBlocking() }
+    }
+
+    private func saveBlocking() {
         do {
             try FileManager.default.createDirectory(
                 at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
@@ -71,8 +89,8 @@ final class CachePersistenceService: ServiceLifecycle.Service, Sendable {
             } catch {
                 break
             }
-            if seconds > 0 && !Task.isShuttingDownGracefully { save() }
+            if seconds > 0 && !Task.isShuttingDownGracefully { await save() }
         }
-        save()
+        await save()
     }
 }
