@@ -21,8 +21,10 @@ struct Daemon {
     func run() async throws {
         var routes = RouteTable()
         let logger = self.logger
-        // One Avahi client for the whole daemon; it waits for avahi-daemon when it is absent.
-        let discovery = try DiscoveryService(logger: logger)
+        // One Avahi client for the whole daemon; it waits for avahi-daemon when it is absent. Browse events are not
+        // bounded here: the Discovery adapter forwards each at once, and max-send-buffer on the connection is the
+        // one slow-reader limit (a reader past it gets SubscriberTooSlow).
+        let discovery = try DiscoveryService(logger: logger, subscriberBufferLimit: .max)
         let registrations = RegistrationTable()
         let staticServices = StaticServices(discovery: discovery, logger: logger)
         let access = AccessControl(logger: logger)
