@@ -35,7 +35,8 @@ final class DaemonState: DaemonControl {
         let uptime = ContinuousClock.now - startedAt
         let stats = resolver.cache.statistics
         return StatusReply(
-            version: DiscoverdVersion.current, uptimeSeconds: Int(uptime.components.seconds), avahi: discovery.avahiState.wire,
+            version: DiscoverdVersion.current, uptimeSeconds: Int(uptime.components.seconds),
+            avahi: discovery.avahiState.wire,
             upstreams: running?.upstreams ?? [],
             cache: CacheStatistics(
                 entries: stats.entries, hits: Int(stats.hits), misses: Int(stats.misses),

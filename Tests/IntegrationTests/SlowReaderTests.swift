@@ -24,7 +24,8 @@ struct SlowReaderTests {
 
         // The slow reader asks and then reads nothing; the fast one reads as events come.
         let slow = try RawConnection(path: daemon.socketPath)
-        slow.call(#"{"method":"io.discoverd.Discovery.Browse","parameters":{"type":"\#(type)","resolve":true},"more":true}"#)
+        slow.call(
+            #"{"method":"io.discoverd.Discovery.Browse","parameters":{"type":"\#(type)","resolve":true},"more":true}"#)
         let fast = BrowseRecorder(client.browse(type, resolve: true))
         defer { fast.cancel() }
         #expect(await eventually { (try? await client.status().subscriptions) == 2 }, "both streams are open")
@@ -41,7 +42,8 @@ struct SlowReaderTests {
         let everyone = await eventually(timeout: .seconds(60)) {
             Set(fast.all.filter { !$0.isRemoved }.compactMap { $0.service?.name }).count == count
         }
-        #expect(everyone, "the reading subscriber saw \(Set(fast.all.compactMap { $0.service?.name }).count) of \(count)")
+        let seen = Set(fast.all.compactMap { $0.service?.name }).count
+        #expect(everyone, "the reading subscriber saw \(seen) of \(count)")
         #expect(fast.error == nil)
         #expect(await eventually(timeout: .seconds(30)) { (try? await client.status().subscriptions) == 1 },
                 "the slow stream ended in the daemon")
@@ -58,7 +60,9 @@ struct SlowReaderTests {
                 break
             }
         }
-        #expect(final?["error"] as? String == "io.discoverd.Discovery.SubscriberTooSlow", "final reply \(String(describing: final))")
+        #expect(
+            final?["error"] as? String == "io.discoverd.Discovery.SubscriberTooSlow",
+            "final reply \(String(describing: final))")
         #expect(events > 0, "the events sent before the limit are delivered")
         // The connection stays usable.
         slow.call(#"{"method":"io.discoverd.Daemon.Status"}"#)

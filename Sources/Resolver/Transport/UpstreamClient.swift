@@ -60,7 +60,7 @@ public final class UpstreamClient: DNSTransport, Sendable {
         var address: SocketAddress
     }
 
-    /// The upstreams, their parsed addresses and the tries: replaced whole by ``reconfigure(upstreams:configuration:)``.
+    /// The upstreams, their parsed addresses and the tries; ``reconfigure(upstreams:configuration:)`` replaces it whole.
     private struct Setup: Sendable {
         var upstreams: [UpstreamServer]
         var configuration: Configuration

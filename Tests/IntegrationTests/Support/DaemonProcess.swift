@@ -100,7 +100,8 @@ final class DaemonProcess: @unchecked Sendable {
     ///   - passUpstreamFlag: false to leave the upstreams to the config file (flags override the file, on reload too).
     init(
         arguments: [String] = [], config: String? = nil, prefix: [String] = [], environment: [String: String] = [:],
-        socketPath: String? = nil, passSocketFlag: Bool = true, passUpstreamFlag: Bool = true, waitForSocket: Bool = true
+        socketPath: String? = nil, passSocketFlag: Bool = true, passUpstreamFlag: Bool = true,
+        waitForSocket: Bool = true
     ) throws {
         directory = TemporaryDirectory("discoverd")
         self.socketPath = socketPath ?? directory.path + "/io.discoverd"

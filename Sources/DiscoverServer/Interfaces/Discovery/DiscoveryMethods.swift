@@ -40,9 +40,11 @@ public enum DiscoveryMethods {
         }
 
         routes.register(Methods.resolveService) { parameters, _ in
-            let timeout = parameters.timeoutMs.map { Duration.milliseconds(max(1, $0)) } ?? DiscoveryService.defaultTimeout
+            let timeout =
+                parameters.timeoutMs.map { Duration.milliseconds(max(1, $0)) } ?? DiscoveryService.defaultTimeout
             let service = try await DiscoverySubject(type: parameters.type, name: parameters.name).mapErrors {
-                try await discovery.resolve(name: parameters.name, type: parameters.type, domain: parameters.domain, timeout: timeout)
+                try await discovery.resolve(
+                    name: parameters.name, type: parameters.type, domain: parameters.domain, timeout: timeout)
             }
             return ResolveServiceReply(service: service.wire)
         }
