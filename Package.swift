@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "DiscoverAPI", targets: ["DiscoverAPI"]),
         .library(name: "Resolver", targets: ["Resolver"]),
         .library(name: "Discovery", targets: ["Discovery"]),
+        .library(name: "DNSStub", targets: ["DNSStub"]),
         .library(name: "DiscoverServer", targets: ["DiscoverServer"]),
     ],
     dependencies: [
@@ -37,6 +38,19 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+
+        // The DNS stub listener: DNS on UDP and TCP from the resolver's cache, `.local` through a LocalRecordSource.
+        .target(
+            name: "DNSStub",
+            dependencies: [
+                "Resolver",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strict
         ),
@@ -77,7 +91,7 @@ let package = Package(
         .executableTarget(
             name: "discoverd",
             dependencies: [
-                "DiscoverAPI", "DiscoverServer", "Resolver", "Discovery",
+                "DiscoverAPI", "DiscoverServer", "Resolver", "Discovery", "DNSStub",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -107,6 +121,7 @@ let package = Package(
 
         .testTarget(name: "DiscoverAPITests", dependencies: ["DiscoverAPI"], swiftSettings: strict),
         .testTarget(name: "ResolverTests", dependencies: ["Resolver"], swiftSettings: strict),
+        .testTarget(name: "DNSStubTests", dependencies: ["DNSStub", "Resolver"], swiftSettings: strict),
         .testTarget(name: "DiscoveryTests", dependencies: ["Discovery"], swiftSettings: strict),
         .testTarget(
             name: "DiscoverServerTests",
@@ -119,6 +134,7 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "DiscoverClientTests", dependencies: ["DiscoverClient", "DiscoverAPI"], swiftSettings: strict),
+        .testTarget(name: "discoverdTests", dependencies: ["discoverd"], swiftSettings: strict),
         // Integration tests: start the built daemon binary on the network lab.
         .testTarget(
             name: "IntegrationTests",

@@ -1,7 +1,9 @@
+import DNSStub
 import DiscoverAPI
 import DiscoverServer
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import Discovery
@@ -49,6 +51,16 @@ struct Daemon {
             intervalSeconds: configuration.persistIntervalSeconds, logger: logger)
         await persistence.load()
 
+        // The DNS stub: the second front door to the same cache. Bound before the group runs, so "started" and
+        // readiness come after every socket; a port it cannot have is a warning, never fatal.
+        let stubResponder = StubResponder(
+            resolver: resolver,
+            local: AvahiLocalRecords(discovery: discovery),
+            settings: configuration.stubSettings,
+            logger: logger)
+        let stub = DNSStubServer(responder: stubResponder, settings: configuration.stubSettings, logger: logger)
+        await stub.bind()
+
         let server = VarlinkServer(
             settings: .init(
                 socketPath: configuration.socketPath, maxConnections: configuration.maxConnections,
@@ -59,9 +71,10 @@ struct Daemon {
             configuration, path: configurationPath, load: loadConfiguration,
             components: .init(
                 upstreams: upstreams, resolver: resolver, resolverOptions: resolverOptions, server: server,
-                access: access, staticServices: staticServices, persistence: persistence, logLevel: logLevel),
+                access: access, staticServices: staticServices, persistence: persistence, stub: stubResponder,
+                logLevel: logLevel),
             logger: logger)
-        state.attach(running)
+        state.attach(running) { StubStatus(listening: stub.listening, statistics: stubResponder.statistics) }
 
         await staticServices.sync(directory: configuration.servicesDirectory)
         // A static service that could not be registered yet (avahi-daemon absent at start) is registered when
@@ -82,6 +95,7 @@ struct Daemon {
                     .init(service: persistence),
                     .init(service: DiscoveryShutdown(discovery: discovery)),
                     .init(service: ReloadOnHangup(logger: logger, reload: { try await running.reload() })),
+                    .init(service: stub),
                     .init(service: server),
                 ],
                 gracefulShutdownSignals: [.sigterm, .sigint],

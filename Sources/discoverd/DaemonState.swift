@@ -1,3 +1,4 @@
+import DNSStub
 import DiscoverAPI
 import DiscoverServer
 import Discovery
@@ -13,8 +14,9 @@ final class DaemonState: DaemonControl {
     private let discovery: DiscoveryService
     private let resolver: DNSResolver
     private let registrations: @Sendable () -> Int
-    /// Set once the server exists (the routes that report through this object are made before it).
+    /// Set once the server and the stub exist (the routes that report through this object are made before them).
     private let running = NIOLockedValueBox<RunningConfiguration?>(nil)
+    private let stub = NIOLockedValueBox<@Sendable () -> StubStatus?>({ nil })
 
     init(
         registry: ConnectionRegistry, discovery: DiscoveryService, resolver: DNSResolver,
@@ -26,12 +28,15 @@ final class DaemonState: DaemonControl {
         self.registrations = registrations
     }
 
-    func attach(_ configuration: RunningConfiguration) {
+    /// Completes the state: the configuration in effect, and the DNS stub's status.
+    func attach(_ configuration: RunningConfiguration, stub: @escaping @Sendable () -> StubStatus?) {
         running.withLockedValue { $0 = configuration }
+        self.stub.withLockedValue { $0 = stub }
     }
 
     func status() -> StatusReply {
         let running = self.running.withLockedValue { $0 }
+        let stub = self.stub.withLockedValue { $0 }
         let uptime = ContinuousClock.now - startedAt
         let stats = resolver.cache.statistics
         return StatusReply(
@@ -43,7 +48,7 @@ final class DaemonState: DaemonControl {
                 staleServed: Int(stats.staleServed), refreshes: Int(stats.refreshes),
                 refreshFailures: Int(stats.refreshFailures)),
             connections: registry.connectionCount, subscriptions: registry.streamCount,
-            registrations: registrations(), settings: running?.settings)
+            registrations: registrations(), stub: stub(), settings: running?.settings)
     }
 
     func reload() async throws {

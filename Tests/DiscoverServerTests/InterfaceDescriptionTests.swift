@@ -27,6 +27,10 @@ import Testing
         maxConnections: 16384, maxMessageSize: 65536, maxQueuedCalls: 256, maxSendBuffer: 1 << 20, timeoutMs: 1500,
         attempts: 2, optimistic: true, staleTtl: 30, maxStale: 86400, refreshRetry: 30, noOptimisticDomains: ["x."],
         cacheSize: 100_000, persistInterval: 300)
+    static let stubQueries = StubQueryCounts(udp: 1, tcp: 2)
+    static let stub = StubStatus(
+        listen: ["udp 127.0.0.153:53"], queries: stubQueries, cacheAnswers: 1, staleAnswers: 2, forwarded: 3, local: 4,
+        refused: 5, truncated: 6, formatErrors: 7, serverFailures: 8)
 
     /// IDL type name → a value of the Swift type that carries it.
     static func pinnedTypes() throws -> [String: any Encodable] {
@@ -39,6 +43,8 @@ import Testing
             "io.discoverd.Discovery.Service": service,
             "io.discoverd.Daemon.CacheStatistics": cache,
             "io.discoverd.Daemon.Settings": settings,
+            "io.discoverd.Daemon.StubStatus": stub,
+            "io.discoverd.Daemon.StubQueryCounts": stubQueries,
         ]
     }
 
@@ -90,7 +96,7 @@ import Testing
             Methods.status,
             reply: StatusReply(
                 version: "1", uptimeSeconds: 1, avahi: .running, upstreams: ["192.0.2.53:53"], cache: cache,
-                connections: 1, subscriptions: 1, registrations: 1, settings: settings)),
+                connections: 1, subscriptions: 1, registrations: 1, stub: stub, settings: settings)),
         MethodPin(Methods.reload, reply: VarlinkEmpty()),
     ]
 

@@ -1,3 +1,4 @@
+import DNSStub
 import DiscoverAPI
 import DiscoverServer
 import Foundation
@@ -12,8 +13,9 @@ import Resolver
 /// start-up, and pushes every setting that can change live into its component: upstreams, timeout and attempts into
 /// the ``UpstreamClient``; the cache rules into ``OptimisticCache/updatePolicy(_:)``; `optimistic` into the Resolver
 /// adapter; the log level; the limits into the ``VarlinkServer`` (for connections accepted afterwards); the groups
-/// into ``AccessControl``; the persist interval; and the static services. `socket` and `state-dir` need a restart:
-/// a change is logged by name and the running value kept. A file with an error changes nothing.
+/// into ``AccessControl``; the persist interval; the static services; and the DNS stub's `[stub]` settings (its
+/// answers follow `optimistic` too). `socket`, `state-dir` and `[stub] listen` need a restart: a change is logged by
+/// name and the running value kept. A file with an error changes nothing.
 final class RunningConfiguration: Sendable {
     /// What a reload reaches.
     struct Components: Sendable {
@@ -24,6 +26,7 @@ final class RunningConfiguration: Sendable {
         let access: AccessControl
         let staticServices: StaticServices
         let persistence: CachePersistenceService
+        let stub: StubResponder
         let logLevel: RuntimeLogLevel
     }
 
@@ -89,8 +92,17 @@ final class RunningConfiguration: Sendable {
                         "file": "\(fresh[keyPath: setting.value])",
                     ])
             }
+            if fresh.stubListen != current.stubListen {
+                logger.warning(
+                    "setting changed in the file needs a restart; keeping the running value",
+                    metadata: [
+                        "setting": "[stub] listen", "running": "\(current.stubListen.map(\.description))",
+                        "file": "\(fresh.stubListen.map(\.description))",
+                    ])
+            }
             next.socketPath = current.socketPath
             next.stateDirectory = current.stateDirectory
+            next.stubListen = current.stubListen
             return current
         }
         components.logLevel.current = next.logLevel
@@ -101,6 +113,7 @@ final class RunningConfiguration: Sendable {
         components.resolverOptions.optimistic = next.optimistic
         components.server.updateLimits(maxConnections: next.maxConnections, connection: next.connectionLimits)
         components.persistence.interval = next.persistIntervalSeconds
+        components.stub.update(next.stubSettings)
         if previous.upstreams != next.upstreams {
             logger.info("upstreams changed", metadata: ["upstreams": "\(next.upstreams.map(\.description))"])
         }

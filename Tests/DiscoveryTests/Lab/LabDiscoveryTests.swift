@@ -34,8 +34,8 @@ struct LabDiscoveryTests {
         #expect(service.type == type)
         #expect(service.domain == "local")
         #expect(service.host == "lab-b.local")
-        #expect(service.txt == ["a": "1", "flag": "", "path": "/x"])
-        #expect(service.txtRaw == nil)
+        #expect(service.txt == ["a": "1", "flag": nil, "path": "/x"], "boolean flag is nil; the first a wins")
+        #expect(service.txtRaw == ["a=1", "flag", "path=/x", "a=2"].map { Array($0.utf8) }, "txtRaw keeps all")
         #expect(!service.interfaces.isEmpty)
         #expect(log.count(where: \.isAdded) == 1, "one instance over all interfaces/protocols is one added")
         try await waitUntil("allForNow") { log.all.contains(where: \.isAllForNow) }
@@ -324,7 +324,7 @@ struct LabDiscoveryTests {
     @Test("invalid input is refused before Avahi is involved")
     func validationThroughTheService() async throws {
         let discovery = try await Lab.running()
-        #expect(throws: DiscoveryError.self) { try discovery.browse(type: "_bad_type._tcp") }
+        #expect(throws: DiscoveryError.self) { try discovery.browse(type: "_bad type._tcp") }
         #expect(throws: DiscoveryError.self) { try discovery.browse(type: "_http._tcp", interface: "nope0") }
         #expect(throws: DiscoveryError.self) { try discovery.advertise(name: "", type: "_http._tcp", port: 80) }
         #expect(throws: DiscoveryError.self) { try discovery.advertise(type: "_http._tcp", port: 70000) }
@@ -366,6 +366,15 @@ struct LabDiscoveryTests {
         }
         try await waitUntil("both services seen") { log.current[name]?.port == 6000 && log.current[adName] != nil }
         try await waitUntil("the advertisement is registered") { ad.name == adName }
+        // A pending one-shot record lookup and a record stream must end with avahiUnavailable, their browsers freed
+        // before the client frees them.
+        let pendingLookup = Task {
+            try await discovery.lookupRecords(name: "nobody-restart.local", type: 1, timeout: .seconds(60))
+        }
+        let records = RecordEventLog(try discovery.recordUpdates(name: "\(type).local", type: 12))
+        try await waitUntil("record browsers running") {
+            !records.added.isEmpty && discovery.objectCounts.otherBrowsers >= 3
+        }
 
         do {
             try await Lab.run(["avahi", "stop", "a"])
@@ -382,6 +391,20 @@ struct LabDiscoveryTests {
             do {
                 _ = try discovery.advertise(name: "x", type: type, port: 1)
                 Issue.record("advertise succeeded without avahi-daemon")
+            } catch {
+                #expect(error.code == .avahiUnavailable)
+            }
+            do {
+                _ = try await pendingLookup.value
+                Issue.record("a record lookup pending while the daemon went away succeeded")
+            } catch let error as DiscoveryError {
+                #expect(error.code == .avahiUnavailable)
+            }
+            try await waitUntil("the record stream failed") { records.failure != nil }
+            #expect((records.failure as? DiscoveryError)?.code == .avahiUnavailable)
+            do {
+                _ = try await discovery.lookupRecords(name: "lab-b.local", type: 1)
+                Issue.record("lookupRecords succeeded without avahi-daemon")
             } catch {
                 #expect(error.code == .avahiUnavailable)
             }
