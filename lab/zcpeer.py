@@ -10,7 +10,9 @@ Run it inside a lab host with the venv's Python, e.g.
 publish: registers the service, prints one line "ready NAME" on stdout once it
 is announced, and keeps it up until SIGTERM/SIGINT (then unregisters, sending
 goodbyes). With --update-after S it changes TXT (adds updated=1) after S
-seconds, to test "changed" events.
+seconds, to test "changed" events. With --count N it publishes N instances,
+"NAME 1" to "NAME N", probed in parallel, and prints "ready N" once all are
+announced (a burst of browse events).
 browse: prints one JSON object per resolved service (name, type, server,
 port, addresses, txt) and exits after --seconds.
 
@@ -60,11 +62,46 @@ def parse_txt(items):
     return props
 
 
+def publish_many(a, addrs) -> int:
+    """--count N: N instances registered concurrently, withdrawn together at SIGTERM."""
+    import asyncio
+
+    from zeroconf.asyncio import AsyncZeroconf
+
+    stype = full_type(a.type)
+    server = (a.host.rstrip(".") if a.host else "zcpeer") + ".local."
+    infos = [
+        ServiceInfo(stype, f"{a.name} {i}.{stype}", port=a.port, properties=parse_txt(a.txt), server=server,
+                    parsed_addresses=addrs)
+        for i in range(1, a.count + 1)
+    ]
+
+    async def run():
+        azc = AsyncZeroconf(interfaces=addrs, ip_version=IPVersion.All)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
+        loop.add_signal_handler(signal.SIGINT, stop.set)
+        try:
+            announced = await asyncio.gather(*(azc.async_register_service(info) for info in infos))
+            await asyncio.gather(*announced)
+            print(f"ready {len(infos)}", flush=True)
+            await stop.wait()
+            await azc.async_unregister_all_services()
+        finally:
+            await azc.async_close()
+
+    asyncio.run(run())
+    return 0
+
+
 def publish(a) -> int:
     addrs = a.address or lab_addresses()
     if not addrs:
         print("zcpeer: no lab address found", file=sys.stderr)
         return 1
+    if a.count > 1:
+        return publish_many(a, addrs)
     stype = full_type(a.type)
     info = ServiceInfo(
         stype,
@@ -145,6 +182,7 @@ def main(argv=None) -> int:
     pp.add_argument("--address", action="append", help="address to publish (default: the lab link's)")
     pp.add_argument("--update-after", type=float, help="change TXT after this many seconds")
     pp.add_argument("--allow-name-change", action="store_true")
+    pp.add_argument("--count", type=int, default=1, help="publish COUNT instances, NAME 1 to NAME COUNT")
     bp = sub.add_parser("browse")
     bp.add_argument("--type", required=True)
     bp.add_argument("--seconds", type=float, default=3.0)

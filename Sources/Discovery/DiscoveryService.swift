@@ -71,9 +71,9 @@ public final class DiscoveryService: Sendable {
 
     // MARK: - State
 
-    /// The connection state right now.
+    /// The connection state right now (without waiting for Avahi's lock).
     public var avahiState: AvahiState {
-        self.poll.withLocked { self.client.state }
+        self.client.publishedState.withLock { $0 }
     }
 
     /// State changes, starting with the current state.
@@ -106,6 +106,18 @@ public final class DiscoveryService: Sendable {
             advertisements: self.registry.count,
             objects: self.objectCounts
         )
+    }
+
+    /// Runs `body` on the thread this service keeps for waiting on Avahi, and returns its result.
+    ///
+    /// The synchronous methods (`browse`, `advertise`, and `Advertisement`'s `updateTXT` and `withdraw`) take Avahi's
+    /// lock, which its poll thread holds while it works, and may wait for a D-Bus round trip to avahi-daemon. Code
+    /// whose executor must not block (a SwiftNIO event loop) calls them through this; the async methods already
+    /// wait there.
+    public func onAvahiThread<Result: Sendable>(
+        _ body: @escaping @Sendable () throws -> Result
+    ) async throws -> Result {
+        try await self.poll.offloaded(body)
     }
 
     // MARK: - Browse

@@ -13,78 +13,45 @@ import ServiceLifecycle
 /// Wires the components together and runs them in a ServiceGroup until SIGTERM or SIGINT.
 struct Daemon {
     let configuration: DaemonConfiguration
+    let configurationPath: String?
+    /// Reads the configuration file with the flags on top, as at start-up (for Reload).
+    let loadConfiguration: @Sendable () throws(ConfigurationError) -> DaemonConfiguration
+    let logLevel: RuntimeLogLevel
     let logger: Logger
-    let state: DaemonState
     let registry = ConnectionRegistry()
-    /// Sockets passed by socket activation (`Config/discoverd.socket`).
-    let activated: ActivatedSockets
-
-    init(
-        configuration: DaemonConfiguration, configurationPath: String?, logger: Logger,
-        activated: ActivatedSockets = .none
-    ) throws {
-        self.configuration = configuration
-        self.logger = logger
-        self.activated = activated
-        self.state = DaemonState(configuration: configuration, configurationPath: configurationPath, registry: registry)
-    }
+    /// Sockets passed by socket activation (`Config/discoverd.socket`, `Config/discoverd-dns.socket`).
+    var activated: ActivatedSockets = .none
 
     func run() async throws {
         var routes = RouteTable()
-        let state = self.state
         let logger = self.logger
-        // One Avahi client for the whole daemon; it waits for avahi-daemon when it is absent.
-        let discovery = try DiscoveryService(logger: logger)
+        // One Avahi client for the whole daemon; it waits for avahi-daemon when it is absent. Browse events are not
+        // bounded here: the Discovery adapter forwards each at once, and max-send-buffer on the connection is the
+        // one slow-reader limit (a reader past it gets SubscriberTooSlow).
+        let discovery = try DiscoveryService(logger: logger, subscriberBufferLimit: .max)
         let registrations = RegistrationTable()
         let staticServices = StaticServices(discovery: discovery, logger: logger)
         let access = AccessControl(logger: logger)
         await access.configure(adminGroup: configuration.adminGroup, advertiseGroup: configuration.advertiseGroup)
         DiscoveryMethods.register(into: &routes, discovery: discovery, registrations: registrations, access: access)
-        staticServices.sync(directory: configuration.servicesDirectory)
-        // A static service that could not be registered yet (avahi-daemon absent at start) is registered when
-        // avahi-daemon appears; sync leaves registered ones alone.
-        Task {
-            for await avahiState in discovery.avahiStates where avahiState == .running {
-                staticServices.sync(directory: state.configuration.servicesDirectory)
-            }
-        }
 
-        // Filled in below once the stub exists; Reload pushes the stub's live settings into it.
-        let stubUpdate = NIOLockedValueBox<(@Sendable (DaemonConfiguration) -> Void)?>(nil)
-        let reload: @Sendable () async throws -> Void = {
-            try Self.reloadConfiguration(state: state, logger: logger)
-            let configuration = state.configuration
-            await access.configure(adminGroup: configuration.adminGroup, advertiseGroup: configuration.advertiseGroup)
-            staticServices.sync(directory: configuration.servicesDirectory)
-            stubUpdate.withLockedValue { $0 }?(configuration)
-        }
-        state.update { $0.reload = reload }
-        DaemonMethods.register(into: &routes, control: state, access: access)
-        let resolver = Self.makeResolver(configuration: configuration, logger: logger)
+        let upstreams = UpstreamClient(
+            upstreams: configuration.upstreams.map { UpstreamServer(host: $0.host, port: $0.port) },
+            configuration: configuration.upstreamConfiguration, logger: logger)
+        let resolver = DNSResolver(
+            transport: upstreams, configuration: .init(cachePolicy: configuration.cachePolicy), logger: logger)
         let resolverOptions = ResolverMethods.Options(optimistic: configuration.optimistic)
         ResolverMethods.register(into: &routes, resolver: resolver, options: resolverOptions, access: access)
-        state.update { mutable in
-            mutable.avahi = {
-                switch discovery.avahiState {
-                case .running: .running
-                case .connecting: .connecting
-                case .unavailable: .unavailable
-                }
-            }
-            mutable.registrations = { registrations.count + staticServices.count }
-            mutable.cache = {
-                let stats = resolver.cache.statistics
-                return DiscoverAPI.CacheStatistics(
-                    entries: stats.entries, hits: Int(stats.hits), misses: Int(stats.misses),
-                    staleServed: Int(stats.staleServed), refreshes: Int(stats.refreshes),
-                    refreshFailures: Int(stats.refreshFailures))
-            }
-        }
+
+        let state = DaemonState(
+            registry: registry, discovery: discovery, resolver: resolver,
+            registrations: { registrations.count + staticServices.count })
+        DaemonMethods.register(into: &routes, control: state, access: access)
+
         let persistence = CachePersistenceService(
             resolver: resolver, directory: URL(fileURLWithPath: configuration.stateDirectory),
-            interval: configuration.persistIntervalSeconds > 0 ? .seconds(configuration.persistIntervalSeconds) : nil,
-            logger: logger)
-        persistence.load()
+            intervalSeconds: configuration.persistIntervalSeconds, logger: logger)
+        await persistence.load()
 
         // The DNS stub: the second front door to the same cache. Bound before the group runs, so "started" and
         // readiness come after every socket; a port it cannot have is a warning, never fatal.
@@ -104,24 +71,17 @@ struct Daemon {
             responder: stubResponder, settings: stubSettings,
             inherited: dnsSockets.map { .init(descriptor: $0.fd, isStream: $0.isStream) }, logger: logger)
         await stub.bind()
-        stubUpdate.withLockedValue { $0 = { configuration in stubResponder.update(configuration.stubSettings) } }
-        state.update { mutable in
-            mutable.stub = { StubStatus(listening: stub.listening, statistics: stubResponder.statistics) }
-        }
 
-        let router = MethodRouter(routes, logger: logger)
         var serverSettings = VarlinkServer.Settings(
             socketPath: configuration.socketPath, maxConnections: configuration.maxConnections,
-            limits: .init(
-                maxMessageSize: configuration.maxMessageSize, maxQueuedCalls: configuration.maxQueuedCalls,
-                maxSendBuffer: configuration.maxSendBuffer))
+            limits: configuration.connectionLimits)
         // A passed varlink socket is served instead of binding the configured path; its path names it in logs.
         if let passed = activated.varlink { serverSettings.socketPath = passed.address }
         // Passed descriptors nothing serves are closed with a warning.
         activated.closeUnclaimed((activated.varlink.map { [$0] } ?? []) + dnsSockets, logger: logger)
         let server = VarlinkServer(
-            settings: serverSettings, router: router, registry: registry, group: MultiThreadedEventLoopGroup.singleton,
-            logger: logger)
+            settings: serverSettings, router: MethodRouter(routes, logger: logger), registry: registry,
+            group: MultiThreadedEventLoopGroup.singleton, logger: logger)
         let notifier = SystemdNotifier()
         let readiness = DaemonReadiness(
             listeners: [ActivatedSockets.varlinkName], notifier: notifier, logger: logger,
@@ -131,6 +91,24 @@ struct Daemon {
             ])
         // The stub is bound already (above); a stub that could bind nothing is no reason to wait.
         if !stub.listening.isEmpty { readiness.listening("dns", at: stub.listening.joined(separator: " ")) }
+        let running = RunningConfiguration(
+            configuration, path: configurationPath, load: loadConfiguration,
+            components: .init(
+                upstreams: upstreams, resolver: resolver, resolverOptions: resolverOptions, server: server,
+                access: access, staticServices: staticServices, persistence: persistence, stub: stubResponder,
+                logLevel: logLevel),
+            logger: logger)
+        state.attach(running) { StubStatus(listening: stub.listening, statistics: stubResponder.statistics) }
+
+        await staticServices.sync(directory: configuration.servicesDirectory)
+        // A static service that could not be registered yet (avahi-daemon absent at start) is registered when
+        // avahi-daemon appears; sync leaves registered ones alone.
+        Task {
+            for await avahiState in discovery.avahiStates where avahiState == .running {
+                await staticServices.sync(directory: running.configuration.servicesDirectory)
+            }
+        }
+
         // The server binds inside the group, after ServiceGroup has taken over SIGTERM/SIGINT: a signal that
         // arrives as soon as the socket is visible still shuts down gracefully. A bind failure ends the group
         // with that error.
@@ -140,7 +118,7 @@ struct Daemon {
                 services: [
                     .init(service: persistence),
                     .init(service: DiscoveryShutdown(discovery: discovery)),
-                    .init(service: ReloadOnHangup(logger: logger, reload: reload)),
+                    .init(service: ReloadOnHangup(logger: logger, reload: { try await running.reload() })),
                     .init(service: stub),
                     .init(
                         service: VarlinkListener(
@@ -158,50 +136,6 @@ struct Daemon {
         try await group.run()
         logger.info("discoverd stopped")
     }
-
-    static func makeResolver(configuration: DaemonConfiguration, logger: Logger) -> DNSResolver {
-        var policy = CachePolicy()
-        policy.staleAnswerTTL = UInt32(configuration.staleTTL)
-        policy.maxStale = UInt32(configuration.maxStaleSeconds)
-        policy.refreshRetryInterval = UInt32(configuration.refreshRetrySeconds)
-        policy.maxEntries = configuration.cacheSize
-        policy.optOutDomains = configuration.noOptimisticDomains
-        let transport = UpstreamClient(
-            upstreams: configuration.upstreams.map { UpstreamServer(host: $0.host, port: $0.port) },
-            configuration: UpstreamClient.Configuration(
-                timeout: .milliseconds(configuration.queryTimeoutMs), attempts: configuration.attempts),
-            logger: logger)
-        return DNSResolver(transport: transport, configuration: .init(cachePolicy: policy), logger: logger)
-    }
-
-    /// Re-reads the configuration file; settings that need a restart (socket, limits) are reported, not applied.
-    static func reloadConfiguration(state: DaemonState, logger: Logger) throws {
-        guard let path = state.configurationPath else { return }
-        let fresh: DaemonConfiguration
-        do {
-            fresh = try DaemonConfiguration.load(path: path)
-        } catch {
-            throw error
-        }
-        state.update { mutable in
-            var next = mutable.configuration
-            next.adminGroup = fresh.adminGroup
-            next.advertiseGroup = fresh.advertiseGroup
-            next.servicesDirectory = fresh.servicesDirectory
-            if !fresh.upstreams.isEmpty { next.upstreams = fresh.upstreams }
-            next.stubAllow = fresh.stubAllow
-            next.stubLocal = fresh.stubLocal
-            next.proxyDomains = fresh.proxyDomains
-            next.proxyInterface = fresh.proxyInterface
-            if fresh.stubListen != next.stubListen {
-                logger.warning(
-                    "[stub] listen changed: the new addresses take effect at the next restart",
-                    metadata: ["in-effect": "\(next.stubListen.map(\.description))"])
-            }
-            mutable.configuration = next
-        }
-        logger.info("configuration reloaded", metadata: ["file": "\(path)"])
-    }
 }
 
 /// Withdraws every advertisement and closes the Avahi client at shutdown, after clients are gone.
@@ -210,6 +144,8 @@ private struct DiscoveryShutdown: ServiceLifecycle.Service {
 
     func run() async throws {
         try? await gracefulShutdown()
-        discovery.shutdown()
+        // Shutting down takes Avahi's lock and joins its poll thread: not on an event loop.
+        let discovery = self.discovery
+        _ = try? await discovery.onAvahiThread { discovery.shutdown() }
     }
 }

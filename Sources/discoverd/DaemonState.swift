@@ -1,51 +1,59 @@
+import DNSStub
 import DiscoverAPI
 import DiscoverServer
+import Discovery
 import Foundation
-import Logging
 import NIOConcurrencyHelpers
+import Resolver
 
-/// Facts `Daemon.Status` reports that live in other components; each component fills in its part.
+/// What `io.discoverd.Daemon` reports and does: `Status` from the running components, `Reload` through
+/// ``RunningConfiguration``.
 final class DaemonState: DaemonControl {
     let startedAt = ContinuousClock.now
-    let registry: ConnectionRegistry
-    private let mutable: NIOLockedValueBox<Mutable>
+    private let registry: ConnectionRegistry
+    private let discovery: DiscoveryService
+    private let resolver: DNSResolver
+    private let registrations: @Sendable () -> Int
+    /// Set once the server and the stub exist (the routes that report through this object are made before them).
+    private let running = NIOLockedValueBox<RunningConfiguration?>(nil)
+    private let stub = NIOLockedValueBox<@Sendable () -> StubStatus?>({ nil })
 
-    struct Mutable {
-        var configuration: DaemonConfiguration
-        var configurationPath: String?
-        var avahi: @Sendable () -> AvahiState = { .unavailable }
-        var cache: @Sendable () -> CacheStatistics = { CacheStatistics() }
-        var registrations: @Sendable () -> Int = { 0 }
-        var stub: @Sendable () -> StubStatus? = { nil }
-        var reload: @Sendable () async throws -> Void = {}
-    }
-
-    init(configuration: DaemonConfiguration, configurationPath: String?, registry: ConnectionRegistry) {
+    init(
+        registry: ConnectionRegistry, discovery: DiscoveryService, resolver: DNSResolver,
+        registrations: @escaping @Sendable () -> Int
+    ) {
         self.registry = registry
-        self.mutable = NIOLockedValueBox(Mutable(configuration: configuration, configurationPath: configurationPath))
+        self.discovery = discovery
+        self.resolver = resolver
+        self.registrations = registrations
     }
 
-    var configuration: DaemonConfiguration { mutable.withLockedValue { $0.configuration } }
-
-    func update(_ body: (inout Mutable) -> Void) { mutable.withLockedValue(body) }
+    /// Completes the state: the configuration in effect, and the DNS stub's status.
+    func attach(_ configuration: RunningConfiguration, stub: @escaping @Sendable () -> StubStatus?) {
+        running.withLockedValue { $0 = configuration }
+        self.stub.withLockedValue { $0 = stub }
+    }
 
     func status() -> StatusReply {
-        let (configuration, avahi, cache, registrations, stub) = mutable.withLockedValue {
-            ($0.configuration, $0.avahi, $0.cache, $0.registrations, $0.stub)
-        }
+        let running = self.running.withLockedValue { $0 }
+        let stub = self.stub.withLockedValue { $0 }
         let uptime = ContinuousClock.now - startedAt
+        let stats = resolver.cache.statistics
         return StatusReply(
-            version: DiscoverdVersion.current, uptimeSeconds: Int(uptime.components.seconds), avahi: avahi(),
-            upstreams: configuration.upstreams.map(\.description), cache: cache(),
+            version: DiscoverdVersion.current, uptimeSeconds: Int(uptime.components.seconds),
+            avahi: discovery.avahiState.wire,
+            upstreams: running?.upstreams ?? [],
+            cache: CacheStatistics(
+                entries: stats.entries, hits: Int(stats.hits), misses: Int(stats.misses),
+                staleServed: Int(stats.staleServed), refreshes: Int(stats.refreshes),
+                refreshFailures: Int(stats.refreshFailures)),
             connections: registry.connectionCount, subscriptions: registry.streamCount,
-            registrations: registrations(), stub: stub())
+            registrations: registrations(), stub: stub(), settings: running?.settings)
     }
 
     func reload() async throws {
-        try await mutable.withLockedValue { $0.reload }()
+        try await running.withLockedValue { $0 }?.reload()
     }
-
-    var configurationPath: String? { mutable.withLockedValue { $0.configurationPath } }
 }
 
 extension ConfigurationError: VarlinkErrorConvertible {

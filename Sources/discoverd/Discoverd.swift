@@ -69,21 +69,23 @@ struct Discoverd: AsyncParsableCommand {
             Self.fatal(error.description)
             throw ExitCode(78)  // EX_CONFIG
         }
-        let level = configuration.logLevel
+        // One level for every logger, changed live by Reload; journald gets <N> priority prefixes.
+        let level = RuntimeLogLevel(configuration.logLevel)
         let journal = JournalLogHandler.standardErrorIsJournal()
         LoggingSystem.bootstrap { label in
-            var handler: any LogHandler =
-                journal ? JournalLogHandler(label: label) : StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
+            if journal { return RuntimeLevelLogHandler(wrapped: JournalLogHandler(label: label), level: level) }
+            return RuntimeLevelLogHandler(wrapped: StreamLogHandler.standardError(label: label), level: level)
         }
-        var logger = Logger(label: "discoverd")
-        logger.logLevel = level
+        let logger = Logger(label: "discoverd")
         let openFiles = ResourceLimits.raiseOpenFiles()
         logger.debug("open files limit", metadata: ["limit": "\(openFiles)"])
 
-        let daemon = try Daemon(
-            configuration: configuration, configurationPath: configPathInUse, logger: logger, activated: activated)
+        let command = self
+        var daemon = Daemon(
+            configuration: configuration, configurationPath: configPathInUse,
+            loadConfiguration: { () throws(ConfigurationError) in try command.makeConfiguration() },
+            logLevel: level, logger: logger)
+        daemon.activated = activated
         do {
             try await daemon.run()
         } catch let error as SocketFile.Error {

@@ -363,6 +363,26 @@ struct PermissionTests {
         #expect(status.status == 0)
     }
 
+    /// Membership through a supplementary group counts (getgrouplist), not only the primary group. The daemon reads
+    /// a group file of its own (a bind mount in a private mount namespace) listing nobody in a fresh group.
+    @Test func aSupplementaryMemberOfTheAdminGroupMayReload() throws {
+        let directory = TemporaryDirectory("group")
+        let groupFile = directory.path + "/group"
+        let groups = try String(contentsOfFile: "/etc/group", encoding: .utf8)
+        try (groups + "discoverd-test-admin:x:4242:nobody\n").write(toFile: groupFile, atomically: true, encoding: .utf8)
+        let privateGroupFile = [
+            "/usr/bin/unshare", "-m", "--", "/bin/sh", "-c", #"mount --bind "$0" /etc/group && exec "$@""#, groupFile,
+        ]
+        let daemon = try DaemonProcess(config: "[daemon]\nadmin-group = discoverd-test-admin\n", prefix: privateGroupFile)
+        let reload = [BuiltProducts.discover, "call", "--socket", daemon.socketPath, "io.discoverd.Daemon.Reload"]
+        let member = try runCommand(Self.nobody + reload)
+        #expect(member.status == 0, "nobody is in discoverd-test-admin through the group file: \(member.stderr)")
+        let stranger = try runCommand(["/usr/bin/setpriv", "--reuid=65533", "--regid=65533", "--clear-groups"] + reload)
+        #expect(stranger.status == 2)
+        #expect(stranger.stderr.contains("permission denied"))
+        #expect(daemon.stop() == 0)
+    }
+
     @Test func runsAsAnOrdinaryUserOnItsDefaultPath() async throws {
         let runtime = TemporaryDirectory("xdg")
         chown(runtime.path, 65534, 65534)

@@ -13,34 +13,32 @@ enum GroupDirectory {
     static func gid(ofGroup name: String) -> UInt32? {
         var entry = group()
         var result: UnsafeMutablePointer<group>?
-        var size = max(1024, Int(sysconf(Int32(_SC_GETGR_R_SIZE_MAX))))
-        while size <= 1 << 24 {
-            var buffer = [CChar](repeating: 0, count: size)
-            let rc = getgrnam_r(name, &entry, &buffer, size, &result)
-            if rc == ERANGE {
-                size *= 2
-                continue
-            }
-            guard rc == 0, result != nil else { return nil }
-            return entry.gr_gid
+        return withGrowingBuffer(initial: Int(sysconf(Int32(_SC_GETGR_R_SIZE_MAX)))) { buffer, size in
+            let rc = getgrnam_r(name, &entry, buffer, size, &result)
+            return (rc, result == nil ? nil : entry.gr_gid)
         }
-        return nil
     }
 
     /// The user name of `uid` (`getpwuid_r`), or nil when the user database does not know it.
     static func userName(of uid: UInt32) -> String? {
         var entry = passwd()
         var result: UnsafeMutablePointer<passwd>?
-        var size = max(1024, Int(sysconf(Int32(_SC_GETPW_R_SIZE_MAX))))
+        return withGrowingBuffer(initial: Int(sysconf(Int32(_SC_GETPW_R_SIZE_MAX)))) { buffer, size in
+            let rc = getpwuid_r(uid, &entry, buffer, size, &result)
+            return (rc, result == nil ? nil : entry.pw_name.map { String(cString: $0) })
+        }
+    }
+
+    /// Calls a `get*_r` look-up with a buffer that doubles while the look-up answers `ERANGE` (up to 16 MiB).
+    private static func withGrowingBuffer<Value>(
+        initial: Int, _ lookup: (UnsafeMutablePointer<CChar>, Int) -> (rc: Int32, value: Value?)
+    ) -> Value? {
+        var size = max(1024, initial)
         while size <= 1 << 24 {
             var buffer = [CChar](repeating: 0, count: size)
-            let rc = getpwuid_r(uid, &entry, &buffer, size, &result)
-            if rc == ERANGE {
-                size *= 2
-                continue
-            }
-            guard rc == 0, result != nil, let name = entry.pw_name else { return nil }
-            return String(cString: name)
+            let (rc, value) = buffer.withUnsafeMutableBufferPointer { lookup($0.baseAddress!, size) }
+            guard rc == ERANGE else { return rc == 0 ? value : nil }
+            size *= 2
         }
         return nil
     }

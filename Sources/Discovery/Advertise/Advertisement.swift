@@ -1,3 +1,5 @@
+import Synchronization
+
 /// An event of an advertisement.
 public enum AdvertisementEvent: Hashable, Sendable {
     /// The service is published under `name` (the final name after any collision renames). Sent once.
@@ -20,6 +22,7 @@ public final class Advertisement: Sendable {
     public let events: AsyncStream<AdvertisementEvent>
     private let record: AdvertisementRecord
     private let registry: AdvertisementRegistry
+    private let withdrawn = Atomic<Bool>(false)
 
     init(
         record: AdvertisementRecord,
@@ -57,8 +60,10 @@ public final class Advertisement: Sendable {
         }
     }
 
-    /// Withdraws the service and ends `events`. Idempotent.
+    /// Withdraws the service and ends `events`. Idempotent: after the first call it returns without taking Avahi's
+    /// lock, so releasing a withdrawn advertisement never waits for it.
     public func withdraw() {
+        guard !self.withdrawn.exchange(true, ordering: .acquiringAndReleasing) else { return }
         self.registry.client.poll.withLocked { self.record.end() }
     }
 

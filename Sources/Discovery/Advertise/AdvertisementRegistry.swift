@@ -41,7 +41,7 @@ final class AdvertisementRegistry: @unchecked Sendable {
         }
         continuation.onTermination = { [weak record, client] termination in
             guard case .cancelled = termination, let record else { return }
-            client.poll.withLocked { record.end() }
+            client.poll.performLocked { record.end() }
         }
         return Advertisement(record: record, type: spec.type, events: events, registry: self)
     }

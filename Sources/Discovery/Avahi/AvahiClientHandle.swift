@@ -1,5 +1,6 @@
 import CAvahi
 import Logging
+import Synchronization
 
 /// What the client's owners are told about the connection to avahi-daemon.
 enum AvahiClientEvent {
@@ -45,6 +46,8 @@ final class AvahiClientHandle: @unchecked Sendable {
     private(set) var client: OpaquePointer?
     /// The public state.
     private(set) var state: AvahiState = .unavailable
+    /// `state`, readable without the poll lock (Status asks from event loops).
+    let publishedState = Mutex<AvahiState>(.unavailable)
     /// Live Avahi objects, maintained by the handle classes.
     var counts = AvahiObjectCounts()
 
@@ -126,7 +129,7 @@ final class AvahiClientHandle: @unchecked Sendable {
         }
         continuation.onTermination = { [weak self] _ in
             guard let self else { return }
-            self.poll.withLocked { _ = self.stateContinuations.removeValue(forKey: id) }
+            self.poll.performLocked { _ = self.stateContinuations.removeValue(forKey: id) }
         }
         return stream
     }
@@ -254,7 +257,7 @@ final class AvahiClientHandle: @unchecked Sendable {
         Task { [weak self] in
             if delay > .zero { try? await Task.sleep(for: delay) }
             guard let self else { return }
-            self.poll.withLocked {
+            self.poll.performLocked {
                 self.reconnectScheduled = false
                 self.connect()
             }
@@ -272,6 +275,7 @@ final class AvahiClientHandle: @unchecked Sendable {
     private func setState(_ state: AvahiState) {
         guard state != self.state else { return }
         self.state = state
+        self.publishedState.withLock { $0 = state }
         for continuation in self.stateContinuations.values { continuation.yield(state) }
     }
 }

@@ -1,4 +1,5 @@
 import CAvahi
+import Dispatch
 
 #if canImport(Glibc)
     import Glibc
@@ -21,11 +22,18 @@ private let lockOwnerKey: pthread_key_t = {
 ///
 /// Lock rule (DESIGN.md): every call into Avahi happens inside `withLocked { }`, except in Avahi callbacks, which run
 /// on the poll thread with the lock already held; the lock is not recursive, so `withLocked` detects both cases.
+///
+/// Waiting rule: the poll thread holds the lock while it dispatches, and Avahi calls made under it may wait for a
+/// D-Bus round trip to avahi-daemon. Code reached from Swift tasks, whose executor may be an event loop that must
+/// not block, takes the lock through ``performLocked(_:)`` or ``withLockedOffloaded(_:)``: the wait then happens
+/// on `waiter`, a serial queue of this poll's own.
 final class ThreadedPoll: @unchecked Sendable {
     // @unchecked Sendable: `pointer` never changes; lock/unlock/start/stop of an AvahiThreadedPoll are thread-safe
     // (Avahi's own mutex), and `started` is only touched by init and `stop`, which the owner calls once.
     let pointer: OpaquePointer
     private var started = false
+    /// Where waits for the lock go when they come from async code (one thread: the lock serialises them anyway).
+    private let waiter = DispatchQueue(label: "discoverd.avahi.waiter")
 
     /// Creates and starts the poll thread.
     /// - Throws: `DiscoveryError.avahiFailure` if Avahi cannot create or start the thread.
@@ -71,6 +79,36 @@ final class ThreadedPoll: @unchecked Sendable {
             avahi_threaded_poll_unlock(self.pointer)
         }
         return try body()
+    }
+
+    /// Runs `body` holding the lock: at once when this thread already holds it (an Avahi callback), otherwise later
+    /// on the waiting queue. Never blocks the caller. For work that needs no result: unsubscribing, cancelling,
+    /// timers.
+    func performLocked(_ body: @escaping @Sendable () -> Void) {
+        if self.isLockedByCurrentThread {
+            body()
+            return
+        }
+        self.waiter.async { self.withLocked(body) }
+    }
+
+    /// Runs `body` holding the lock on the waiting queue and returns its result, without blocking the caller's
+    /// thread while the lock is busy.
+    func withLockedOffloaded<Result: Sendable>(
+        _ body: @escaping @Sendable () throws -> Result
+    ) async throws -> Result {
+        try await withCheckedThrowingContinuation { continuation in
+            self.waiter.async {
+                continuation.resume(with: Swift.Result { try self.withLocked(body) })
+            }
+        }
+    }
+
+    /// Runs `body` (which takes the lock itself, or calls methods that do) on the waiting queue.
+    func offloaded<Result: Sendable>(_ body: @escaping @Sendable () throws -> Result) async throws -> Result {
+        try await withCheckedThrowingContinuation { continuation in
+            self.waiter.async { continuation.resume(with: Swift.Result { try body() }) }
+        }
     }
 
     /// Stops the poll thread. Must not be called from the poll thread or with the lock held.

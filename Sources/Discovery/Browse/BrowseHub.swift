@@ -56,7 +56,11 @@ final class BrowseHub: @unchecked Sendable {
                 if key.domain == nil { self.startDomainBrowser() }
                 self.logger.debug("browser created", metadata: ["dnssd.type": "\(key.avahiType)"])
             }
-            continuation.onTermination = { [weak self] _ in self?.unsubscribe(key: key, id: id) }
+            // Termination may come from a task being cancelled on an event loop: never wait for the lock there.
+            continuation.onTermination = { [weak self, poll = self.client.poll] _ in
+                guard let self else { return }
+                poll.performLocked { [self] in self.unsubscribe(key: key, id: id) }
+            }
             shared.subscribe(BrowseSubscriber(id: id, includeResolved: includeResolved, continuation: continuation))
             shared.flushOverflow()
             return id

@@ -334,8 +334,9 @@ final class SharedBrowser: @unchecked Sendable {
             let poll = self.client.poll
             Task { [weak self] in
                 try? await Task.sleep(for: .seconds(failures))
-                poll.withLocked {
-                    guard let self, self.resolvingSubscribers > 0, self.resolverFailures[resolverKey] != nil,
+                guard let self else { return }
+                poll.performLocked { [self] in
+                    guard self.resolvingSubscribers > 0, self.resolverFailures[resolverKey] != nil,
                         self.table.instances[resolverKey.instance]?.sightings[resolverKey.sighting] != nil
                     else { return }
                     self.startResolver(resolverKey)

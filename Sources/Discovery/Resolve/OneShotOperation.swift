@@ -53,12 +53,13 @@ final class OneShotOperation<Value: Sendable, State>: @unchecked Sendable {
         let deadline = Task { [weak self] in
             try await Task.sleep(for: timeout)
             guard let self else { return }
-            self.poll.withLocked { self.finish(onTimeout(self)) }
+            self.poll.performLocked { self.finish(onTimeout(self)) }
         }
         defer { deadline.cancel() }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Value, any Error>) in
-                self.poll.withLocked {
+                // Creating the Avahi objects waits for the lock and for D-Bus: not on the caller's thread.
+                self.poll.performLocked {
                     if let result = self.result {
                         continuation.resume(with: result)
                         return
@@ -75,7 +76,7 @@ final class OneShotOperation<Value: Sendable, State>: @unchecked Sendable {
                 }
             }
         } onCancel: {
-            self.poll.withLocked { self.finish(onCancel(self)) }
+            self.poll.performLocked { self.finish(onCancel(self)) }
         }
     }
 }

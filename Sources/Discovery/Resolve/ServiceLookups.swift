@@ -60,7 +60,7 @@ enum ServiceLookups {
                 operation.state.graceStarted = true
                 Task {
                     try? await Task.sleep(for: secondFamilyGrace)
-                    operation.poll.withLocked {
+                    operation.poll.performLocked {
                         if let service = result(operation) { operation.finish(.success(service)) }
                     }
                 }

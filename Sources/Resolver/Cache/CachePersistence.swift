@@ -134,7 +134,8 @@ extension OptimisticCache {
     /// Saves every entry, fresh and stale, to `url` with an atomic replace (mode 0600).
     ///
     /// The directory must exist. Safe to call while the cache is in use: entries are copied under the lock,
-    /// encoding and I/O happen outside it.
+    /// encoding and I/O happen outside it. It blocks for the encoding, the write and two fsyncs: call it from a
+    /// thread that may block (`NIOThreadPool`), not from an event loop.
     /// - Throws: ``CachePersistenceError`` with code `.io` when encoding or a system call fails.
     public func save(to url: URL) throws(CachePersistenceError) {
         let entries = snapshot().map { Lenient(PersistedEntry(key: $0.key, expires: $0.expires, answer: $0.answer)) }

@@ -1,6 +1,7 @@
 import Logging
 import NIOCore
 import NIOPosix
+import Synchronization
 
 /// The `DNSTransport` of the daemon: asks a list of upstream DNS servers over UDP, with TCP fallback, on SwiftNIO.
 ///
@@ -59,14 +60,22 @@ public final class UpstreamClient: DNSTransport, Sendable {
         var address: SocketAddress
     }
 
-    /// The upstreams as given, in failover order.
-    public let upstreams: [UpstreamServer]
-    /// Timeouts, tries and EDNS size.
-    public let configuration: Configuration
-    private let targets: [Target]
-    private let unusable: [String]
+    /// The upstreams, their parsed addresses and the tries; ``reconfigure(upstreams:configuration:)`` replaces it whole.
+    private struct Setup: Sendable {
+        var upstreams: [UpstreamServer]
+        var configuration: Configuration
+        var targets: [Target]
+        var unusable: [String]
+    }
+
+    private let setup: Mutex<Setup>
     private let group: any EventLoopGroup
     private let logger: Logger
+
+    /// The upstreams in effect, in failover order.
+    public var upstreams: [UpstreamServer] { setup.withLock { $0.upstreams } }
+    /// Timeouts, tries and EDNS size in effect.
+    public var configuration: Configuration { setup.withLock { $0.configuration } }
 
     /// Creates a client; it opens sockets only while a query runs.
     ///
@@ -81,6 +90,19 @@ public final class UpstreamClient: DNSTransport, Sendable {
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger = Logger(label: "discoverd.resolver.upstream")
     ) {
+        self.group = group
+        self.logger = logger
+        self.setup = Mutex(Self.makeSetup(upstreams: upstreams, configuration: configuration, logger: logger))
+    }
+
+    /// Replaces the upstreams and tries (on configuration reload). Queries already running finish with the old
+    /// ones; every query that starts afterwards uses the new ones.
+    public func reconfigure(upstreams: [UpstreamServer], configuration: Configuration) {
+        let fresh = Self.makeSetup(upstreams: upstreams, configuration: configuration, logger: logger)
+        setup.withLock { $0 = fresh }
+    }
+
+    private static func makeSetup(upstreams: [UpstreamServer], configuration: Configuration, logger: Logger) -> Setup {
         var targets: [Target] = []
         var unusable: [String] = []
         for server in upstreams {
@@ -94,12 +116,7 @@ public final class UpstreamClient: DNSTransport, Sendable {
                     metadata: ["dns.server": "\(server)", "error": "\(error)"])
             }
         }
-        self.upstreams = upstreams
-        self.configuration = configuration
-        self.targets = targets
-        self.unusable = unusable
-        self.group = group
-        self.logger = logger
+        return Setup(upstreams: upstreams, configuration: configuration, targets: targets, unusable: unusable)
     }
 
     /// Sends `question` to the upstreams and returns the first acceptable, final response (see the type's
@@ -116,6 +133,7 @@ public final class UpstreamClient: DNSTransport, Sendable {
 
     /// Like ``query(_:)``, with the DO bit (RFC 3225) set as given.
     public func query(_ question: DNSQuestion, dnssecOK: Bool) async throws(DNSTransportError) -> DNSExchange {
+        let (targets, unusable, configuration) = setup.withLock { ($0.targets, $0.unusable, $0.configuration) }
         guard !targets.isEmpty else {
             let detail = unusable.isEmpty ? "" : " (not numeric addresses: \(unusable.joined(separator: ", ")))"
             throw DNSTransportError(code: .noUpstreams, message: "no upstream DNS server configured\(detail)")
@@ -140,7 +158,7 @@ public final class UpstreamClient: DNSTransport, Sendable {
         for _ in 0..<max(1, configuration.attempts) {
             for (index, target) in targets.enumerated() where !answered.contains(index) {
                 if Task.isCancelled { throw cancelled(request, attempts) }
-                switch await ask(target, request, &attempts) {
+                switch await ask(target, request, configuration, &attempts) {
                 case .final(let message):
                     return DNSExchange(message: message, attempts: attempts)
                 case .failover(let message):
@@ -190,7 +208,9 @@ public final class UpstreamClient: DNSTransport, Sendable {
     }
 
     /// One UDP try to `target`, and a TCP try when the UDP response is truncated.
-    private func ask(_ target: Target, _ request: Request, _ attempts: inout [QueryAttempt]) async -> UpstreamResult {
+    private func ask(
+        _ target: Target, _ request: Request, _ configuration: Configuration, _ attempts: inout [QueryAttempt]
+    ) async -> UpstreamResult {
         var logger = self.logger
         logger[metadataKey: "dns.name"] = "\(request.question.name)"
         logger[metadataKey: "dns.type"] = "\(request.question.type)"

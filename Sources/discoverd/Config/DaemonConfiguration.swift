@@ -24,7 +24,8 @@ struct DaemonConfiguration: Sendable, Equatable {
 
     // [limits]
     var maxMessageSize = 64 * 1024
-    var maxConnections = 4096
+    /// 10,000 idle clients fit with room to spare (each costs a descriptor; the open-files limit is raised).
+    var maxConnections = 16384
     var maxQueuedCalls = 256
     /// Bytes a connection may have waiting to be sent before it is dropped as too slow.
     var maxSendBuffer = 1024 * 1024

@@ -1,21 +1,51 @@
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
+import NIOPosix
 import Resolver
 import ServiceLifecycle
 
 /// Keeps the DNS cache and the Alt-Svc knowledge on disk: loaded at start, saved periodically and at shutdown,
 /// so optimistic answers work right after a restart. A missing or corrupt file is logged, never fatal.
-struct CachePersistenceService: ServiceLifecycle.Service {
+///
+/// Encoding up to `cache-size` entries, writing and the two fsyncs of a save run on `NIOThreadPool`, never on an
+/// event loop: cached lookups keep being answered while the cache is saved.
+final class CachePersistenceService: ServiceLifecycle.Service, Sendable {
     let resolver: DNSResolver
     let directory: URL
-    let interval: Duration?
     let logger: Logger
+    private let intervalSeconds: NIOLockedValueBox<Int>
+    private let threadPool: NIOThreadPool
+
+    /// - Parameter intervalSeconds: how often to save; 0 saves only at shutdown.
+    init(
+        resolver: DNSResolver, directory: URL, intervalSeconds: Int, threadPool: NIOThreadPool = .singleton,
+        logger: Logger
+    ) {
+        self.resolver = resolver
+        self.threadPool = threadPool
+        self.directory = directory
+        self.intervalSeconds = NIOLockedValueBox(intervalSeconds)
+        self.logger = logger
+    }
 
     var cacheFile: URL { directory.appendingPathComponent("cache.json") }
     var altSvcFile: URL { directory.appendingPathComponent("altsvc.json") }
 
-    /// Reads what the last run saved.
-    func load() {
+    /// How often the cache is saved (`[resolver] persist-interval`; 0: only at shutdown). Takes effect after the
+    /// wait in progress.
+    var interval: Int {
+        get { intervalSeconds.withLockedValue { $0 } }
+        set { intervalSeconds.withLockedValue { $0 = newValue } }
+    }
+
+    /// Reads what the last run saved (on the thread pool).
+    func load() async {
+        try? await threadPool.runIfActive { [self] in loadBlocking() }
+    }
+
+    private func loadBlocking() {
+        let resolver = self.resolver
         for (name, file, load) in [
             ("cache", cacheFile, { (url: URL) throws -> CacheLoadResult in try resolver.cache.load(from: url) }),
             ("alt-svc", altSvcFile, { (url: URL) throws -> CacheLoadResult in try resolver.altSvc.load(from: url) }),
@@ -33,7 +63,12 @@ struct CachePersistenceService: ServiceLifecycle.Service {
         }
     }
 
-    func save() {
+    /// Saves the cache and the Alt-Svc knowledge (on the thread pool).
+    func save() async {
+        try? await threadPool.runIfActive { [self] in saveBlocking() }
+    }
+
+    private func saveBlocking() {
         do {
             try FileManager.default.createDirectory(
                 at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
@@ -46,18 +81,16 @@ struct CachePersistenceService: ServiceLifecycle.Service {
     }
 
     func run() async throws {
-        if let interval {
-            while !Task.isShuttingDownGracefully {
-                do {
-                    try await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }
-                } catch {
-                    break
-                }
-                if !Task.isShuttingDownGracefully { save() }
+        while !Task.isShuttingDownGracefully {
+            // With no interval, look again now and then: a reload may set one.
+            let seconds = interval
+            do {
+                try await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(seconds > 0 ? seconds : 5)) }
+            } catch {
+                break
             }
-        } else {
-            try? await gracefulShutdown()
+            if seconds > 0 && !Task.isShuttingDownGracefully { await save() }
         }
-        save()
+        await save()
     }
 }

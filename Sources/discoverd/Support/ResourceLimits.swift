@@ -1,7 +1,7 @@
 import Foundation
 
 enum ResourceLimits {
-    /// Raises the open-files soft limit to the hard limit, so 4096 clients fit; returns the new soft limit.
+    /// Raises the open-files soft limit to the hard limit, so max-connections clients fit; returns the new soft limit.
     @discardableResult
     static func raiseOpenFiles() -> UInt64 {
         var limit = rlimit()

@@ -2,6 +2,7 @@ import Discovery
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
+import NIOPosix
 
 /// One static service: a `[service]` section with `name`, `type`, `port`, and optional `txt` (repeatable,
 /// `key=value` or a boolean `key`), `subtype` (repeatable), `domain`, `host`; or one `<service>` of an Avahi XML
@@ -88,8 +89,12 @@ final class StaticServices: Sendable {
     var count: Int { loaded.withLockedValue { $0.count } }
 
     /// Makes the advertised set match the files in `directory` (nil: none). A bad file is logged and skipped.
-    func sync(directory: String?) {
-        syncing.withLock { syncLocked(directory: directory) }
+    ///
+    /// Reading the files and registering with Avahi block, so this runs on the thread pool.
+    func sync(directory: String?) async {
+        try? await NIOThreadPool.singleton.runIfActive { [self] in
+            syncing.withLock { syncLocked(directory: directory) }
+        }
     }
 
     /// The first label of gethostname() (no resolver look-up), for `%h` in Avahi XML files.

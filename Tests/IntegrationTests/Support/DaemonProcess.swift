@@ -97,11 +97,13 @@ final class DaemonProcess: @unchecked Sendable {
     ///   - config: contents of a config file passed with `--config`.
     ///   - prefix: command prefix, e.g. `setpriv ...` to run as another user.
     ///   - passSocketFlag: false to let the daemon choose its default path (which must be `socketPath`).
+    ///   - passUpstreamFlag: false to leave the upstreams to the config file (flags override the file, on reload too).
     ///   - journalStream: set `JOURNAL_STREAM` to the log file's device and inode, as systemd does for a
     ///     service whose output goes to the journal.
     init(
         arguments: [String] = [], config: String? = nil, prefix: [String] = [], environment: [String: String] = [:],
-        socketPath: String? = nil, passSocketFlag: Bool = true, waitForSocket: Bool = true, journalStream: Bool = false
+        socketPath: String? = nil, passSocketFlag: Bool = true, passUpstreamFlag: Bool = true,
+        waitForSocket: Bool = true, journalStream: Bool = false
     ) throws {
         directory = TemporaryDirectory("discoverd")
         self.socketPath = socketPath ?? directory.path + "/io.discoverd"
@@ -109,7 +111,7 @@ final class DaemonProcess: @unchecked Sendable {
         var args = arguments
         if passSocketFlag && !args.contains("--socket") { args += ["--socket", self.socketPath] }
         // Tests never reach the machine's own resolvers: loopback port 9 (discard) unless told otherwise.
-        if !args.contains("--upstream") { args += ["--upstream", "127.0.0.1:9"] }
+        if passUpstreamFlag && !args.contains("--upstream") { args += ["--upstream", "127.0.0.1:9"] }
         if !args.contains("--state-dir") { args += ["--state-dir", directory.path + "/state"] }
         // No DNS stub unless a test asks for one (by flag or in its config): parallel daemons would compete for it.
         let configListensStub = config?.contains("[stub]") ?? false
@@ -146,6 +148,8 @@ final class DaemonProcess: @unchecked Sendable {
     }
 
     var pid: Int32 { process.processIdentifier }
+    /// The file given with `--config`.
+    var configPath: String { directory.path + "/discoverd.conf" }
     var isRunning: Bool { process.isRunning }
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 

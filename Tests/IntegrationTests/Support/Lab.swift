@@ -81,18 +81,19 @@ enum ResolverLab {
 
 /// Starts `discoverd` inside namespace dlab-a (`ip netns exec` execs in place, so the PID is the daemon's),
 /// asking `upstream` (the fault server by default). Its socket lives in /tmp, reachable from the tests.
+/// With `upstreamFromConfig`, no `--upstream` flag is passed: the config file names the upstreams.
 func labDaemon(
-    upstream: String? = nil, config: String? = nil, arguments: [String] = [],
+    upstream: String? = nil, config: String? = nil, arguments: [String] = [], upstreamFromConfig: Bool = false,
     sourceLocation: SourceLocation = #_sourceLocation
 ) throws -> DaemonProcess {
     _ = try ResolverLab.require(sourceLocation: sourceLocation)
     var args = arguments
-    if !args.contains("--upstream") { args += ["--upstream", upstream ?? ResolverLab.fault] }
+    if !upstreamFromConfig && !args.contains("--upstream") { args += ["--upstream", upstream ?? ResolverLab.fault] }
     // Not DaemonProcess's own wait: its probe (RawConnection) closes a socket twice when connect fails, and in
     // parallel tests the second close hits a descriptor another thread has just opened.
     let daemon = try DaemonProcess(
         arguments: args, config: config, prefix: ["/usr/sbin/ip", "netns", "exec", ResolverLab.namespaceA],
-        waitForSocket: false)
+        passUpstreamFlag: !upstreamFromConfig, waitForSocket: false)
     let deadline = Date().addingTimeInterval(20)
     while Date() < deadline {
         if ResolverLab.canConnect(daemon.socketPath) { return daemon }

@@ -7,7 +7,9 @@ import NIOConcurrencyHelpers
 /// `io.discoverd.Discovery`: the varlink face of ``DiscoveryService``.
 ///
 /// The routes unpack parameters and call the service; the domain-to-wire mapping and the error conversion are in
-/// `DiscoveryWire.swift`, the shared encoding of browse events in ``EncodedEventCache``.
+/// `DiscoveryWire.swift`, the shared encoding of browse events in ``EncodedEventCache``. The service's synchronous
+/// calls wait for Avahi's lock, so they run through ``DiscoveryService/onAvahiThread(_:)``, never on the event loop
+/// that runs the call.
 public enum DiscoveryMethods {
     /// Registers every method of the interface.
     public static func register(
@@ -19,9 +21,11 @@ public enum DiscoveryMethods {
         routes.register(Methods.browse, whenReaderTooSlow: .subscriberTooSlow) { parameters, context in
             let subject = DiscoverySubject(type: parameters.type, name: parameters.domain ?? "", parameter: "interface")
             let stream = try await subject.mapErrors {
-                try discovery.browse(
-                    type: parameters.type, domain: parameters.domain, subtype: parameters.subtype,
-                    interface: parameters.interface, resolve: parameters.resolve ?? false)
+                try await discovery.onAvahiThread {
+                    try discovery.browse(
+                        type: parameters.type, domain: parameters.domain, subtype: parameters.subtype,
+                        interface: parameters.interface, resolve: parameters.resolve ?? false)
+                }
             }
             if context.more {
                 try await subject.mapErrors {
@@ -36,9 +40,11 @@ public enum DiscoveryMethods {
         }
 
         routes.register(Methods.resolveService) { parameters, _ in
-            let timeout = parameters.timeoutMs.map { Duration.milliseconds(max(1, $0)) } ?? DiscoveryService.defaultTimeout
+            let timeout =
+                parameters.timeoutMs.map { Duration.milliseconds(max(1, $0)) } ?? DiscoveryService.defaultTimeout
             let service = try await DiscoverySubject(type: parameters.type, name: parameters.name).mapErrors {
-                try await discovery.resolve(name: parameters.name, type: parameters.type, domain: parameters.domain, timeout: timeout)
+                try await discovery.resolve(
+                    name: parameters.name, type: parameters.type, domain: parameters.domain, timeout: timeout)
             }
             return ResolveServiceReply(service: service.wire)
         }
@@ -48,39 +54,32 @@ public enum DiscoveryMethods {
             guard (0...65535).contains(parameters.port) else { throw VarlinkError.invalidParameter("port") }
             let subject = DiscoverySubject(type: parameters.type, name: parameters.name ?? "", parameter: "txt")
             let advertisement = try await subject.mapErrors {
-                try discovery.advertise(
-                    name: parameters.name, type: parameters.type, port: parameters.port, txt: parameters.txt ?? [:],
-                    subtypes: parameters.subtypes ?? [], domain: parameters.domain, host: parameters.host)
+                try await discovery.onAvahiThread {
+                    try discovery.advertise(
+                        name: parameters.name, type: parameters.type, port: parameters.port,
+                        txt: parameters.txt ?? [:], subtypes: parameters.subtypes ?? [], domain: parameters.domain,
+                        host: parameters.host)
+                }
             }
             let id = String(advertisement.id)
             registrations.add(
                 id: id, owner: context.peer.uid, connection: context.connectionID, advertisement: advertisement)
             // The registration lives as long as this call, which lives as long as its connection.
-            defer {
-                registrations.remove(id: id)
-                advertisement.withdraw()
+            let reply: Result<AdvertiseReply, any Error>
+            do {
+                reply = .success(try await follow(advertisement, id: id, requestedName: parameters.name, context))
+            } catch {
+                reply = .failure(error)
             }
-            var name = parameters.name ?? ""
-            for await event in advertisement.events {
-                switch event {
-                case .registered(let registered):
-                    name = registered
-                    try context.send(AdvertiseReply(event: .registered, id: id, name: registered))
-                case .renamed(let renamed):
-                    name = renamed
-                    try context.send(AdvertiseReply(event: .renamed, id: id, name: renamed))
-                case .failed(let error):
-                    return AdvertiseReply(event: .failed, id: id, name: name, error: error.message)
-                }
-            }
-            try Task.checkCancellation()
-            return AdvertiseReply(event: .withdrawn, id: id, name: name)
+            registrations.remove(id: id)
+            _ = try? await discovery.onAvahiThread { advertisement.withdraw() }
+            return try reply.get()
         }
 
         routes.register(Methods.updateAdvertisement) { parameters, context in
             let advertisement = try registrations.owned(id: parameters.id, by: context.peer)
             try await DiscoverySubject(name: parameters.id, parameter: "txt").mapErrors {
-                try advertisement.updateTXT(parameters.txt)
+                try await discovery.onAvahiThread { try advertisement.updateTXT(parameters.txt) }
             }
             return VarlinkEmpty()
         }
@@ -91,7 +90,7 @@ public enum DiscoveryMethods {
                 context.logAdminAction(
                     "registration withdrawn by another connection", ["registration": "\(parameters.id)"])
             }
-            advertisement.withdraw()
+            try await discovery.onAvahiThread { advertisement.withdraw() }
             return VarlinkEmpty()
         }
 
@@ -105,6 +104,27 @@ public enum DiscoveryMethods {
         routes.register(Methods.browseDomains) { _, _ in
             BrowseDomainsReply(domains: try await DiscoverySubject().mapErrors { try await discovery.browseDomains() })
         }
+    }
+
+    /// Streams an advertisement's events until it fails, is withdrawn, or the call is cancelled.
+    static func follow(
+        _ advertisement: Advertisement, id: String, requestedName: String?, _ context: CallContext
+    ) async throws -> AdvertiseReply {
+        var name = requestedName ?? ""
+        for await event in advertisement.events {
+            switch event {
+            case .registered(let registered):
+                name = registered
+                try context.send(AdvertiseReply(event: .registered, id: id, name: registered))
+            case .renamed(let renamed):
+                name = renamed
+                try context.send(AdvertiseReply(event: .renamed, id: id, name: renamed))
+            case .failed(let error):
+                return AdvertiseReply(event: .failed, id: id, name: name, error: error.message)
+            }
+        }
+        try Task.checkCancellation()
+        return AdvertiseReply(event: .withdrawn, id: id, name: name)
     }
 
     /// The services present once Avahi says all-for-now, or when `timeout` passes.

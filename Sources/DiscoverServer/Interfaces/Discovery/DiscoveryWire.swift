@@ -68,3 +68,14 @@ extension BrowseEvent {
         }
     }
 }
+
+extension Discovery.AvahiState {
+    /// The state as `Status` reports it.
+    public var wire: DiscoverAPI.AvahiState {
+        switch self {
+        case .running: .running
+        case .connecting: .connecting
+        case .unavailable: .unavailable
+        }
+    }
+}
