@@ -168,6 +168,7 @@ extension ResolveHTTPSReply: JSONWritable {
         writer.field("ttl", ttl)
         writer.field("staleSeconds", staleSeconds)
         writer.field("timing", timing)
+        writer.field("note", note)
         writer.endObject()
     }
 }

@@ -35,6 +35,13 @@ enum ResolverMethods {
             return held
         }
 
+        routes.register(Methods.resolveSVCB) { parameters, _ in
+            try await mapErrors {
+                try await resolver.resolveSVCB(
+                    parameters.name, port: parameters.port, optimistic: optimistic(parameters.optimistic))
+            }.wire
+        }
+
         routes.register(Methods.resolveAddresses) { parameters, _ in
             let family: AddressFamilies = switch parameters.family ?? .any {
             case .any: .any
@@ -50,11 +57,11 @@ enum ResolverMethods {
                 timing: Timing(attempts: resolution.attempts, milliseconds: resolution.elapsedMilliseconds))
         }
 
-        routes.register(Methods.connectionPlan) { parameters, _ in
+        routes.register(Methods.connectionPlan) { parameters, context in
             let resolution = try await mapErrors {
                 try await resolver.connectionPlan(
                     host: parameters.host, port: parameters.port ?? 443, optimistic: optimistic(parameters.optimistic),
-                    assumeH3: parameters.assumeH3 ?? false)
+                    assumeH3: parameters.assumeH3 ?? false, caller: context.peer.uid)
             }
             let plan = resolution.plan
             return ConnectionPlanReply(
@@ -68,9 +75,19 @@ enum ResolverMethods {
                 timing: Timing(attempts: resolution.attempts, milliseconds: resolution.elapsedMilliseconds))
         }
 
-        routes.register(Methods.reportAltSvc) { parameters, _ in
-            try await mapErrors { try resolver.reportAltSvc(origin: parameters.origin, header: parameters.header) }
-            return VarlinkEmpty()
+        routes.register(Methods.reportAltSvc) { parameters, context in
+            // Root's evidence counts for everyone, another user's only for that user's plans.
+            let report = try await mapErrors {
+                try resolver.reportAltSvc(
+                    origin: parameters.origin, header: parameters.header, reporter: context.peer.uid)
+            }
+            return ReportAltSvcReply(
+                recorded: report.cleared || !report.recorded.isEmpty, cleared: report.cleared,
+                alternatives: report.recorded.map(\.description),
+                ignored: report.ignored.map {
+                    IgnoredAlternative(alternative: $0.alternative.description, reason: $0.reason)
+                },
+                scope: report.scope == .everyone ? .everyone : .reporter)
         }
 
         routes.register(Methods.flush) { parameters, context in
@@ -94,8 +111,11 @@ extension ResolverError {
     var varlink: VarlinkError {
         switch code {
         case .noSuchName: return .noSuchName(name)
-        case .timeout: return .resolverTimeout
-        case .upstreamFailure: return .upstreamFailure(rcode: rcode ?? "SERVFAIL")
+        case .timeout:
+            return .resolverTimeout(name: name.isEmpty ? nil : name, servers: Set(attempts.map(\.server)).sorted())
+        case .upstreamFailure:
+            let server = attempts.last { $0.rcode == rcode }?.server ?? attempts.last?.server
+            return .upstreamFailure(rcode: rcode ?? "SERVFAIL", name: name, server: server)
         default: return .invalidDNSName(name, reason: reason ?? "invalid")
         }
     }
@@ -135,6 +155,6 @@ extension HTTPSResolution {
                     unknown: binding.unknown.map { UnknownSvcParam(key: $0.key, value: $0.value) })
             },
             h3: h3, source: source.wire, ttl: Int(ttl), staleSeconds: staleSeconds.map(Int.init),
-            timing: Timing(attempts: attempts, milliseconds: elapsedMilliseconds))
+            timing: Timing(attempts: attempts, milliseconds: elapsedMilliseconds), note: note)
     }
 }
