@@ -34,7 +34,8 @@ enum SocketDiagnosis {
     static func message(path: String, reason: String) -> String {
         let hint: String
         switch reason {
-        case String(cString: strerror(ENOENT)), String(cString: strerror(ECONNREFUSED)): hint = " (is discoverd running?)"
+        case String(cString: strerror(ENOENT)), String(cString: strerror(ECONNREFUSED)):
+            hint = " (is discoverd running?)"
         default: hint = ""
         }
         return reason.hasPrefix("is ") ? "\(path) \(reason)" : "cannot reach discoverd at \(path): \(reason)\(hint)"

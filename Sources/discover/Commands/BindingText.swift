@@ -10,7 +10,9 @@ enum BindingText {
         Output.line(
             "\(displayName(reply.queryName))  \(recordType)\(h3)  source=\(source)  ttl=\(reply.ttl)"
                 + "  \(String(format: "%.1f", reply.timing.totalMs)) ms")
-        if !reply.aliasChain.isEmpty { Output.line("  via: \(reply.aliasChain.map(displayName).joined(separator: " -> "))") }
+        if !reply.aliasChain.isEmpty {
+            Output.line("  via: \(reply.aliasChain.map(displayName).joined(separator: " -> "))")
+        }
         for record in reply.records { Output.line("  " + line(record)) }
         if reply.records.isEmpty {
             Output.line(reply.note == nil ? "  (no \(recordType) records)" : "  (no usable \(recordType) records)")

@@ -137,6 +137,25 @@ struct BrowseCommand: AsyncParsableCommand {
     }
 }
 
+/// What `browse -p` printed per instance, so repeated resolved lines are not printed again.
+final class PrintedLines: Sendable {
+    private let lines = Mutex<[String: Set<String>]>([:])
+
+    /// The lines of `candidates` not printed before for `instance`; `reset` forgets the instance (it went away).
+    func new(_ candidates: [String], for instance: String, reset: Bool) -> [String] {
+        lines.withLock { lines in
+            if reset {
+                lines[instance] = nil
+                return candidates
+            }
+            var seen = lines[instance, default: []]
+            let fresh = candidates.filter { seen.insert($0).inserted }
+            lines[instance] = seen
+            return fresh
+        }
+    }
+}
+
 /// The types whose first all-for-now `browse --all` still waits for.
 final class PendingTypes: Sendable {
     private let types: Mutex<Set<String>>
@@ -155,6 +174,14 @@ struct BrowsePrinter: Sendable {
 
     let style: Style
     let resolve: Bool
+    /// The parseable lines already printed per instance: a `changed` event prints only what is new, as
+    /// avahi-browse prints each resolved address once.
+    private let printed = PrintedLines()
+
+    init(style: Style, resolve: Bool) {
+        self.style = style
+        self.resolve = resolve
+    }
 
     private static let widths = (time: 12, action: 3, interfaces: 10, domain: 8, type: 20)
 
@@ -187,7 +214,12 @@ struct BrowsePrinter: Sendable {
                 Output.line(String(repeating: " ", count: Self.widths.time + 2) + details)
             }
         case .parseable:
-            for line in Self.parseable(kind, service, resolve: resolve) { Output.line(line) }
+            let instance = "\(service.name)\u{0}\(service.type)\u{0}\(service.domain)"
+            for line in printed.new(
+                Self.parseable(kind, service, resolve: resolve), for: instance, reset: kind == .removed)
+            {
+                Output.line(line)
+            }
         }
     }
 

@@ -3,7 +3,8 @@ import DiscoverClient
 
 /// The host argument of `h3`, `plan`, `https` and `svcb`: one syntax everywhere, `HOST[:PORT]` or `--port`.
 struct HostTarget: ParsableArguments {
-    @Argument(help: ArgumentHelp("NAME, NAME:PORT, an address (192.0.2.10, 2001:db8::10) or [IPV6]:PORT.", valueName: "host"))
+    @Argument(
+        help: ArgumentHelp("NAME, NAME:PORT, an address (192.0.2.10, 2001:db8::10) or [IPV6]:PORT.", valueName: "host"))
     var target: String
 
     @Option(name: .long, help: "Port (the same as HOST:PORT).")

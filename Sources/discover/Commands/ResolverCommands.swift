@@ -112,7 +112,8 @@ struct H3Command: AsyncParsableCommand {
                 Methods.connectionPlan, ConnectionPlanParameters(host: target.host, port: target.port))
             if json {
                 try Output.json(
-                    H3Answer(host: plan.host, port: plan.port, h3: plan.h3, h3Source: plan.h3Source, source: plan.source))
+                    H3Answer(
+                        host: plan.host, port: plan.port, h3: plan.h3, h3Source: plan.h3Source, source: plan.source))
             } else if plan.h3 {
                 Output.line("\(target): h3 (from \(plan.h3Source ?? "https"))")
             } else {
@@ -237,8 +238,8 @@ struct AddressesCommand: AsyncParsableCommand {
             for (index, address) in reply.addresses.enumerated() {
                 Output.line((index == 0 ? label : String(repeating: " ", count: label.count)) + address)
             }
-            Output.line(
-                "-- source=\(reply.source.rawValue)  ttl=\(reply.ttl)  \(String(format: "%.1f", reply.timing.totalMs)) ms")
+            let milliseconds = String(format: "%.1f", reply.timing.totalMs)
+            Output.line("-- source=\(reply.source.rawValue)  ttl=\(reply.ttl)  \(milliseconds) ms")
             return 0
         }
     }
@@ -270,7 +271,8 @@ struct AltSvcCommand: AsyncParsableCommand {
     func run() async throws {
         let (origin, header, json) = (origin, header, global.json)
         try await runCommand(global) { client in
-            let reply = try await client.call(Methods.reportAltSvc, ReportAltSvcParameters(origin: origin, header: header))
+            let reply = try await client.call(
+                Methods.reportAltSvc, ReportAltSvcParameters(origin: origin, header: header))
             if json {
                 try Output.json(Answer(origin: origin, reply: reply))
             } else {

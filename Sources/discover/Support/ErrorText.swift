@@ -48,7 +48,10 @@ enum ErrorText {
             let type = parameter("type") ?? "?"
             return ("discover: " + withSubject(parameter("reason") ?? "invalid", "invalid service type \"\(type)\""), 2)
         case .invalidServiceName:
-            return ("discover: " + withSubject(parameter("reason") ?? "invalid", "invalid service name \"\(name ?? "?")\""), 2)
+            return (
+                "discover: " + withSubject(parameter("reason") ?? "invalid", "invalid service name \"\(name ?? "?")\""),
+                2
+            )
         case .avahiUnavailable:
             return ("discover: avahi-daemon is not running, so discoverd cannot do DNS-SD right now", 2)
         case .discoveryTimeout:

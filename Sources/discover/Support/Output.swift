@@ -1,4 +1,5 @@
 import Foundation
+
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -35,7 +36,9 @@ enum Output {
 
     /// `value`'s JSON object with a `timestamp` (ISO 8601, UTC, milliseconds) added: for stream events.
     static func timedJSON<T: Encodable>(_ value: T, at date: Date = Date()) throws {
-        try json(Timed(value: value, timestamp: date.ISO8601Format(Date.ISO8601FormatStyle(includingFractionalSeconds: true))))
+        try json(
+            Timed(
+                value: value, timestamp: date.ISO8601Format(Date.ISO8601FormatStyle(includingFractionalSeconds: true))))
     }
 
     private struct Timed<T: Encodable>: Encodable {
