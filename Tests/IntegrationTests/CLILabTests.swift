@@ -98,16 +98,7 @@ struct CLIHabitTests {
     private func boundUnixSocket(_ path: String, listen shouldListen: Bool) throws -> Int32 {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw DaemonError("socket() failed") }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: Array(path.utf8.prefix(raw.count - 1)) + [0])
-        }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
+        let bound = withUnixAddress(path) { bind(fd, $0, $1) }
         guard bound == 0, !shouldListen || listen(fd, 1) == 0 else {
             close(fd)
             throw DaemonError("bind \(path): \(String(cString: strerror(errno)))")
@@ -329,10 +320,8 @@ struct CLIDiscoveryLabTests {
     @Test func browsePrintsAHeaderTheNameLastAndStopsQuietlyOnCtrlC() async throws {
         let hold = await AvahiGate.shared.enterShared()
         defer { hold.release() }
-        _ = try DiscoveryLab.require()
-        let daemon = try DiscoveryLab.daemon()
-        let client = DiscoverClient(socketPath: daemon.socketPath)
-        try await DiscoveryLab.waitForAvahi(client)
+        let fixture = try await DiscoveryLabTests.Fixture()
+        let daemon = fixture.daemon
         let type = DiscoveryLab.uniqueType()
         let name = DiscoveryLab.uniqueName("Game of Bob")
         let peer = try await LabPeer.avahiPublish(name, type, port: 4242, txt: ["version=2"])
@@ -377,17 +366,14 @@ struct CLIDiscoveryLabTests {
         #expect(all.stdout.hasSuffix("all for now\n"), "\(all.stdout)")
 
         await peer.stop()
-        await client.close()
-        #expect(daemon.stop() == 0)
+        await fixture.stop()
     }
 
     @Test func ctrlCOnAdvertiseWithdrawsAndExitsZero() async throws {
         let hold = await AvahiGate.shared.enterShared()
         defer { hold.release() }
-        _ = try DiscoveryLab.require()
-        let daemon = try DiscoveryLab.daemon()
-        let client = DiscoverClient(socketPath: daemon.socketPath)
-        try await DiscoveryLab.waitForAvahi(client)
+        let fixture = try await DiscoveryLabTests.Fixture()
+        let daemon = fixture.daemon
         let type = DiscoveryLab.uniqueType()
         let name = DiscoveryLab.uniqueName("Interrupted")
         let advertise = try BackgroundCommand([
@@ -399,17 +385,14 @@ struct CLIDiscoveryLabTests {
         #expect(await advertise.waitForExit() == 0)
         #expect(advertise.stderr.isEmpty, "\(advertise.stderr)")
         await DiscoveryLab.expectOnB(type, "withdrawn after Ctrl-C") { !$0.map(\.name).contains(name) }
-        await client.close()
-        #expect(daemon.stop() == 0)
+        await fixture.stop()
     }
 
     @Test func resolveSaysWhatItWaitsForAndHonoursTimeout() async throws {
         let hold = await AvahiGate.shared.enterShared()
         defer { hold.release() }
-        _ = try DiscoveryLab.require()
-        let daemon = try DiscoveryLab.daemon()
-        let client = DiscoverClient(socketPath: daemon.socketPath)
-        try await DiscoveryLab.waitForAvahi(client)
+        let fixture = try await DiscoveryLabTests.Fixture()
+        let daemon = fixture.daemon
         let type = DiscoveryLab.uniqueType()
         let (result, ms) = try await measure {
             try discover(["resolve", "--timeout", "1", "Nobody Here", type, "--socket", daemon.socketPath])
@@ -419,7 +402,6 @@ struct CLIDiscoveryLabTests {
             result.stderr.hasPrefix("Resolving \"Nobody Here\" \(type) in local (up to 1 s)...\n"), "\(result.stderr)")
         #expect(result.stderr.contains("not found (no answer within 1 s)"))
         #expect(ms < 4000, "--timeout 1 took \(ms) ms")
-        await client.close()
-        #expect(daemon.stop() == 0)
+        await fixture.stop()
     }
 }

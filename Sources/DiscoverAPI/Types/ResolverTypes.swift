@@ -136,21 +136,10 @@ public struct ResolveHTTPSReply: Codable, Equatable, Sendable {
     }
 }
 
-/// Parameters of `ResolveSVCB`: the SVCB (type 64) records of `name`, or of `_PORT.NAME` when `port` is given
-/// (RFC 9460 §2.3). The reply is a ``ResolveHTTPSReply``.
-public struct ResolveSVCBParameters: VarlinkParameters, Equatable {
-    public enum CodingKeys: String, CodingKey, CaseIterable { case name, port, optimistic }
-    /// The owner name, with its scheme prefix when it has one, e.g. `_dns.resolver.example`.
-    public var name: String
-    public var port: Int?
-    public var optimistic: Bool?
-
-    public init(name: String, port: Int? = nil, optimistic: Bool? = nil) {
-        self.name = name
-        self.port = port
-        self.optimistic = optimistic
-    }
-}
+/// Parameters of `ResolveSVCB`, the same as `ResolveHTTPS`'s: `name` carries its scheme prefix (e.g.
+/// `_dns.resolver.example`), and `port`, when given, makes the query name `_PORT.NAME` (RFC 9460 §2.3). The reply
+/// is a ``ResolveHTTPSReply``.
+public typealias ResolveSVCBParameters = ResolveHTTPSParameters
 
 /// Address family filter.
 public enum AddressFamily: String, Codable, Sendable {

@@ -274,7 +274,7 @@ struct AltSvcCommand: AsyncParsableCommand {
             let reply = try await client.call(
                 Methods.reportAltSvc, ReportAltSvcParameters(origin: origin, header: header))
             if json {
-                try Output.json(Answer(origin: origin, reply: reply))
+                try Output.json(Output.Extended(value: reply, extra: ["origin": origin]))
             } else {
                 let scope = reply.scope == .everyone ? "for every user" : "for your own plans (uid \(getuid()))"
                 if reply.cleared { Output.line("cleared \(origin) \(scope)") }
@@ -283,20 +283,6 @@ struct AltSvcCommand: AsyncParsableCommand {
                 if !reply.recorded && reply.ignored.isEmpty { Output.line("nothing recorded") }
             }
             return reply.recorded ? 0 : 1
-        }
-    }
-
-    /// The reply with the origin it was about.
-    struct Answer: Encodable {
-        var origin: String
-        var reply: ReportAltSvcReply
-
-        enum Key: String, CodingKey { case origin }
-
-        func encode(to encoder: any Encoder) throws {
-            try reply.encode(to: encoder)
-            var container = encoder.container(keyedBy: Key.self)
-            try container.encode(origin, forKey: .origin)
         }
     }
 }

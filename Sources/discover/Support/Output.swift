@@ -36,21 +36,26 @@ enum Output {
 
     /// `value`'s JSON object with a `timestamp` (ISO 8601, UTC, milliseconds) added: for stream events.
     static func timedJSON<T: Encodable>(_ value: T, at date: Date = Date()) throws {
-        try json(
-            Timed(
-                value: value, timestamp: date.ISO8601Format(Date.ISO8601FormatStyle(includingFractionalSeconds: true))))
+        let timestamp = date.ISO8601Format(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+        try json(Extended(value: value, extra: ["timestamp": timestamp]))
     }
 
-    private struct Timed<T: Encodable>: Encodable {
+    /// `value`'s JSON object with string fields added.
+    struct Extended<T: Encodable>: Encodable {
         var value: T
-        var timestamp: String
+        var extra: [String: String]
 
-        enum Key: String, CodingKey { case timestamp }
+        struct Key: CodingKey {
+            var stringValue: String
+            var intValue: Int? { nil }
+            init(stringValue: String) { self.stringValue = stringValue }
+            init?(intValue: Int) { nil }
+        }
 
         func encode(to encoder: any Encoder) throws {
             try value.encode(to: encoder)
             var container = encoder.container(keyedBy: Key.self)
-            try container.encode(timestamp, forKey: .timestamp)
+            for (key, text) in extra { try container.encode(text, forKey: Key(stringValue: key)) }
         }
     }
 
