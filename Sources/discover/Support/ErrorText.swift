@@ -13,14 +13,16 @@ enum ErrorText {
             return ("discover: discoverd closed the connection (did it stop or restart?)", 2)
         case .protocolError:
             return ("discover: \(error.message)", 2)
-        case .methodNotImplemented, .methodNotFound:
+        case .methodNotImplemented:
             let method = parameter("method") ?? "that method"
             return ("discover: this discoverd does not offer \(method) (is it older than this discover?)", 2)
+        case .methodNotFound:
+            return ("discover: discoverd has no method \(parameter("method") ?? "by that name")", 2)
         case .interfaceNotFound:
             return ("discover: this discoverd has no interface \(parameter("interface") ?? "by that name")", 2)
         case .invalidParameter:
-            let what = parameter("parameter").map { "\"\($0)\"" } ?? "a parameter"
-            return ("discover: discoverd did not accept the value of \(what)", 2)
+            let what = parameter("parameter").map { "parameter \"\($0)\"" } ?? "a parameter"
+            return ("discover: discoverd refused \(what): it is missing, unknown or of the wrong type", 2)
         case .expectedMore:
             return ("discover: that method streams its replies: call it with --more", 2)
         case .permissionDenied:
@@ -60,6 +62,8 @@ enum ErrorText {
             return ("discover: \(name ?? "the service"): no such service", 1)
         case .nameConflict:
             return ("discover: the name \"\(name ?? "?")\" is taken on the network", 2)
+        case DiscoverError.Code(rawValue: "io.discoverd.Discovery.SubscriberTooSlow"):
+            return ("discover: discoverd ended the stream because this reader fell too far behind", 2)
         default:
             return ("discover: \(plain(error))", 2)
         }
