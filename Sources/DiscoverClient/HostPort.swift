@@ -21,8 +21,25 @@ public struct HostPort: Equatable, Sendable, CustomStringConvertible {
     /// Whether the host is an IPv4 or IPv6 address (no DNS needed).
     public var isAddressLiteral: Bool
 
-    /// Why a host could not be parsed, as one plain sentence.
+    /// Why a host could not be parsed: a code, and one plain sentence for people.
     public struct ParseError: Error, Equatable, Sendable, CustomStringConvertible {
+        /// The kind of mistake.
+        public struct Code: Hashable, Sendable, CustomStringConvertible {
+            private let name: String
+            /// Nothing before the port, or nothing at all.
+            public static let missingHost = Code(name: "missingHost")
+            /// A scheme other than `https://`.
+            public static let unsupportedScheme = Code(name: "unsupportedScheme")
+            /// Brackets that do not hold exactly an IPv6 address, or are not followed by `:PORT`.
+            public static let invalidBrackets = Code(name: "invalidBrackets")
+            /// Several colons that do not make an IPv6 address.
+            public static let invalidAddress = Code(name: "invalidAddress")
+            /// A port that is missing after `:`, not a number, or outside 1...65535.
+            public static let invalidPort = Code(name: "invalidPort")
+            public var description: String { name }
+        }
+
+        public var code: Code
         public var message: String
         public var description: String { message }
     }
@@ -40,48 +57,55 @@ public struct HostPort: Equatable, Sendable, CustomStringConvertible {
         var rest = Substring(text)
         if let scheme = rest.firstRange(of: "://") {
             guard rest[..<scheme.lowerBound].lowercased() == "https" else {
-                throw ParseError(message: "\(text): only https:// origins are understood")
+                throw ParseError(code: .unsupportedScheme, message: "\(text): only https:// origins are understood")
             }
             rest = rest[scheme.upperBound...]
             if let slash = rest.firstIndex(of: "/") { rest = rest[..<slash] }
         }
-        guard !rest.isEmpty else { throw ParseError(message: "missing host in \"\(text)\"") }
+        guard !rest.isEmpty else { throw ParseError(code: .missingHost, message: "missing host in \"\(text)\"") }
 
         var portText: Substring?
         if rest.hasPrefix("[") {
             guard let close = rest.firstIndex(of: "]") else {
-                throw ParseError(message: "\(text): '[' without ']' (write [ADDRESS]:PORT)")
+                throw ParseError(code: .invalidBrackets, message: "\(text): '[' without ']' (write [ADDRESS]:PORT)")
             }
             let inside = rest[rest.index(after: rest.startIndex)..<close]
             guard Self.isIPv6(inside) else {
-                throw ParseError(message: "\(text): brackets are for IPv6 addresses, and \"\(inside)\" is not one")
+                throw ParseError(
+                    code: .invalidBrackets,
+                    message: "\(text): brackets are for IPv6 addresses, and \"\(inside)\" is not one")
             }
             let after = rest[rest.index(after: close)...]
             if !after.isEmpty {
-                guard after.hasPrefix(":") else { throw ParseError(message: "\(text): expected ':PORT' after ']'") }
+                guard after.hasPrefix(":") else {
+                    throw ParseError(code: .invalidBrackets, message: "\(text): expected ':PORT' after ']'")
+                }
                 portText = after.dropFirst()
             }
             rest = inside
         } else if rest.filter({ $0 == ":" }).count == 1, let colon = rest.firstIndex(of: ":") {
             portText = rest[rest.index(after: colon)...]
             rest = rest[..<colon]
-            guard !rest.isEmpty else { throw ParseError(message: "missing host in \"\(text)\"") }
+            guard !rest.isEmpty else { throw ParseError(code: .missingHost, message: "missing host in \"\(text)\"") }
         } else if rest.contains(":") && !Self.isIPv6(rest) {
             throw ParseError(
+                code: .invalidAddress,
                 message: "\(text) is not an IPv6 address; write an IPv6 address with a port as [ADDRESS]:PORT")
         }
 
         host = String(rest)
         isAddressLiteral = Self.isIPv6(rest) || Self.isIPv4(rest)
         if let portText {
-            guard !portText.isEmpty else { throw ParseError(message: "\(text): missing port after ':'") }
+            guard !portText.isEmpty else {
+                throw ParseError(code: .invalidPort, message: "\(text): missing port after ':'")
+            }
             guard portText.allSatisfy(\.isASCII), portText.allSatisfy(\.isNumber), portText.count <= 5,
                 let number = Int(portText)
             else {
-                throw ParseError(message: "\(text): port \"\(portText)\" is not a number")
+                throw ParseError(code: .invalidPort, message: "\(text): port \"\(portText)\" is not a number")
             }
             guard (1...65535).contains(number) else {
-                throw ParseError(message: "port \(number) is not between 1 and 65535")
+                throw ParseError(code: .invalidPort, message: "port \(number) is not between 1 and 65535")
             }
             port = number
         } else {

@@ -53,6 +53,21 @@ struct HostPortTests {
         }
     }
 
+    @Test("errors carry a code")
+    func codes() {
+        for (text, code) in [
+            ("", HostPort.ParseError.Code.missingHost), ("ftp://x", .unsupportedScheme), ("[x]", .invalidBrackets),
+            ("a:b:c", .invalidAddress), ("x:0", .invalidPort), ("x:", .invalidPort),
+        ] {
+            #expect(throws: HostPort.ParseError.self) { try HostPort(parsing: text) }
+            do {
+                _ = try HostPort(parsing: text)
+            } catch {
+                #expect(error.code == code, "\(text)")
+            }
+        }
+    }
+
     @Test("printed back with brackets only where needed")
     func description() throws {
         #expect(try HostPort(parsing: "[2001:db8::10]:443").description == "[2001:db8::10]:443")
