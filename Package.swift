@@ -13,6 +13,8 @@ let package = Package(
         .library(name: "DiscoverAPI", targets: ["DiscoverAPI"]),
         .library(name: "Resolver", targets: ["Resolver"]),
         .library(name: "Discovery", targets: ["Discovery"]),
+        .library(name: "DNSStub", targets: ["DNSStub"]),
+        .library(name: "DiscoverServer", targets: ["DiscoverServer"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -40,6 +42,19 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // The DNS stub listener: DNS on UDP and TCP from the resolver's cache, `.local` through a LocalRecordSource.
+        .target(
+            name: "DNSStub",
+            dependencies: [
+                "Resolver",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strict
+        ),
+
         // DNS-SD over one Avahi client.
         .target(
             name: "Discovery",
@@ -59,10 +74,24 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // The varlink server (framing, ordering, back-pressure, limits) and one adapter per interface.
+        .target(
+            name: "DiscoverServer",
+            dependencies: [
+                "DiscoverAPI", "Resolver", "Discovery",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strict
+        ),
+
         .executableTarget(
             name: "discoverd",
             dependencies: [
-                "DiscoverAPI", "Resolver", "Discovery",
+                "DiscoverAPI", "DiscoverServer", "Resolver", "Discovery", "DNSStub",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -92,7 +121,18 @@ let package = Package(
 
         .testTarget(name: "DiscoverAPITests", dependencies: ["DiscoverAPI"], swiftSettings: strict),
         .testTarget(name: "ResolverTests", dependencies: ["Resolver"], swiftSettings: strict),
+        .testTarget(name: "DNSStubTests", dependencies: ["DNSStub", "Resolver"], swiftSettings: strict),
         .testTarget(name: "DiscoveryTests", dependencies: ["Discovery"], swiftSettings: strict),
+        .testTarget(
+            name: "DiscoverServerTests",
+            dependencies: [
+                "DiscoverServer", "DiscoverAPI", "Resolver", "Discovery",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
         .testTarget(name: "DiscoverClientTests", dependencies: ["DiscoverClient", "DiscoverAPI"], swiftSettings: strict),
         // Integration tests: start the built daemon binary on the network lab.
         .testTarget(

@@ -28,6 +28,8 @@ public struct DiscoverError: Error, Sendable, Equatable, CustomStringConvertible
         public static let invalidMessage = Code(rawValue: "io.discoverd.Daemon.InvalidMessage")
         public static let messageTooLarge = Code(rawValue: "io.discoverd.Daemon.MessageTooLarge")
         public static let tooManyConnections = Code(rawValue: "io.discoverd.Daemon.TooManyConnections")
+        public static let invalidConfiguration = Code(rawValue: VarlinkError.invalidConfiguration(reason: "").name)
+        public static let internalError = Code(rawValue: VarlinkError.internalError(reason: "").name)
 
         // io.discoverd.Resolver
         public static let noSuchName = Code(rawValue: "io.discoverd.Resolver.NoSuchName")
@@ -42,6 +44,7 @@ public struct DiscoverError: Error, Sendable, Equatable, CustomStringConvertible
         public static let discoveryTimeout = Code(rawValue: "io.discoverd.Discovery.Timeout")
         public static let avahiUnavailable = Code(rawValue: "io.discoverd.Discovery.AvahiUnavailable")
         public static let nameConflict = Code(rawValue: "io.discoverd.Discovery.NameConflict")
+        public static let subscriberTooSlow = Code(rawValue: VarlinkError.subscriberTooSlow.name)
     }
 
     public var code: Code

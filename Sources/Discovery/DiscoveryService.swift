@@ -24,7 +24,9 @@ public final class DiscoveryService: Sendable {
     public static let defaultTimeout: Duration = .seconds(5)
 
     private let poll: ThreadedPoll
-    private let client: AvahiClientHandle
+    let client: AvahiClientHandle
+    /// Events buffered per browse or record-stream subscriber before it is dropped as too slow.
+    let subscriberBufferLimit: Int
     private let hub: BrowseHub
     private let registry: AdvertisementRegistry
     private let logger: Logger
@@ -48,6 +50,7 @@ public final class DiscoveryService: Sendable {
         self.logger = logger
         self.poll = try ThreadedPoll()
         self.client = AvahiClientHandle(poll: self.poll, logger: logger)
+        self.subscriberBufferLimit = max(subscriberBufferLimit, 1)
         self.hub = BrowseHub(client: self.client, logger: logger, bufferLimit: subscriberBufferLimit)
         self.registry = AdvertisementRegistry(client: self.client, logger: logger)
         self.client.start()

@@ -1,6 +1,9 @@
+import DNSStub
 import DiscoverAPI
+import DiscoverServer
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import Discovery
@@ -28,7 +31,9 @@ struct Daemon {
         let discovery = try DiscoveryService(logger: logger)
         let registrations = RegistrationTable()
         let staticServices = StaticServices(discovery: discovery, logger: logger)
-        DiscoveryMethods.register(into: &routes, discovery: discovery, registrations: registrations, state: state)
+        let access = AccessControl(logger: logger)
+        await access.configure(adminGroup: configuration.adminGroup, advertiseGroup: configuration.advertiseGroup)
+        DiscoveryMethods.register(into: &routes, discovery: discovery, registrations: registrations, access: access)
         staticServices.sync(directory: configuration.servicesDirectory)
         // A static service that could not be registered yet (avahi-daemon absent at start) is registered when
         // avahi-daemon appears; sync leaves registered ones alone.
@@ -38,13 +43,20 @@ struct Daemon {
             }
         }
 
+        // Filled in below once the stub exists; Reload pushes the stub's live settings into it.
+        let stubUpdate = NIOLockedValueBox<(@Sendable (DaemonConfiguration) -> Void)?>(nil)
         let reload: @Sendable () async throws -> Void = {
             try Self.reloadConfiguration(state: state, logger: logger)
-            staticServices.sync(directory: state.configuration.servicesDirectory)
+            let configuration = state.configuration
+            await access.configure(adminGroup: configuration.adminGroup, advertiseGroup: configuration.advertiseGroup)
+            staticServices.sync(directory: configuration.servicesDirectory)
+            stubUpdate.withLockedValue { $0 }?(configuration)
         }
-        DaemonMethods.register(into: &routes, state: state, reload: reload)
+        state.update { $0.reload = reload }
+        DaemonMethods.register(into: &routes, control: state, access: access)
         let resolver = Self.makeResolver(configuration: configuration, logger: logger)
-        ResolverMethods.register(into: &routes, resolver: resolver, state: state)
+        let resolverOptions = ResolverMethods.Options(optimistic: configuration.optimistic)
+        ResolverMethods.register(into: &routes, resolver: resolver, options: resolverOptions, access: access)
         state.update { mutable in
             mutable.avahi = {
                 switch discovery.avahiState {
@@ -68,6 +80,20 @@ struct Daemon {
             logger: logger)
         persistence.load()
 
+        // The DNS stub: the second front door to the same cache. Bound before the group runs, so "started" and
+        // readiness come after every socket; a port it cannot have is a warning, never fatal.
+        let stubResponder = StubResponder(
+            resolver: resolver,
+            local: AvahiLocalRecords(discovery: discovery, timeout: configuration.stubSettings.localTimeout),
+            settings: configuration.stubSettings,
+            logger: logger)
+        let stub = DNSStubServer(responder: stubResponder, settings: configuration.stubSettings, logger: logger)
+        await stub.bind()
+        stubUpdate.withLockedValue { $0 = { configuration in stubResponder.update(configuration.stubSettings) } }
+        state.update { mutable in
+            mutable.stub = { StubStatus(listening: stub.listening, statistics: stubResponder.statistics) }
+        }
+
         let router = MethodRouter(routes, logger: logger)
         let server = VarlinkServer(
             settings: .init(
@@ -86,6 +112,7 @@ struct Daemon {
                     .init(service: persistence),
                     .init(service: DiscoveryShutdown(discovery: discovery)),
                     .init(service: ReloadOnHangup(logger: logger, reload: reload)),
+                    .init(service: stub),
                     .init(service: server),
                 ],
                 gracefulShutdownSignals: [.sigterm, .sigint],
@@ -122,8 +149,7 @@ struct Daemon {
         do {
             fresh = try DaemonConfiguration.load(path: path)
         } catch {
-            throw VarlinkError(
-                name: "io.discoverd.Daemon.InvalidConfiguration", parameters: ["reason": .string(error.description)])
+            throw error
         }
         state.update { mutable in
             var next = mutable.configuration
@@ -131,6 +157,13 @@ struct Daemon {
             next.advertiseGroup = fresh.advertiseGroup
             next.servicesDirectory = fresh.servicesDirectory
             if !fresh.upstreams.isEmpty { next.upstreams = fresh.upstreams }
+            next.stubAllow = fresh.stubAllow
+            next.stubLocal = fresh.stubLocal
+            if fresh.stubListen != next.stubListen {
+                logger.warning(
+                    "[stub] listen changed: the new addresses take effect at the next restart",
+                    metadata: ["in-effect": "\(next.stubListen.map(\.description))"])
+            }
             mutable.configuration = next
         }
         logger.info("configuration reloaded", metadata: ["file": "\(path)"])

@@ -1,5 +1,7 @@
 import ArgumentParser
+import DNSStub
 import DiscoverAPI
+import DiscoverServer
 import Foundation
 import Logging
 import NIOCore
@@ -21,6 +23,7 @@ struct Discoverd: AsyncParsableCommand {
             Examples:
               discoverd                                  # system daemon, upstreams from /etc/resolv.conf
               discoverd --socket /tmp/d.sock --upstream 192.0.2.53 --log-level debug
+              discoverd --stub-listen 127.0.0.153:53 --stub-listen [::1]:53   # the machine's resolver
             """,
         version: DiscoverdVersion.current)
 
@@ -34,6 +37,13 @@ struct Discoverd: AsyncParsableCommand {
 
     @Option(name: .long, help: ArgumentHelp("DNS server ADDR[:PORT] or [V6]:PORT; repeat for several (default: nameservers of /etc/resolv.conf).", valueName: "addr"))
     var upstream: [String] = []
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "DNS stub address ADDR[:PORT] or [V6]:PORT (UDP and TCP); repeat for several, 'none' turns the stub off (default: 127.0.0.153:53).",
+            valueName: "addr"))
+    var stubListen: [String] = []
 
     @Option(name: .long, help: ArgumentHelp("Where the cache is persisted.", valueName: "dir"))
     var stateDir: String?
@@ -96,7 +106,21 @@ struct Discoverd: AsyncParsableCommand {
             }
             configuration.upstreams = parsed
         }
-        if configuration.upstreams.isEmpty { configuration.upstreams = Upstream.fromResolvConf() }
+        if !stubListen.isEmpty {
+            var listen: [ListenAddress] = []
+            for text in stubListen {
+                do { listen = try DaemonConfiguration.listenAddresses(text, adding: listen) } catch {
+                    throw ConfigurationError("--stub-listen: \(error.description)")
+                }
+            }
+            configuration.stubListen = listen
+        }
+        if configuration.upstreams.isEmpty {
+            // Once resolv.conf names our own stub, its nameservers include us: asking ourselves would loop.
+            configuration.upstreams = Upstream.fromResolvConf().filter { upstream in
+                !configuration.stubListen.contains { $0.host == upstream.host && $0.port == upstream.port }
+            }
+        }
         return configuration
     }
 }

@@ -88,17 +88,6 @@ struct ValidationTests {
         }
     }
 
-    @Test("errors map onto the API's varlink error names")
-    func apiNames() {
-        #expect(DiscoveryError(.invalidServiceType, "").apiErrorName == "io.discoverd.Discovery.InvalidServiceType")
-        #expect(DiscoveryError(.invalidName, "").apiErrorName == "io.discoverd.Discovery.InvalidName")
-        #expect(DiscoveryError(.notFound, "").apiErrorName == "io.discoverd.Discovery.NotFound")
-        #expect(DiscoveryError(.timeout, "").apiErrorName == "io.discoverd.Discovery.Timeout")
-        #expect(DiscoveryError(.avahiUnavailable, "").apiErrorName == "io.discoverd.Discovery.AvahiUnavailable")
-        #expect(DiscoveryError(.nameConflict, "").apiErrorName == "io.discoverd.Discovery.NameConflict")
-        #expect(DiscoveryError(.invalidParameter, "").apiErrorName == "org.varlink.service.InvalidParameter")
-    }
-
     @Test("Avahi error codes become DiscoveryError codes with Avahi's text")
     func avahiErrors() {
         #expect(DiscoveryError.fromAvahi(0, "ok") == nil)

@@ -294,7 +294,8 @@ public enum InterfaceDescriptions {
         error AvahiUnavailable ()
         error NameConflict (name: string)
 
-        # A Browse stream reader fell too far behind; its stream ended.
+        # A Browse stream's reader let more than max-send-buffer bytes pile up
+        # unread; this is the stream's last reply.
         error SubscriberTooSlow ()
 
         """
@@ -313,6 +314,51 @@ public enum InterfaceDescriptions {
           refreshFailures: int
         )
 
+        # Queries the DNS stub received, by transport.
+        type StubQueryCounts (
+          udp: int,
+          tcp: int
+        )
+
+        # The DNS stub listener: the sockets it serves ("udp 127.0.0.153:53") and
+        # what it answered from fresh cache, from expired cache (RFC 8767), by
+        # forwarding, through mDNS; clients refused by [stub] allow; UDP replies
+        # truncated to the client's size; malformed queries; SERVFAIL replies.
+        type StubStatus (
+          listen: []string,
+          queries: StubQueryCounts,
+          cacheAnswers: int,
+          staleAnswers: int,
+          forwarded: int,
+          local: int,
+          refused: int,
+          truncated: int,
+          formatErrors: int,
+          serverFailures: int
+        )
+
+        # The settings in effect, named as in discoverd.conf. Reload changes them
+        # live; the limits apply to connections accepted after it.
+        type Settings (
+          logLevel: string,
+          adminGroup: ?string,
+          advertiseGroup: ?string,
+          servicesDir: ?string,
+          maxConnections: int,
+          maxMessageSize: int,
+          maxQueuedCalls: int,
+          maxSendBuffer: int,
+          timeoutMs: int,
+          attempts: int,
+          optimistic: bool,
+          staleTtl: int,
+          maxStale: int,
+          refreshRetry: int,
+          noOptimisticDomains: []string,
+          cacheSize: int,
+          persistInterval: int
+        )
+
         # The daemon's state. With more: a fresh status every intervalMs (default
         # 1000), until the connection closes.
         method Status(intervalMs: ?int) -> (
@@ -323,10 +369,14 @@ public enum InterfaceDescriptions {
           cache: CacheStatistics,
           connections: int,
           subscriptions: int,
-          registrations: int
+          registrations: int,
+          stub: ?StubStatus,
+          settings: ?Settings
         )
 
-        # Re-read the configuration and static services. Needs root or the admin group.
+        # Re-read the configuration and static services and apply them without a
+        # restart (socket and state-dir need one and are logged as such). Needs
+        # root or the admin group.
         method Reload() -> ()
 
         # The message is not a varlink call (malformed JSON, no method). The

@@ -45,10 +45,15 @@ public struct StatusReply: Codable, Equatable, Sendable {
     public var connections: Int
     public var subscriptions: Int
     public var registrations: Int
+    /// The DNS stub: where it listens and what it answered (absent when it is off).
+    public var stub: StubStatus?
+    /// The settings in effect since start or the last reload.
+    public var settings: DaemonSettings?
 
     public init(
         version: String, uptimeSeconds: Int, avahi: AvahiState, upstreams: [String], cache: CacheStatistics,
-        connections: Int, subscriptions: Int, registrations: Int
+        connections: Int, subscriptions: Int, registrations: Int, stub: StubStatus? = nil,
+        settings: DaemonSettings? = nil
     ) {
         self.version = version
         self.uptimeSeconds = uptimeSeconds
@@ -58,6 +63,118 @@ public struct StatusReply: Codable, Equatable, Sendable {
         self.connections = connections
         self.subscriptions = subscriptions
         self.registrations = registrations
+        self.stub = stub
+        self.settings = settings
+    }
+}
+
+/// The settings a running daemon uses, named as in discoverd.conf; `Status` reports them so a reload can be checked.
+public struct DaemonSettings: Codable, Equatable, Sendable {
+    /// `[daemon] log-level`.
+    public var logLevel: String
+    /// `[daemon] admin-group`.
+    public var adminGroup: String?
+    /// `[daemon] advertise-group`.
+    public var advertiseGroup: String?
+    /// `[daemon] services-dir`.
+    public var servicesDir: String?
+    /// `[limits] max-connections`.
+    public var maxConnections: Int
+    /// `[limits] max-message-size`, for connections accepted from now on.
+    public var maxMessageSize: Int
+    /// `[limits] max-queued-calls`, for connections accepted from now on.
+    public var maxQueuedCalls: Int
+    /// `[limits] max-send-buffer`, for connections accepted from now on.
+    public var maxSendBuffer: Int
+    /// `[resolver] timeout-ms`.
+    public var timeoutMs: Int
+    /// `[resolver] attempts`.
+    public var attempts: Int
+    /// `[resolver] optimistic`.
+    public var optimistic: Bool
+    /// `[resolver] stale-ttl`.
+    public var staleTtl: Int
+    /// `[resolver] max-stale`.
+    public var maxStale: Int
+    /// `[resolver] refresh-retry`.
+    public var refreshRetry: Int
+    /// `[resolver] no-optimistic-domain`, every one.
+    public var noOptimisticDomains: [String]
+    /// `[resolver] cache-size`.
+    public var cacheSize: Int
+    /// `[resolver] persist-interval`.
+    public var persistInterval: Int
+
+    public init(
+        logLevel: String, adminGroup: String? = nil, advertiseGroup: String? = nil, servicesDir: String? = nil,
+        maxConnections: Int, maxMessageSize: Int, maxQueuedCalls: Int, maxSendBuffer: Int, timeoutMs: Int,
+        attempts: Int, optimistic: Bool, staleTtl: Int, maxStale: Int, refreshRetry: Int,
+        noOptimisticDomains: [String] = [], cacheSize: Int, persistInterval: Int
+    ) {
+        self.logLevel = logLevel
+        self.adminGroup = adminGroup
+        self.advertiseGroup = advertiseGroup
+        self.servicesDir = servicesDir
+        self.maxConnections = maxConnections
+        self.maxMessageSize = maxMessageSize
+        self.maxQueuedCalls = maxQueuedCalls
+        self.maxSendBuffer = maxSendBuffer
+        self.timeoutMs = timeoutMs
+        self.attempts = attempts
+        self.optimistic = optimistic
+        self.staleTtl = staleTtl
+        self.maxStale = maxStale
+        self.refreshRetry = refreshRetry
+        self.noOptimisticDomains = noOptimisticDomains
+        self.cacheSize = cacheSize
+        self.persistInterval = persistInterval
+    }
+}
+
+/// The DNS stub in `Status` (API.md, "The DNS stub").
+public struct StubStatus: Codable, Equatable, Sendable {
+    /// `udp ADDR:PORT` and `tcp ADDR:PORT` for every socket it serves.
+    public var listen: [String]
+    public var queries: StubQueryCounts
+    /// Answered from fresh cache entries.
+    public var cacheAnswers: Int
+    /// Answered from expired entries while one refresh runs (RFC 8767).
+    public var staleAnswers: Int
+    /// Needed an upstream query.
+    public var forwarded: Int
+    /// Answered through mDNS (`.local`).
+    public var local: Int
+    /// Clients outside `[stub] allow`.
+    public var refused: Int
+    /// UDP replies cut to the client's size (TC set).
+    public var truncated: Int
+    public var formatErrors: Int
+    public var serverFailures: Int
+
+    public init(
+        listen: [String], queries: StubQueryCounts, cacheAnswers: Int, staleAnswers: Int, forwarded: Int, local: Int,
+        refused: Int, truncated: Int, formatErrors: Int, serverFailures: Int
+    ) {
+        self.listen = listen
+        self.queries = queries
+        self.cacheAnswers = cacheAnswers
+        self.staleAnswers = staleAnswers
+        self.forwarded = forwarded
+        self.local = local
+        self.refused = refused
+        self.truncated = truncated
+        self.formatErrors = formatErrors
+        self.serverFailures = serverFailures
+    }
+}
+
+/// Queries the stub received, by transport.
+public struct StubQueryCounts: Codable, Equatable, Sendable {
+    public var udp: Int
+    public var tcp: Int
+    public init(udp: Int, tcp: Int) {
+        self.udp = udp
+        self.tcp = tcp
     }
 }
 

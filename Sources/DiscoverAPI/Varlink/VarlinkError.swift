@@ -33,6 +33,8 @@ public struct VarlinkError: Error, Equatable, Sendable, CustomStringConvertible 
         "io.discoverd.Daemon.InvalidMessage": "the message is not a valid varlink call",
         "io.discoverd.Daemon.MessageTooLarge": "the message exceeds the size limit",
         "io.discoverd.Daemon.TooManyConnections": "the daemon's connection limit is reached",
+        "io.discoverd.Daemon.InvalidConfiguration": "the configuration file has an error; nothing was changed",
+        "io.discoverd.Daemon.InternalError": "the daemon failed unexpectedly",
         "io.discoverd.Resolver.NoSuchName": "the name does not exist",
         "io.discoverd.Resolver.Timeout": "no upstream answered in time",
         "io.discoverd.Resolver.UpstreamFailure": "the upstream answered with an error",
@@ -43,6 +45,7 @@ public struct VarlinkError: Error, Equatable, Sendable, CustomStringConvertible 
         "io.discoverd.Discovery.Timeout": "no answer in time",
         "io.discoverd.Discovery.AvahiUnavailable": "avahi-daemon is not running",
         "io.discoverd.Discovery.NameConflict": "the name is taken",
+        "io.discoverd.Discovery.SubscriberTooSlow": "the browse stream was not read fast enough and ended",
     ]
 
     // org.varlink.service
@@ -70,6 +73,14 @@ public struct VarlinkError: Error, Equatable, Sendable, CustomStringConvertible 
     }
     public static func tooManyConnections(limit: Int) -> VarlinkError {
         VarlinkError(name: "io.discoverd.Daemon.TooManyConnections", parameters: ["limit": .int(limit)])
+    }
+    /// Reload found an error in the configuration file (`reason` names file, line and key); nothing changed.
+    public static func invalidConfiguration(reason: String) -> VarlinkError {
+        VarlinkError(name: "io.discoverd.Daemon.InvalidConfiguration", parameters: ["reason": .string(reason)])
+    }
+    /// A failure inside the daemon that no interface names; the reason is for humans.
+    public static func internalError(reason: String) -> VarlinkError {
+        VarlinkError(name: "io.discoverd.Daemon.InternalError", parameters: ["reason": .string(reason)])
     }
 
     // io.discoverd.Resolver
@@ -113,4 +124,6 @@ public struct VarlinkError: Error, Equatable, Sendable, CustomStringConvertible 
     public static func nameConflict(_ name: String) -> VarlinkError {
         VarlinkError(name: "io.discoverd.Discovery.NameConflict", parameters: ["name": .string(name)])
     }
+    /// A `Browse` stream's reader fell more than the send-buffer limit behind; the stream ended.
+    public static let subscriberTooSlow = VarlinkError(name: "io.discoverd.Discovery.SubscriberTooSlow")
 }

@@ -21,7 +21,7 @@ public struct AvahiObjectCounts: Hashable, Sendable {
     public var serviceResolvers = 0
     /// Entry groups (one per advertisement while registered).
     public var entryGroups = 0
-    /// Service type and domain browsers.
+    /// Service type, domain and record browsers.
     public var otherBrowsers = 0
 
     /// All of them.
@@ -49,6 +49,8 @@ final class AvahiClientHandle: @unchecked Sendable {
     var counts = AvahiObjectCounts()
 
     private var listeners: [(AvahiClientEvent) -> Void] = []
+    private var lossObservers: [UInt64: () -> Void] = [:]
+    private var nextLossObserverID: UInt64 = 0
     private var stateContinuations: [UInt64: AsyncStream<AvahiState>.Continuation] = [:]
     private var nextContinuationID: UInt64 = 0
     private var connected = false
@@ -70,6 +72,20 @@ final class AvahiClientHandle: @unchecked Sendable {
     /// Registers an owner to be told about connection changes. Call under the lock, before `start`.
     func addListener(_ listener: @escaping (AvahiClientEvent) -> Void) {
         self.listeners.append(listener)
+    }
+
+    /// Registers a short-lived owner (a one-shot lookup, a record stream) to be told, lock held, that the connection
+    /// is lost: it must free its Avahi objects then, because `avahi_client_free` frees them right after and a later
+    /// free would be a double free. Lock held. Returns the id for `removeLossObserver`.
+    func addLossObserver(_ observer: @escaping () -> Void) -> UInt64 {
+        self.nextLossObserverID += 1
+        self.lossObservers[self.nextLossObserverID] = observer
+        return self.nextLossObserverID
+    }
+
+    /// Forgets a loss observer. Lock held.
+    func removeLossObserver(_ id: UInt64) {
+        self.lossObservers[id] = nil
     }
 
     /// Creates the first client.
@@ -242,6 +258,10 @@ final class AvahiClientHandle: @unchecked Sendable {
 
     private func notify(_ event: AvahiClientEvent) {
         for listener in self.listeners { listener(event) }
+        if case .lost = event {
+            // Iterates a copy: observers remove themselves.
+            for observer in self.lossObservers.values { observer() }
+        }
     }
 
     private func setState(_ state: AvahiState) {

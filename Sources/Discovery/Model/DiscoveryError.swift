@@ -2,13 +2,13 @@ import CAvahi
 
 /// An error of the Discovery module.
 ///
-/// `code` maps onto the varlink errors of `io.discoverd.Discovery` (see `apiErrorName`); `message` says what went
-/// wrong in words; `avahiError` and `avahiErrorText` carry Avahi's own error number and text when the error came from
-/// Avahi.
+/// Each `code` is answered with one varlink error of `io.discoverd.Discovery` (the daemon's Discovery adapter maps
+/// every code on purpose); `message` says what went wrong in words; `avahiError` and `avahiErrorText` carry Avahi's
+/// own error number and text when the error came from Avahi.
 public struct DiscoveryError: Error, Hashable, Sendable, CustomStringConvertible {
     /// What kind of failure this is.
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
-        enum Base: Hashable, Sendable {
+    public struct Code: Hashable, Sendable, CaseIterable, CustomStringConvertible {
+        enum Base: Hashable, Sendable, CaseIterable {
             case invalidServiceType
             case invalidName
             case notFound
@@ -21,6 +21,9 @@ public struct DiscoveryError: Error, Hashable, Sendable, CustomStringConvertible
         }
 
         let base: Base
+
+        /// Every code, so a mapping can be checked for completeness.
+        public static var allCases: [Code] { Base.allCases.map { Code(base: $0) } }
 
         /// The service type is not `_name._tcp` / `_name._udp` (RFC 6763 §7), or a subtype is malformed.
         public static let invalidServiceType = Code(base: .invalidServiceType)
@@ -76,22 +79,6 @@ public struct DiscoveryError: Error, Hashable, Sendable, CustomStringConvertible
         guard let avahiError else { return nil }
         guard let text = avahi_strerror(avahiError) else { return nil }
         return String(cString: text)
-    }
-
-    /// The varlink error name of API.md this error is answered with.
-    ///
-    /// `subscriberTooSlow` has no API error: the daemon drops the subscriber's stream. `avahiFailure` is answered as
-    /// `AvahiUnavailable` because for the client the effect is the same: Avahi could not do it.
-    public var apiErrorName: String {
-        switch self.code.base {
-        case .invalidServiceType: "io.discoverd.Discovery.InvalidServiceType"
-        case .invalidName: "io.discoverd.Discovery.InvalidName"
-        case .notFound: "io.discoverd.Discovery.NotFound"
-        case .timeout: "io.discoverd.Discovery.Timeout"
-        case .avahiUnavailable, .avahiFailure, .subscriberTooSlow: "io.discoverd.Discovery.AvahiUnavailable"
-        case .nameConflict: "io.discoverd.Discovery.NameConflict"
-        case .invalidParameter: "org.varlink.service.InvalidParameter"
-        }
     }
 
     public var description: String {

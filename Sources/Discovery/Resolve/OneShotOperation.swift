@@ -1,18 +1,22 @@
 /// The plumbing of a one-shot Avahi operation (resolve, browse types, browse domains): one continuation resumed
-/// exactly once, by the Avahi callbacks, by a deadline, or by task cancellation; Avahi objects freed when it ends.
+/// exactly once, by the Avahi callbacks, by a deadline, by task cancellation or by the loss of the connection to
+/// avahi-daemon (`avahiUnavailable`, before the client frees the objects); Avahi objects freed when it ends.
 ///
 /// `State` is the operation's own data (collected results and its Avahi handles).
 final class OneShotOperation<Value: Sendable, State>: @unchecked Sendable {
-    // @unchecked Sendable: `state`, `continuation`, `result` and `cleanup` are only touched with the poll lock held;
-    // `poll` is immutable.
+    // @unchecked Sendable: `state`, `continuation`, `result`, `cleanup` and `lossObserver` are only touched with the
+    // poll lock held; `client` and `poll` are immutable.
+    let client: AvahiClientHandle
     let poll: ThreadedPoll
     var state: State
     private var continuation: CheckedContinuation<Value, any Error>?
     private var result: Result<Value, any Error>?
     private var cleanup: ((inout State) -> Void)?
+    private var lossObserver: UInt64?
 
-    init(poll: ThreadedPoll, state: State, cleanup: @escaping (inout State) -> Void) {
-        self.poll = poll
+    init(client: AvahiClientHandle, state: State, cleanup: @escaping (inout State) -> Void) {
+        self.client = client
+        self.poll = client.poll
         self.state = state
         self.cleanup = cleanup
     }
@@ -24,6 +28,10 @@ final class OneShotOperation<Value: Sendable, State>: @unchecked Sendable {
     func finish(_ result: Result<Value, any Error>) {
         guard self.result == nil else { return }
         self.result = result
+        if let lossObserver = self.lossObserver {
+            self.lossObserver = nil
+            self.client.removeLossObserver(lossObserver)
+        }
         self.cleanup?(&self.state)
         self.cleanup = nil
         if let continuation = self.continuation {
@@ -33,11 +41,14 @@ final class OneShotOperation<Value: Sendable, State>: @unchecked Sendable {
     }
 
     /// Runs the operation: `start` (lock held) creates the Avahi objects; after `timeout`, `onTimeout` (lock held)
-    /// gives the result.
+    /// gives the result; when the task is cancelled, `onCancel` (lock held) does (by default `CancellationError`).
     func run(
         timeout: Duration,
         start: @escaping @Sendable (OneShotOperation) throws -> Void,
-        onTimeout: @escaping @Sendable (OneShotOperation) -> Result<Value, any Error>
+        onTimeout: @escaping @Sendable (OneShotOperation) -> Result<Value, any Error>,
+        onCancel: @escaping @Sendable (OneShotOperation) -> Result<Value, any Error> = { _ in
+            .failure(CancellationError())
+        }
     ) async throws -> Value {
         let deadline = Task { [weak self] in
             try await Task.sleep(for: timeout)
@@ -53,6 +64,9 @@ final class OneShotOperation<Value: Sendable, State>: @unchecked Sendable {
                         return
                     }
                     self.continuation = continuation
+                    self.lossObserver = self.client.addLossObserver { [weak self] in
+                        self?.finish(.failure(DiscoveryError(.avahiUnavailable, "avahi-daemon went away")))
+                    }
                     do {
                         try start(self)
                     } catch {
@@ -61,7 +75,7 @@ final class OneShotOperation<Value: Sendable, State>: @unchecked Sendable {
                 }
             }
         } onCancel: {
-            self.poll.withLocked { self.finish(.failure(CancellationError())) }
+            self.poll.withLocked { self.finish(onCancel(self)) }
         }
     }
 }

@@ -15,7 +15,7 @@ enum ServiceLookups {
 
     static func resolve(client: AvahiClientHandle, key: InstanceKey, timeout: Duration) async throws -> Service {
         typealias Operation = OneShotOperation<Service, ResolveState>
-        let operation = Operation(poll: client.poll, state: ResolveState()) { state in
+        let operation = Operation(client: client, state: ResolveState()) { state in
             for resolver in state.resolvers { resolver.close() }
             state.resolvers.removeAll()
         }
@@ -103,7 +103,7 @@ enum ServiceLookups {
 
     static func browseTypes(client: AvahiClientHandle, domain: String?, timeout: Duration) async throws -> [String] {
         typealias Operation = OneShotOperation<[String], CollectState<ServiceTypeBrowserHandle>>
-        let operation = Operation(poll: client.poll, state: CollectState()) { state in
+        let operation = Operation(client: client, state: CollectState()) { state in
             state.handle?.close()
             state.handle = nil
         }
@@ -126,7 +126,7 @@ enum ServiceLookups {
 
     static func browseDomains(client: AvahiClientHandle, timeout: Duration) async throws -> [String] {
         typealias Operation = OneShotOperation<[String], CollectState<DomainBrowserHandle>>
-        let operation = Operation(poll: client.poll, state: CollectState(items: ["local"])) { state in
+        let operation = Operation(client: client, state: CollectState(items: ["local"])) { state in
             state.handle?.close()
             state.handle = nil
         }

@@ -52,6 +52,8 @@ public struct CacheKey: Hashable, Sendable, Codable, CustomStringConvertible {
 enum DomainName {
     /// Lowercases ASCII letters (RFC 4343 §3) and appends the root dot if missing.
     static func normalize(_ name: String) -> String {
+        // Fast path (every stub query and API call): already lowercase and absolute, nothing to copy.
+        if let normalized = name.utf8.withContiguousStorageIfAvailable({ isNormalized($0) }), normalized { return name }
         var bytes = Array(name.utf8)
         for index in bytes.indices where bytes[index] >= UInt8(ascii: "A") && bytes[index] <= UInt8(ascii: "Z") {
             bytes[index] += 32
@@ -60,6 +62,13 @@ enum DomainName {
             bytes.append(UInt8(ascii: "."))
         }
         return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Lowercase (ASCII) and ending in an unescaped dot.
+    private static func isNormalized(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard let last = bytes.last, last == UInt8(ascii: ".") else { return false }
+        for byte in bytes where byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") { return false }
+        return bytes.count < 2 || bytes[bytes.count - 2] != UInt8(ascii: "\\")
     }
 
     /// The byte offsets at which each label of an absolute name starts, honouring `\.` escapes (RFC 1035 §5.1).

@@ -2,10 +2,11 @@
 public enum CacheAnswer<Value: Sendable & Codable>: Sendable {
     /// The name and type exist; `Value` is the caller's parsed answer.
     case positive(Value)
-    /// The name does not exist (RCODE 3, RFC 2308 §2.1).
-    case nxdomain
-    /// The name exists but has no records of the type (RFC 2308 §2.2).
-    case nodata
+    /// The name does not exist (RCODE 3, RFC 2308 §2.1). The value, when present, holds what the DNS stub
+    /// needs to answer it again: the SOA of the authority section (RFC 2308 §3).
+    case nxdomain(Value?)
+    /// The name exists but has no records of the type (RFC 2308 §2.2); the value as for `nxdomain`.
+    case nodata(Value?)
 
     /// Whether this is a negative answer (NXDOMAIN or NODATA).
     public var isNegative: Bool {
@@ -18,6 +19,19 @@ public enum CacheAnswer<Value: Sendable & Codable>: Sendable {
         if case .positive(let value) = self { return value }
         return nil
     }
+
+    /// The value whatever the kind: the records of a positive answer, the authority data of a negative one.
+    public var payload: Value? {
+        switch self {
+        case .positive(let value): value
+        case .nxdomain(let value), .nodata(let value): value
+        }
+    }
+
+    /// A negative answer without authority data.
+    public static var nxdomain: CacheAnswer { .nxdomain(nil) }
+    /// A negative answer without authority data.
+    public static var nodata: CacheAnswer { .nodata(nil) }
 }
 
 extension CacheAnswer: Equatable where Value: Equatable {}
@@ -38,8 +52,8 @@ extension CacheAnswer: Codable {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         switch try container.decode(Kind.self, forKey: .kind) {
         case .positive: self = .positive(try container.decode(Value.self, forKey: .value))
-        case .nxdomain: self = .nxdomain
-        case .nodata: self = .nodata
+        case .nxdomain: self = .nxdomain(try container.decodeIfPresent(Value.self, forKey: .value))
+        case .nodata: self = .nodata(try container.decodeIfPresent(Value.self, forKey: .value))
         }
     }
 
@@ -49,10 +63,12 @@ extension CacheAnswer: Codable {
         case .positive(let value):
             try container.encode(Kind.positive, forKey: .kind)
             try container.encode(value, forKey: .value)
-        case .nxdomain:
+        case .nxdomain(let value):
             try container.encode(Kind.nxdomain, forKey: .kind)
-        case .nodata:
+            try container.encodeIfPresent(value, forKey: .value)
+        case .nodata(let value):
             try container.encode(Kind.nodata, forKey: .kind)
+            try container.encodeIfPresent(value, forKey: .value)
         }
     }
 }

@@ -29,7 +29,7 @@ public final class DNSResolver: Sendable {
     public let cache: OptimisticCache<CachedRRset>
     /// What `Alt-Svc` headers said, per origin.
     public let altSvc: AltSvcStore
-    private let transport: any DNSTransport
+    let transport: any DNSTransport
     private let configuration: Configuration
     private let logger: Logger
     /// One task per (name, type) being fetched from upstream: coalescing and the refreshes `more` waits for.
@@ -505,13 +505,16 @@ public final class DNSResolver: Sendable {
     }
 
     /// The one in-flight upstream query for `key`, started if there is none.
-    private func upstreamTask(for key: CacheKey, name: String, type: RRType, isRefresh: Bool) -> Task<FetchOutcome, Never> {
+    func upstreamTask(
+        for key: CacheKey, name: String, type: RRType, class rrClass: RRClass = .in, dnssecOK: Bool = false,
+        isRefresh: Bool
+    ) -> Task<FetchOutcome, Never> {
         inflight.withLock { tasks in
             if let running = tasks[key] { return running }
             let task = Task { [self] in
                 // A refresh must not delay the stale answer it was started beside: let that answer go out first.
                 if isRefresh { await Task.yield() }
-                let outcome = await self.query(name: name, type: type, key: key)
+                let outcome = await self.query(name: name, type: type, class: rrClass, dnssecOK: dnssecOK, key: key)
                 if case .failure = outcome, isRefresh { cache.refreshFailed(key) }
                 _ = inflight.withLock { $0.removeValue(forKey: key) }
                 return outcome
@@ -521,10 +524,12 @@ public final class DNSResolver: Sendable {
         }
     }
 
-    private func query(name: String, type: RRType, key: CacheKey) async -> FetchOutcome {
+    private func query(name: String, type: RRType, class rrClass: RRClass, dnssecOK: Bool, key: CacheKey) async
+        -> FetchOutcome
+    {
         let exchange: DNSExchange
         do {
-            exchange = try await transport.query(DNSQuestion(name: name, type: type))
+            exchange = try await transport.query(DNSQuestion(name: name, type: type, class: rrClass), dnssecOK: dnssecOK)
         } catch {
             let code: ResolverError.Code = error.code == .invalidQuery ? .invalidName : .timeout
             return .failure(ResolverError(code: code, name: name, reason: error.message, attempts: error.attempts))
@@ -534,13 +539,15 @@ public final class DNSResolver: Sendable {
         let ttl: UInt32
         switch message.rcode {
         case .noError where !message.answer.isEmpty:
-            answer = .positive(CachedRRset(records: message.answer))
+            answer = .positive(
+                CachedRRset(records: message.answer, authority: dnssecOK ? Self.dnssecAuthority(message) : [],
+                    dnssecOK: dnssecOK))
             ttl = message.answer.map(\.ttl).min() ?? 0
         case .noError:
-            answer = .nodata
+            answer = .nodata(Self.negativeAuthority(message, dnssecOK: dnssecOK))
             ttl = message.negativeCacheTTL ?? configuration.negativeTTLWithoutSOA
         case .nxDomain:
-            answer = .nxdomain
+            answer = .nxdomain(Self.negativeAuthority(message, dnssecOK: dnssecOK))
             ttl = message.negativeCacheTTL ?? configuration.negativeTTLWithoutSOA
         default:
             return .failure(
@@ -549,6 +556,18 @@ public final class DNSResolver: Sendable {
         cache.store(answer, for: key, ttl: ttl)
         logger.debug("fetched", metadata: ["dns.name": "\(name)", "dns.type": "\(type)", "dns.ttl": "\(ttl)"])
         return .answer(answer, ttl: ttl, attempts: exchange.attempts)
+    }
+
+    /// What a negative answer keeps of its authority section: the SOA (RFC 2308 §3) and, when the query asked
+    /// for them, the NSEC/NSEC3 proofs and their signatures.
+    static func negativeAuthority(_ message: DNSMessage, dnssecOK: Bool) -> CachedRRset? {
+        let kept = message.authority.filter { $0.type == .soa || EncodedSections.isDNSSEC($0.type) }
+        return kept.isEmpty && !dnssecOK ? nil : CachedRRset(records: [], authority: kept, dnssecOK: dnssecOK)
+    }
+
+    /// The signatures of a positive answer's delegation or wildcard proofs, kept for DO clients.
+    static func dnssecAuthority(_ message: DNSMessage) -> [ResourceRecord] {
+        message.authority.filter { EncodedSections.isDNSSEC($0.type) }
     }
 
     /// Waits for the refreshes of stale keys; returns their attempts, or throws the first failure.

@@ -87,7 +87,7 @@ public struct PlanResolution: Sendable, Hashable {
 
 /// Why a resolution failed; the codes map 1:1 onto the errors of `io.discoverd.Resolver`.
 public struct ResolverError: Error, Sendable, Hashable, CustomStringConvertible {
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
+    public struct Code: Hashable, Sendable, CaseIterable, CustomStringConvertible {
         let name: String
         /// NXDOMAIN (`NoSuchName`).
         public static let noSuchName = Code(name: "noSuchName")
@@ -97,6 +97,8 @@ public struct ResolverError: Error, Sendable, Hashable, CustomStringConvertible 
         public static let upstreamFailure = Code(name: "upstreamFailure")
         /// The name (or origin, or Alt-Svc header) is not valid (`InvalidName`).
         public static let invalidName = Code(name: "invalidName")
+        /// Every code, so a mapping can be checked for completeness.
+        public static let allCases: [Code] = [.noSuchName, .timeout, .upstreamFailure, .invalidName]
         public var description: String { name }
     }
 
@@ -128,8 +130,52 @@ public struct ResolverError: Error, Sendable, Hashable, CustomStringConvertible 
     }
 }
 
-/// What the cache stores for one name and type: the answer section as received (CNAMEs included).
+/// What the cache stores for one name and type: the answer section as received (CNAMEs included) and, for
+/// negative answers, the authority section (the SOA, RFC 2308 §3).
+///
+/// Both sections are also kept encoded (``wire``), so the DNS stub answers a hit by copying bytes and patching
+/// TTLs instead of encoding records again; the encoding is derived, never persisted.
 public struct CachedRRset: Sendable, Codable, Hashable {
-    public var records: [ResourceRecord]
-    public init(records: [ResourceRecord]) { self.records = records }
+    /// The answer section as received.
+    public let records: [ResourceRecord]
+    /// The authority section kept for negative answers (the SOA); empty for positive ones.
+    public let authority: [ResourceRecord]
+    /// The sections in wire format with the offsets of their TTL fields.
+    public let wire: EncodedSections
+    /// The upstream was asked with the DO bit (RFC 3225), so the RRSIGs and NSEC proofs it sent are here; an
+    /// entry without them is fetched again for a client that sets DO.
+    public let dnssecOK: Bool
+
+    public init(records: [ResourceRecord], authority: [ResourceRecord] = [], dnssecOK: Bool = false) {
+        self.records = records
+        self.authority = authority
+        self.dnssecOK = dnssecOK
+        self.wire = EncodedSections(answer: records, authority: authority)
+    }
+
+    private enum CodingKeys: String, CodingKey { case records, authority, dnssecOK }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(
+            records: try container.decode([ResourceRecord].self, forKey: .records),
+            authority: try container.decodeIfPresent([ResourceRecord].self, forKey: .authority) ?? [],
+            dnssecOK: try container.decodeIfPresent(Bool.self, forKey: .dnssecOK) ?? false)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(records, forKey: .records)
+        if !authority.isEmpty { try container.encode(authority, forKey: .authority) }
+        if dnssecOK { try container.encode(dnssecOK, forKey: .dnssecOK) }
+    }
+
+    public static func == (lhs: CachedRRset, rhs: CachedRRset) -> Bool {
+        lhs.records == rhs.records && lhs.authority == rhs.authority && lhs.dnssecOK == rhs.dnssecOK
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(records)
+        hasher.combine(authority)
+    }
 }

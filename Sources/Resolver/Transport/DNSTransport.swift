@@ -90,4 +90,13 @@ public struct DNSTransportError: Error, Sendable, CustomStringConvertible {
 /// - Per-try timeout and tries per upstream come from the transport's configuration.
 public protocol DNSTransport: Sendable {
     func query(_ question: DNSQuestion) async throws(DNSTransportError) -> DNSExchange
+    /// The same with the DO bit (RFC 3225) set as given, so DNSSEC records come back for clients that ask.
+    func query(_ question: DNSQuestion, dnssecOK: Bool) async throws(DNSTransportError) -> DNSExchange
+}
+
+extension DNSTransport {
+    /// Transports that cannot set the DO bit answer without DNSSEC records.
+    public func query(_ question: DNSQuestion, dnssecOK: Bool) async throws(DNSTransportError) -> DNSExchange {
+        try await query(question)
+    }
 }

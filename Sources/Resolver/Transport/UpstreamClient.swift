@@ -111,6 +111,11 @@ public final class UpstreamClient: DNSTransport, Sendable {
     /// - Throws: `DNSTransportError` with code `noUpstreams` (no usable upstream), `invalidQuery` (the name cannot
     ///   be encoded) or `timeout` (no acceptable response, or the calling task was cancelled), with the attempts.
     public func query(_ question: DNSQuestion) async throws(DNSTransportError) -> DNSExchange {
+        try await query(question, dnssecOK: false)
+    }
+
+    /// Like ``query(_:)``, with the DO bit (RFC 3225) set as given.
+    public func query(_ question: DNSQuestion, dnssecOK: Bool) async throws(DNSTransportError) -> DNSExchange {
         guard !targets.isEmpty else {
             let detail = unusable.isEmpty ? "" : " (not numeric addresses: \(unusable.joined(separator: ", ")))"
             throw DNSTransportError(code: .noUpstreams, message: "no upstream DNS server configured\(detail)")
@@ -120,7 +125,7 @@ public final class UpstreamClient: DNSTransport, Sendable {
         do {
             name = try DNSName(question.name)
             template = try DNSQuery.make(
-                name: name, type: question.type, class: question.class, id: 0,
+                name: name, type: question.type, class: question.class, id: 0, dnssecOK: dnssecOK,
                 ednsBufferSize: configuration.ednsBufferSize)
         } catch {
             throw DNSTransportError(code: .invalidQuery, message: "cannot encode a query for \(question): \(error)")

@@ -136,6 +136,14 @@ public struct DNSName: Hashable, Sendable, CustomStringConvertible {
         return (DNSName(validatedLabels: labels), position)
     }
 
+    /// Reads an uncompressed wire-format name at `offset` of a message (a question name, RFC 1035 §4.1.2).
+    ///
+    /// - Returns: the name (lowercased) and the offset just past its root label.
+    /// - Throws: `DNSWireError` for a truncated name, compression, extended labels or over 255 octets.
+    public static func read(wire bytes: [UInt8], at offset: Int) throws(DNSWireError) -> (name: DNSName, next: Int) {
+        try readUncompressed(bytes, at: offset, end: bytes.count)
+    }
+
     /// Parses a complete uncompressed wire-format name; trailing bytes are an error.
     ///
     /// - Throws: `DNSWireError` when the bytes are not exactly one valid name.

@@ -41,6 +41,15 @@ struct StatusCommand: AsyncParsableCommand {
             Output.line(
                 "cache:      \(cache.entries) entries, \(cache.hits) hits, \(cache.misses) misses, "
                     + "\(cache.staleServed) served stale, \(cache.refreshes) refreshes (\(cache.refreshFailures) failed)")
+            if let stub = status.stub {
+                Output.line("dns stub:   \(stub.listen.joined(separator: ", "))")
+                Output.line(
+                    "            \(stub.queries.udp) udp + \(stub.queries.tcp) tcp queries: \(stub.cacheAnswers) from cache, "
+                        + "\(stub.staleAnswers) stale, \(stub.forwarded) forwarded, \(stub.local) mDNS, "
+                        + "\(stub.refused) refused, \(stub.truncated) truncated, \(stub.serverFailures) SERVFAIL")
+            } else {
+                Output.line("dns stub:   off")
+            }
             Output.line(
                 "clients:    \(status.connections) connections, \(status.subscriptions) streams, "
                     + "\(status.registrations) registrations")

@@ -1,3 +1,4 @@
+import DNSStub
 import DiscoverAPI
 import Foundation
 import Logging
@@ -37,6 +38,19 @@ struct DaemonConfiguration: Sendable, Equatable {
     var noOptimisticDomains: [String] = []
     var cacheSize = 100_000
     var persistIntervalSeconds = 300
+
+    // [stub]
+    /// Where the DNS stub listens (UDP and TCP); empty: off (`listen = none`).
+    var stubListen: [ListenAddress] = [StubSettings.defaultListen]
+    /// Clients allowed besides loopback and the machine's own addresses.
+    var stubAllow: [AddressRange] = []
+    /// Answer `.local` names through Avahi.
+    var stubLocal = true
+
+    /// The stub's settings as the DNSStub library takes them.
+    var stubSettings: StubSettings {
+        StubSettings(listen: stubListen, allow: stubAllow, answerLocal: stubLocal, optimistic: optimistic)
+    }
 
     static func defaultStateDirectory(uid: UInt32 = getuid()) -> String {
         if uid == 0 { return "/var/lib/discoverd" }
@@ -128,6 +142,8 @@ extension DaemonConfiguration {
     mutating func apply(text: String, source: String) throws(ConfigurationError) {
         var fileUpstreams: [Upstream] = []
         var noOptimistic: [String] = []
+        var listen: [ListenAddress]?
+        var allow: [AddressRange] = []
         for entry in try INIFile.entries(text, source: source, sections: Self.sections) {
             let (section, key, value, location) = (entry.section, entry.key, entry.value, entry.location)
             let context = "\(location): [\(section)] \(key)"
@@ -155,6 +171,15 @@ extension DaemonConfiguration {
             case ("resolver", "no-optimistic-domain"): noOptimistic.append(value.lowercased())
             case ("resolver", "cache-size"): cacheSize = try Self.int(value, context, 0...10_000_000)
             case ("resolver", "persist-interval"): persistIntervalSeconds = try Self.int(value, context, 0...86_400)
+            case ("stub", "listen"):
+                do { listen = try Self.listenAddresses(value, adding: listen ?? []) } catch {
+                    throw ConfigurationError("\(context): \(error.description)")
+                }
+            case ("stub", "allow"):
+                do { allow.append(try AddressRange(parsing: value)) } catch {
+                    throw ConfigurationError("\(context): \(error.description)")
+                }
+            case ("stub", "local"): stubLocal = try Self.bool(value, context)
             default:
                 let known = Self.keys[section, default: []].sorted().joined(separator: ", ")
                 throw ConfigurationError("\(location): unknown key '\(key)' in [\(section)] (known: \(known))")
@@ -162,9 +187,17 @@ extension DaemonConfiguration {
         }
         if !fileUpstreams.isEmpty { upstreams = fileUpstreams }
         if !noOptimistic.isEmpty { noOptimisticDomains = noOptimistic }
+        if let listen { stubListen = listen }
+        if !allow.isEmpty { stubAllow = allow }
     }
 
-    static let sections: Set<String> = ["daemon", "limits", "resolver"]
+    /// Adds one `listen` value to a list: `ADDR[:PORT]`, or `none`, which empties it (the stub is off).
+    static func listenAddresses(_ value: String, adding list: [ListenAddress]) throws(AddressRangeError) -> [ListenAddress] {
+        if value.lowercased() == "none" { return [] }
+        return list + [try ListenAddress(parsing: value)]
+    }
+
+    static let sections: Set<String> = ["daemon", "limits", "resolver", "stub"]
     static let keys: [String: Set<String>] = [
         "daemon": ["socket", "state-dir", "log-level", "admin-group", "advertise-group", "services-dir"],
         "limits": ["max-message-size", "max-connections", "max-queued-calls", "max-send-buffer"],
@@ -172,6 +205,7 @@ extension DaemonConfiguration {
             "upstream", "timeout-ms", "attempts", "optimistic", "stale-ttl", "max-stale", "refresh-retry",
             "no-optimistic-domain", "cache-size", "persist-interval",
         ],
+        "stub": ["listen", "allow", "local"],
     ]
 
     private static func int(_ value: String, _ context: String, _ range: ClosedRange<Int>) throws(ConfigurationError) -> Int {

@@ -237,16 +237,16 @@ func waitUntil(
     throw LabError.timedOut(what)
 }
 
-/// Collects the events of a browse stream in the background.
-final class EventLog: @unchecked Sendable {
+/// Collects the events of a stream (browse, record updates) in the background.
+final class StreamLog<Event: Sendable>: @unchecked Sendable {
     // @unchecked Sendable: `events`, `error` and `finished` are only accessed under `lock`.
     private let lock = NSLock()
-    private var events: [BrowseEvent] = []
+    private var events: [Event] = []
     private var error: (any Error)?
     private var finished = false
     private var task: Task<Void, Never>?
 
-    init(_ stream: AsyncThrowingStream<BrowseEvent, any Error>) {
+    init(_ stream: AsyncThrowingStream<Event, any Error>) {
         self.task = Task { [weak self] in
             do {
                 for try await event in stream {
@@ -263,10 +263,28 @@ final class EventLog: @unchecked Sendable {
         }
     }
 
-    var all: [BrowseEvent] { self.lock.withLock { self.events } }
+    var all: [Event] { self.lock.withLock { self.events } }
     var isFinished: Bool { self.lock.withLock { self.finished } }
     var failure: (any Error)? { self.lock.withLock { self.error } }
 
+    func count(where predicate: (Event) -> Bool) -> Int {
+        self.all.filter(predicate).count
+    }
+
+    /// Cancels the consuming task (which ends the subscription).
+    func cancel() {
+        self.task?.cancel()
+    }
+
+    deinit {
+        self.task?.cancel()
+    }
+}
+
+/// The events of a browse stream.
+typealias EventLog = StreamLog<BrowseEvent>
+
+extension StreamLog where Event == BrowseEvent {
     /// The services currently known from the events so far (added/changed minus removed), by name.
     var current: [String: Service] {
         var result: [String: Service] = [:]
@@ -278,19 +296,6 @@ final class EventLog: @unchecked Sendable {
             }
         }
         return result
-    }
-
-    func count(where predicate: (BrowseEvent) -> Bool) -> Int {
-        self.all.filter(predicate).count
-    }
-
-    /// Cancels the consuming task (which ends the subscription).
-    func cancel() {
-        self.task?.cancel()
-    }
-
-    deinit {
-        self.task?.cancel()
     }
 }
 

@@ -366,6 +366,15 @@ struct LabDiscoveryTests {
         }
         try await waitUntil("both services seen") { log.current[name]?.port == 6000 && log.current[adName] != nil }
         try await waitUntil("the advertisement is registered") { ad.name == adName }
+        // A pending one-shot record lookup and a record stream must end with avahiUnavailable, their browsers freed
+        // before the client frees them.
+        let pendingLookup = Task {
+            try await discovery.lookupRecords(name: "nobody-restart.local", type: 1, timeout: .seconds(60))
+        }
+        let records = RecordEventLog(try discovery.recordUpdates(name: "\(type).local", type: 12))
+        try await waitUntil("record browsers running") {
+            !records.added.isEmpty && discovery.objectCounts.otherBrowsers >= 3
+        }
 
         do {
             try await Lab.run(["avahi", "stop", "a"])
@@ -382,6 +391,20 @@ struct LabDiscoveryTests {
             do {
                 _ = try discovery.advertise(name: "x", type: type, port: 1)
                 Issue.record("advertise succeeded without avahi-daemon")
+            } catch {
+                #expect(error.code == .avahiUnavailable)
+            }
+            do {
+                _ = try await pendingLookup.value
+                Issue.record("a record lookup pending while the daemon went away succeeded")
+            } catch let error as DiscoveryError {
+                #expect(error.code == .avahiUnavailable)
+            }
+            try await waitUntil("the record stream failed") { records.failure != nil }
+            #expect((records.failure as? DiscoveryError)?.code == .avahiUnavailable)
+            do {
+                _ = try await discovery.lookupRecords(name: "lab-b.local", type: 1)
+                Issue.record("lookupRecords succeeded without avahi-daemon")
             } catch {
                 #expect(error.code == .avahiUnavailable)
             }

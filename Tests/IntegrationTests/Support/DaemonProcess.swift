@@ -109,6 +109,9 @@ final class DaemonProcess: @unchecked Sendable {
         // Tests never reach the machine's own resolvers: loopback port 9 (discard) unless told otherwise.
         if !args.contains("--upstream") { args += ["--upstream", "127.0.0.1:9"] }
         if !args.contains("--state-dir") { args += ["--state-dir", directory.path + "/state"] }
+        // No DNS stub unless a test asks for one (by flag or in its config): parallel daemons would compete for it.
+        let configListensStub = config?.contains("[stub]") ?? false
+        if !args.contains("--stub-listen") && !configListensStub { args += ["--stub-listen", "none"] }
         if let config {
             let path = directory.path + "/discoverd.conf"
             try config.write(toFile: path, atomically: true, encoding: .utf8)

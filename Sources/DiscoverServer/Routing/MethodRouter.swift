@@ -4,18 +4,21 @@ import Logging
 /// Maps method names to handlers and turns every outcome into exactly one final reply.
 ///
 /// Built once at start-up from a ``RouteTable`` and immutable afterwards, so it is shared by every connection.
-struct MethodRouter: Sendable {
+public struct MethodRouter: Sendable {
     typealias Handler = @Sendable (VarlinkCall, CallContext) async throws -> [UInt8]
 
     struct Route: Sendable {
         var requiresMore: Bool
+        /// The final reply of a stream whose reader falls behind (see ``RouteTable/register(_:requiresMore:whenReaderTooSlow:_:)``).
+        var readerTooSlow: VarlinkError?
         var handler: Handler
     }
 
     private let routes: [String: Route]
     private let logger: Logger
 
-    init(_ table: RouteTable, logger: Logger) {
+    /// Freezes the routes of `table`.
+    public init(_ table: RouteTable, logger: Logger) {
         self.routes = table.routes
         self.logger = logger
     }
@@ -30,14 +33,20 @@ struct MethodRouter: Sendable {
         }
         do {
             return try await route.handler(call, context)
-        } catch let error as VarlinkError {
-            return VarlinkReply.encode(error: error)
+        } catch let error as any VarlinkErrorConvertible {
+            return VarlinkReply.encode(error: error.varlinkError)
         } catch is CancellationError {
             return nil
         } catch {
             logger.error("method failed", metadata: ["method": "\(call.method)", "error": "\(error)"])
-            return VarlinkReply.encode(error: .internalError(String(describing: error)))
+            return VarlinkReply.encode(error: .internalError(reason: String(describing: error)))
         }
+    }
+
+    /// The final reply a streaming call of `method` gets when its reader falls behind, or nil when the method
+    /// declares none (the connection is then closed).
+    func readerTooSlowError(for method: String) -> VarlinkError? {
+        routes[method]?.readerTooSlow
     }
 
     /// Which standard error an unrouted method gets: unknown interface, unknown method, or known but not offered.
@@ -48,29 +57,5 @@ struct MethodRouter: Sendable {
             return .methodNotFound(call.method)
         }
         return .methodNotImplemented(call.method)
-    }
-}
-
-/// Collects routes while the daemon wires its components together.
-struct RouteTable {
-    fileprivate var routes: [String: MethodRouter.Route] = [:]
-
-    /// Registers a typed method. For streams, the body sends intermediate replies with ``CallContext/send(_:)``
-    /// and returns the last one.
-    mutating func register<P, R>(
-        _ method: VarlinkMethod<P, R>, requiresMore: Bool = false,
-        _ body: @escaping @Sendable (P, CallContext) async throws -> R
-    ) {
-        routes[method.name] = MethodRouter.Route(requiresMore: requiresMore) { call, context in
-            let parameters = try call.parameters(P.self)
-            return try VarlinkReply.encode(try await body(parameters, context))
-        }
-    }
-}
-
-extension VarlinkError {
-    /// A failure inside the daemon that no interface names; the message is for humans.
-    static func internalError(_ reason: String) -> VarlinkError {
-        VarlinkError(name: "io.discoverd.Daemon.InternalError", parameters: ["reason": .string(reason)])
     }
 }

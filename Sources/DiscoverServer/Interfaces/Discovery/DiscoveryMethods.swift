@@ -5,26 +5,30 @@ import Logging
 import NIOConcurrencyHelpers
 
 /// `io.discoverd.Discovery`: the varlink face of ``DiscoveryService``.
-enum DiscoveryMethods {
-    static func register(
-        into routes: inout RouteTable, discovery: DiscoveryService, registrations: RegistrationTable, state: DaemonState
+///
+/// The routes unpack parameters and call the service; the domain-to-wire mapping and the error conversion are in
+/// `DiscoveryWire.swift`, the shared encoding of browse events in ``EncodedEventCache``.
+public enum DiscoveryMethods {
+    /// Registers every method of the interface.
+    public static func register(
+        into routes: inout RouteTable, discovery: DiscoveryService, registrations: RegistrationTable,
+        access: AccessControl
     ) {
         // Every subscriber of a browse gets the same event: encode it once for all of them.
         let encodedEvents = EncodedEventCache()
-        routes.register(Methods.browse) { parameters, context in
+        routes.register(Methods.browse, whenReaderTooSlow: .subscriberTooSlow) { parameters, context in
             let subject = DiscoverySubject(type: parameters.type, name: parameters.domain ?? "", parameter: "interface")
-            let stream = try await mapErrors(subject) {
+            let stream = try await subject.mapErrors {
                 try discovery.browse(
                     type: parameters.type, domain: parameters.domain, subtype: parameters.subtype,
                     interface: parameters.interface, resolve: parameters.resolve ?? false)
             }
             if context.more {
-                do {
+                try await subject.mapErrors {
                     for try await event in stream { context.send(encoded: try encodedEvents.bytes(for: event)) }
-                } catch let error as DiscoveryError {
-                    throw error.varlink(subject)
                 }
-                // The stream only ends when the discovery service shuts down.
+                // Cancelled (the client left, or its reader fell behind), or the discovery service shut down.
+                try Task.checkCancellation()
                 throw VarlinkError.avahiUnavailable
             }
             let timeout = Duration.milliseconds(max(1, parameters.timeoutMs ?? 3000))
@@ -33,19 +37,17 @@ enum DiscoveryMethods {
 
         routes.register(Methods.resolveService) { parameters, _ in
             let timeout = parameters.timeoutMs.map { Duration.milliseconds(max(1, $0)) } ?? DiscoveryService.defaultTimeout
-            let service = try await mapErrors(DiscoverySubject(type: parameters.type, name: parameters.name)) {
+            let service = try await DiscoverySubject(type: parameters.type, name: parameters.name).mapErrors {
                 try await discovery.resolve(name: parameters.name, type: parameters.type, domain: parameters.domain, timeout: timeout)
             }
             return ResolveServiceReply(service: service.wire)
         }
 
         routes.register(Methods.advertise, requiresMore: true) { parameters, context in
-            if let group = state.configuration.advertiseGroup, !context.peer.isRootOrMember(of: group) {
-                throw VarlinkError.permissionDenied
-            }
+            try await access.requireAdvertiser(context.peer)
             guard (0...65535).contains(parameters.port) else { throw VarlinkError.invalidParameter("port") }
             let subject = DiscoverySubject(type: parameters.type, name: parameters.name ?? "", parameter: "txt")
-            let advertisement = try await mapErrors(subject) {
+            let advertisement = try await subject.mapErrors {
                 try discovery.advertise(
                     name: parameters.name, type: parameters.type, port: parameters.port, txt: parameters.txt ?? [:],
                     subtypes: parameters.subtypes ?? [], domain: parameters.domain, host: parameters.host)
@@ -76,7 +78,7 @@ enum DiscoveryMethods {
 
         routes.register(Methods.updateAdvertisement) { parameters, context in
             let advertisement = try registrations.owned(id: parameters.id, by: context.peer)
-            try await mapErrors(DiscoverySubject(name: parameters.id, parameter: "txt")) {
+            try await DiscoverySubject(name: parameters.id, parameter: "txt").mapErrors {
                 try advertisement.updateTXT(parameters.txt)
             }
             return VarlinkEmpty()
@@ -88,14 +90,14 @@ enum DiscoveryMethods {
         }
 
         routes.register(Methods.browseTypes) { parameters, _ in
-            let types = try await mapErrors(DiscoverySubject(parameter: "domain")) {
+            let types = try await DiscoverySubject(parameter: "domain").mapErrors {
                 try await discovery.browseTypes(domain: parameters.domain)
             }
             return BrowseTypesReply(types: types)
         }
 
         routes.register(Methods.browseDomains) { _, _ in
-            BrowseDomainsReply(domains: try await mapErrors(DiscoverySubject()) { try await discovery.browseDomains() })
+            BrowseDomainsReply(domains: try await DiscoverySubject().mapErrors { try await discovery.browseDomains() })
         }
     }
 
@@ -104,7 +106,7 @@ enum DiscoveryMethods {
         _ stream: AsyncThrowingStream<BrowseEvent, any Error>, timeout: Duration, subject: DiscoverySubject
     ) async throws -> [DiscoverAPI.Service] {
         let found = NIOLockedValueBox([String: DiscoverAPI.Service]())
-        do {
+        try await subject.mapErrors {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
                     for try await event in stream {
@@ -122,107 +124,7 @@ enum DiscoveryMethods {
                 try await group.next()
                 group.cancelAll()
             }
-        } catch let error as DiscoveryError {
-            throw error.varlink(subject)
         }
         return found.withLockedValue { $0.values.sorted { ($0.name, $0.domain) < ($1.name, $1.domain) } }
-    }
-
-    static func mapErrors<T>(_ subject: DiscoverySubject, _ body: () async throws -> T) async throws -> T {
-        do {
-            return try await body()
-        } catch let error as DiscoveryError {
-            throw error.varlink(subject)
-        }
-    }
-}
-
-/// The wire bytes of recent browse events, so a thousand subscribers of one type cost one encoding per event.
-final class EncodedEventCache: Sendable {
-    private static let capacity = 256
-    private let entries = NIOLockedValueBox([BrowseEvent: [UInt8]]())
-
-    func bytes(for event: BrowseEvent) throws -> [UInt8] {
-        if let cached = entries.withLockedValue({ $0[event] }) { return cached }
-        let bytes = try VarlinkReply.encode(event.wire, continues: true)
-        entries.withLockedValue { entries in
-            // Events are short-lived: when full, start over rather than track recency.
-            if entries.count >= Self.capacity { entries.removeAll(keepingCapacity: true) }
-            entries[event] = bytes
-        }
-        return bytes
-    }
-}
-
-/// Advertisements made over the API, by id, with the uid that made them (API.md: only the owner or root may
-/// update or withdraw).
-final class RegistrationTable: Sendable {
-    private struct Entry {
-        var owner: UInt32
-        var advertisement: Advertisement
-    }
-
-    private let entries = NIOLockedValueBox([String: Entry]())
-
-    func add(id: String, owner: UInt32, advertisement: Advertisement) {
-        entries.withLockedValue { $0[id] = Entry(owner: owner, advertisement: advertisement) }
-    }
-
-    func remove(id: String) {
-        _ = entries.withLockedValue { $0.removeValue(forKey: id) }
-    }
-
-    var count: Int { entries.withLockedValue { $0.count } }
-
-    /// The advertisement, if `peer` owns it or is root.
-    func owned(id: String, by peer: PeerCredentials) throws(VarlinkError) -> Advertisement {
-        guard let entry = entries.withLockedValue({ $0[id] }) else { throw .notFound(id) }
-        guard peer.isRoot || peer.uid == entry.owner else { throw .permissionDenied }
-        return entry.advertisement
-    }
-}
-
-/// What a Discovery call was about, to name it in errors.
-struct DiscoverySubject {
-    var type: String = ""
-    var name: String = ""
-    /// The parameter an `invalidParameter` error is about.
-    var parameter: String = "parameters"
-}
-
-extension DiscoveryError {
-    /// The varlink error of API.md for this error.
-    func varlink(_ subject: DiscoverySubject) -> VarlinkError {
-        switch code {
-        case .invalidServiceType: return .invalidServiceType(subject.type, reason: message)
-        case .invalidName: return .invalidServiceName(subject.name, reason: message)
-        case .notFound: return .notFound(subject.name)
-        case .timeout: return .discoveryTimeout
-        case .nameConflict: return .nameConflict(subject.name)
-        case .invalidParameter: return .invalidParameter(subject.parameter)
-        case .subscriberTooSlow: return VarlinkError(name: "io.discoverd.Discovery.SubscriberTooSlow")
-        default: return .avahiUnavailable
-        }
-    }
-}
-
-extension Discovery.Service {
-    var key: String { "\(name)\u{0}\(type)\u{0}\(domain)" }
-
-    var wire: DiscoverAPI.Service {
-        DiscoverAPI.Service(
-            name: name, type: type, domain: domain, interfaces: interfaces, host: host, port: port,
-            addresses: addresses, txt: txt, txtRaw: txtRaw.map { $0.map { Data($0).base64EncodedString() } })
-    }
-}
-
-extension BrowseEvent {
-    var wire: BrowseReply {
-        switch self {
-        case .added(let service): BrowseReply(event: .added, service: service.wire)
-        case .removed(let service): BrowseReply(event: .removed, service: service.wire)
-        case .changed(let service): BrowseReply(event: .changed, service: service.wire)
-        case .allForNow: BrowseReply(event: .allForNow)
-        }
     }
 }

@@ -7,18 +7,18 @@ import NIOCore
 ///
 /// Pipelined one-shot calls run concurrently; their replies are held until every earlier call has
 /// answered. A `more` call is a barrier: calls behind it start only when its stream ends, as varlink
-/// requires. When too many calls are queued the handler stops reading (back-pressure, nothing lost);
-/// when a reader lets more than `maxSendBuffer` bytes pile up, the connection is closed so it cannot
-/// stall the daemon. All state is confined to the channel's event loop.
+/// requires. When too many calls are queued, or the client does not read its replies, the handler stops
+/// reading (back-pressure, nothing lost).
+///
+/// The slow-reader rule, the only one: when a stream's replies pile up unsent past `maxSendBuffer` bytes, the
+/// stream ends. Its task is cancelled and, when its method declares one (`Browse`: `SubscriberTooSlow`), that
+/// error is its final reply and the connection goes on; otherwise the connection is closed. Other connections
+/// never wait for it. All state is confined to the channel's event loop.
 final class VarlinkConnectionHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
-    struct Limits: Sendable {
-        var maxMessageSize: Int
-        var maxQueuedCalls: Int
-        var maxSendBuffer: Int
-    }
+    typealias Limits = ConnectionLimits
 
     private struct Slot {
         let id: UInt64
@@ -28,6 +28,8 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
         var started = false
         var done = false
         var task: Task<Void, Never>?
+        /// The final reply when this stream's reader falls behind; nil closes the connection instead.
+        var readerTooSlow: VarlinkError?
 
         var more: Bool { call?.more ?? false }
         var oneway: Bool { call?.oneway ?? false }
@@ -53,16 +55,24 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
     /// The client shut down its write side: close once every call has answered.
     private var inputClosed = false
 
+    /// - Parameter peer: who is calling until `SO_PEERCRED` says otherwise (tests over channels without a socket).
     init(
-        connectionID: UInt64, router: MethodRouter, limits: Limits, registry: ConnectionRegistry, logger: Logger
+        connectionID: UInt64, router: MethodRouter, limits: Limits, registry: ConnectionRegistry, logger: Logger,
+        peer: PeerCredentials = .unknown
     ) {
         self.connectionID = connectionID
         self.router = router
         self.limits = limits
         self.registry = registry
         self.logger = logger
+        self.peer = peer
         self.framer = VarlinkFramer(maxMessageSize: limits.maxMessageSize)
     }
+
+    /// Replies finished but held behind an earlier unanswered call (for tests).
+    var heldReplyCount: Int { slots.filter { $0.done && !$0.output.isEmpty }.count }
+    /// Whether the handler has stopped reading (for tests).
+    var isReadingPaused: Bool { readingPaused }
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
@@ -175,6 +185,7 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
         if call.more {
             registry.addStreams(1)
             openStreams += 1
+            slots[index].readerTooSlow = router.readerTooSlowError(for: call.method)
         }
         slots[index].task = Task {
             let reply = await router.dispatch(call, context: callContext)
@@ -192,16 +203,17 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
     /// An intermediate reply of a streaming call.
     func deliver(slot id: UInt64, bytes: [UInt8]) {
         guard !closing, let context, let index = index(of: id) else { return }
-        if slots[index].oneway { return }
+        if slots[index].oneway || slots[index].done { return }
         slots[index].output.append(bytes)
         slots[index].outputBytes += bytes.count
         flushReady(context: context)
-        enforceSendBuffer(context: context)
+        enforceSendBuffer(slot: id, context: context)
     }
 
     /// The final reply of a call (nil when it was cancelled or was oneway).
     func finish(slot id: UInt64, reply: [UInt8]?) {
-        guard !closing, let context, let index = index(of: id) else { return }
+        // A stream ended as too slow is already done; its cancelled task still reports back.
+        guard !closing, let context, let index = index(of: id), !slots[index].done else { return }
         if let reply, !slots[index].oneway {
             slots[index].output.append(reply)
             slots[index].outputBytes += reply.count
@@ -234,18 +246,35 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
         if wrote { context.flush() }
     }
 
-    /// Closes a connection whose reader has fallen too far behind its stream.
-    private func enforceSendBuffer(context: ChannelHandlerContext) {
+    /// Ends the stream of slot `id` when its reader has fallen more than `maxSendBuffer` bytes behind.
+    private func enforceSendBuffer(slot id: UInt64, context: ChannelHandlerContext) {
         let queued = (try? context.channel.syncOptions?.getOption(ChannelOptions.bufferedWritableBytes)) ?? 0
         let held = slots.reduce(0) { $0 + $1.outputBytes }
-        if queued + held > limits.maxSendBuffer {
-            logger.notice(
-                "reader too slow for its stream, dropping connection",
-                metadata: ["connection": "\(connectionID)", "peer": "\(peer)", "bytes": "\(queued + held)"])
+        guard queued + held > limits.maxSendBuffer, let index = index(of: id) else { return }
+        var metadata: Logger.Metadata = [
+            "connection": "\(connectionID)", "peer": "\(peer)", "bytes": "\(queued + held)",
+            "method": "\(slots[index].call?.method ?? "")",
+        ]
+        guard let error = slots[index].readerTooSlow else {
+            logger.notice("reader too slow for its stream, dropping connection", metadata: metadata)
             closing = true
             cancelAll()
             context.close(promise: nil)
+            return
         }
+        metadata["error"] = "\(error.name)"
+        logger.notice("reader too slow for its stream, ending the stream", metadata: metadata)
+        slots[index].task?.cancel()
+        slots[index].task = nil
+        let reply = VarlinkReply.encode(error: error)
+        slots[index].output.append(reply)
+        slots[index].outputBytes += reply.count
+        slots[index].done = true
+        openStreams -= 1
+        flushReady(context: context)
+        // Calls held behind the stream can start now.
+        decodeQueuedMessages(context: context)
+        closeIfIdle(context: context)
     }
 
     private func fail(with error: VarlinkError, context: ChannelHandlerContext) {

@@ -1,0 +1,179 @@
+import Logging
+import NIOCore
+import NIOPosix
+import ServiceLifecycle
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The DNS stub's sockets: UDP and TCP on each listen address, served until graceful shutdown.
+///
+/// UDP gets one socket per event loop (SO_REUSEPORT), so every core answers; each reads batches of datagrams
+/// (recvmmsg) and flushes once per batch. A listen address that cannot be bound (in use, not permitted) is one
+/// warning naming it and the reason; the daemon goes on serving everything else.
+public final class DNSStubServer: ServiceLifecycle.Service, Sendable {
+    /// A socket handed over by the service manager (socket activation, `LISTEN_FDS`).
+    public struct InheritedSocket: Sendable {
+        public var descriptor: CInt
+        public var isStream: Bool
+        public init(descriptor: CInt, isStream: Bool) {
+            self.descriptor = descriptor
+            self.isStream = isStream
+        }
+    }
+
+    /// Datagrams read per wake-up (recvmmsg).
+    static let datagramsPerRead = 32
+
+    private let responder: StubResponder
+    private let listen: [ListenAddress]
+    private let inherited: [InheritedSocket]
+    private let idleTimeout: Duration
+    private let maxTCPConnections: Int
+    private let group: any EventLoopGroup
+    private let logger: Logger
+    private let channels = Mutex<[any Channel]>([])
+    private let bound = Mutex<[String]>([])
+    private let tcpConnections = Atomic<Int>(0)
+
+    public init(
+        responder: StubResponder, settings: StubSettings, inherited: [InheritedSocket] = [],
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, logger: Logger
+    ) {
+        self.responder = responder
+        self.listen = settings.listen
+        self.inherited = inherited
+        self.idleTimeout = settings.tcpIdleTimeout
+        self.maxTCPConnections = settings.maxTCPConnections
+        self.group = group
+        self.logger = logger
+    }
+
+    /// What the stub listens on, e.g. `["udp 127.0.0.153:53", "tcp 127.0.0.153:53"]`.
+    public var listening: [String] { bound.withLock { $0 } }
+
+    /// Binds every listen address and adopts inherited sockets. Failures are logged, not thrown.
+    public func bind() async {
+        for socket in inherited {
+            do {
+                if socket.isStream {
+                    let channel = try await tcpBootstrap().withBoundSocket(socket.descriptor).get()
+                    adopt(channel, "tcp \(channel.localAddress.map(Self.describe) ?? "fd \(socket.descriptor)")")
+                } else {
+                    let channel = try await udpBootstrap(reusePort: false).withBoundSocket(socket.descriptor).get()
+                    adopt(channel, "udp \(channel.localAddress.map(Self.describe) ?? "fd \(socket.descriptor)")")
+                }
+            } catch {
+                logger.warning(
+                    "DNS stub: cannot use the socket passed by the service manager",
+                    metadata: ["fd": "\(socket.descriptor)", "error": "\(error)"])
+            }
+        }
+        for address in listen {
+            await bind(address)
+        }
+    }
+
+    private func bind(_ address: ListenAddress) async {
+        do {
+            // One UDP socket per event loop, all on the same port (SO_REUSEPORT): the kernel spreads datagrams.
+            var udp: [any Channel] = []
+            for loop in group.makeIterator() {
+                udp.append(try await udpBootstrap(reusePort: true, on: loop).bind(host: address.host, port: address.port).get())
+            }
+            for channel in udp { adopt(channel, nil) }
+            bound.withLock { $0.append("udp \(address)") }
+        } catch {
+            warnBind(address, "UDP", error)
+        }
+        do {
+            let channel = try await tcpBootstrap().bind(host: address.host, port: address.port).get()
+            adopt(channel, "tcp \(address)")
+        } catch {
+            warnBind(address, "TCP", error)
+        }
+    }
+
+    private func warnBind(_ address: ListenAddress, _ transport: String, _ error: any Error) {
+        var reason = "\(error)"
+        if let io = error as? IOError {
+            reason = String(cString: strerror(io.errnoCode))
+            if io.errnoCode == EACCES {
+                reason += " (ports below 1024 need root, CAP_NET_BIND_SERVICE or a socket from systemd)"
+            }
+        }
+        logger.warning(
+            "DNS stub: cannot listen on \(address) (\(transport)): \(reason); the varlink API keeps serving",
+            metadata: ["address": "\(address)", "transport": "\(transport)"])
+    }
+
+    private func adopt(_ channel: any Channel, _ description: String?) {
+        channels.withLock { $0.append(channel) }
+        if let description { bound.withLock { $0.append(description) } }
+    }
+
+    private func udpBootstrap(reusePort: Bool, on loop: (any EventLoop)? = nil) -> DatagramBootstrap {
+        let responder = self.responder
+        var bootstrap = DatagramBootstrap(group: loop ?? group.next())
+            .channelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+            .channelOption(ChannelOptions.datagramVectorReadMessageCount, value: Self.datagramsPerRead)
+            // NIO divides the receive buffer evenly among the datagrams of one vector read: each gets 4 KiB, more
+            // than any query we answer (EDNS payloads above 1232 are not expected from stub clients).
+            .channelOption(
+                ChannelOptions.recvAllocator,
+                value: FixedSizeRecvByteBufferAllocator(capacity: Self.datagramsPerRead * 4096))
+            .channelOption(ChannelOptions.socketOption(.so_rcvbuf), value: 1 << 21)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(StubUDPHandler(responder: responder))
+                }
+            }
+        if reusePort { bootstrap = bootstrap.channelOption(ChannelOptions.socket(SocketOptionLevel(SOL_SOCKET), SocketOptionName(SO_REUSEPORT)), value: 1) }
+        return bootstrap
+    }
+
+    private func tcpBootstrap() -> ServerBootstrap {
+        let responder = self.responder
+        let idle = TimeAmount.nanoseconds(
+            idleTimeout.components.seconds * 1_000_000_000 + idleTimeout.components.attoseconds / 1_000_000_000)
+        let limit = maxTCPConnections
+        let server = self
+        return ServerBootstrap(group: group)
+            .serverChannelOption(ChannelOptions.backlog, value: 256)
+            .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(ChannelOptions.writeBufferWaterMark, value: .init(low: 32 * 1024, high: 64 * 1024))
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let open = server.tcpConnections.wrappingAdd(1, ordering: .relaxed).newValue
+                    channel.closeFuture.whenComplete { _ in server.tcpConnections.wrappingSubtract(1, ordering: .relaxed) }
+                    guard open <= limit else {
+                        channel.close(promise: nil)
+                        return
+                    }
+                    try channel.pipeline.syncOperations.addHandler(StubTCPHandler(responder: responder, idleTimeout: idle))
+                }
+            }
+    }
+
+    /// Binds (if `bind()` was not called yet) and serves until graceful shutdown, then closes every socket.
+    public func run() async throws {
+        if channels.withLock({ $0.isEmpty }) { await bind() }
+        let open = channels.withLock { $0 }
+        if !open.isEmpty {
+            logger.info("DNS stub listening", metadata: ["on": "\(listening.joined(separator: ", "))"])
+        }
+        await withGracefulShutdownHandler {
+            for channel in open { try? await channel.closeFuture.get() }
+        } onGracefulShutdown: {
+            for channel in open { channel.close(promise: nil) }
+        }
+        if open.isEmpty { try? await gracefulShutdown() }
+    }
+
+    static func describe(_ address: SocketAddress) -> String {
+        guard let ip = address.ipAddress, let port = address.port else { return "\(address)" }
+        return ip.contains(":") ? "[\(ip)]:\(port)" : "\(ip):\(port)"
+    }
+}

@@ -1,0 +1,188 @@
+import Resolver
+
+/// Extended DNS Errors (RFC 8914 §4) the stub sends.
+public struct ExtendedDNSError: Sendable, Hashable {
+    public var code: UInt16
+    public var text: String
+
+    public init(code: UInt16, text: String) {
+        self.code = code
+        self.text = text
+    }
+
+    /// 0 Other.
+    public static func other(_ text: String) -> ExtendedDNSError { .init(code: 0, text: text) }
+    /// 3 Stale Answer (RFC 8767 answers).
+    public static func staleAnswer(_ text: String) -> ExtendedDNSError { .init(code: 3, text: text) }
+    /// 18 Prohibited (the client is not allowed).
+    public static func prohibited(_ text: String) -> ExtendedDNSError { .init(code: 18, text: text) }
+    /// 22 No Reachable Authority (every upstream timed out).
+    public static func noReachableAuthority(_ text: String) -> ExtendedDNSError { .init(code: 22, text: text) }
+    /// 23 Network Error (an upstream or avahi-daemon failed).
+    public static func networkError(_ text: String) -> ExtendedDNSError { .init(code: 23, text: text) }
+    /// 21 Not Supported.
+    public static func notSupported(_ text: String) -> ExtendedDNSError { .init(code: 21, text: text) }
+}
+
+/// One part of an answer: encoded records and the TTL to write into each of them.
+public struct AnswerPart: Sendable {
+    public var sections: EncodedSections
+    public var ttl: UInt32
+
+    public init(sections: EncodedSections, ttl: UInt32) {
+        self.sections = sections
+        self.ttl = ttl
+    }
+}
+
+/// Assembles reply messages from stored bytes (RFC 1035 §4.1, RFC 6891 §6.1.3, RFC 8914).
+public enum StubReply {
+    /// The UDP payload size the stub advertises and the most it sends over UDP (DNS Flag Day 2020).
+    public static let ourPayloadSize: UInt16 = 1232
+
+    /// Response codes, including the extended BADVERS.
+    public enum Code: UInt16, Sendable {
+        case noError = 0, formErr = 1, servFail = 2, nxDomain = 3, notImp = 4, refused = 5, badVers = 16
+    }
+
+    /// How large a reply to `query` may be: 65535 over TCP; over UDP the client's EDNS size (at least 512), at most
+    /// ours, or 512 without EDNS (RFC 1035 §4.2.1, RFC 6891 §6.2.5).
+    public static func sizeLimit(for query: StubQuery, overTCP: Bool) -> Int {
+        if overTCP { return 65535 }
+        guard let edns = query.edns else { return 512 }
+        return Int(min(max(edns.udpPayloadSize, 512), ourPayloadSize))
+    }
+
+    /// The reply to `query`: header, the echoed question, `parts` (answer records, then authority records),
+    /// and an OPT record when the query had one. When it would exceed `limit`, the records are left out and TC
+    /// is set (RFC 2181 §9): the client asks again over TCP.
+    ///
+    /// - Parameter includeDNSSEC: keep RRSIG/NSEC/NSEC3 records (the client set DO, or asked for that type).
+    public static func make(
+        to query: StubQuery, code: Code, parts: [AnswerPart] = [], includeDNSSEC: Bool = false,
+        error ede: ExtendedDNSError? = nil, limit: Int
+    ) -> (bytes: [UInt8], truncated: Bool) {
+        var answerCount = 0
+        var authorityCount = 0
+        var records: [UInt8] = []
+        var authority: [UInt8] = []
+        for part in parts {
+            let filter = part.sections.hasDNSSECRecords && !includeDNSSEC
+            answerCount += append(part.sections.answer, ttlOffsets: part.sections.answerTTLOffsets, ttl: part.ttl,
+                to: &records, count: Int(part.sections.answerCount), dropDNSSEC: filter)
+            authorityCount += append(part.sections.authority, ttlOffsets: part.sections.authorityTTLOffsets,
+                ttl: part.ttl, to: &authority, count: Int(part.sections.authorityCount), dropDNSSEC: filter)
+        }
+        let opt = query.edns.map { optRecord(code: code, dnssecOK: $0.dnssecOK, error: ede) } ?? []
+        var truncated = false
+        let full = 12 + query.questionWire.count + records.count + authority.count + opt.count
+        if full > limit {
+            truncated = true
+            records = []
+            authority = []
+            answerCount = 0
+            authorityCount = 0
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(12 + query.questionWire.count + records.count + authority.count + opt.count)
+        header(
+            into: &out, id: query.id, rd: query.recursionDesired, cd: query.checkingDisabled, tc: truncated,
+            rcode: UInt8(code.rawValue & 0x0F), qd: 1, an: answerCount, ns: authorityCount, ar: opt.isEmpty ? 0 : 1)
+        out.append(contentsOf: query.questionWire)
+        out.append(contentsOf: records)
+        out.append(contentsOf: authority)
+        out.append(contentsOf: opt)
+        return (out, truncated)
+    }
+
+    /// FORMERR or NOTIMP to a message that is not a usable query: the header, and the question when known.
+    public static func problem(_ problem: StubQueryProblem) -> [UInt8]? {
+        var out: [UInt8] = []
+        switch problem {
+        case .ignore:
+            return nil
+        case .formatError(let id, let rd, let question, _):
+            header(into: &out, id: id, rd: rd, cd: false, tc: false, rcode: 1, qd: question == nil ? 0 : 1, an: 0,
+                ns: 0, ar: 0)
+            if let question { out.append(contentsOf: question) }
+        case .notImplemented(let id, let rd, _):
+            header(into: &out, id: id, rd: rd, cd: false, tc: false, rcode: 4, qd: 0, an: 0, ns: 0, ar: 0)
+        }
+        return out
+    }
+
+    private static func header(
+        into out: inout [UInt8], id: UInt16, rd: Bool, cd: Bool, tc: Bool, rcode: UInt8, qd: Int, an: Int, ns: Int,
+        ar: Int
+    ) {
+        // QR and RA set; AA never (the data is forwarded, not ours: RFC 1035 §4.1.1); AD never (no validation).
+        var flags: UInt16 = 0x8000 | 0x0080
+        if rd { flags |= 0x0100 }
+        if tc { flags |= 0x0200 }
+        if cd { flags |= 0x0010 }
+        flags |= UInt16(rcode & 0x0F)
+        for value in [UInt16(id), flags, UInt16(qd), UInt16(clamping: an), UInt16(clamping: ns), UInt16(ar)] {
+            out.append(UInt8(value >> 8))
+            out.append(UInt8(value & 0xFF))
+        }
+    }
+
+    /// Copies encoded records with every TTL set to `ttl`; returns how many were copied.
+    private static func append(
+        _ bytes: [UInt8], ttlOffsets: [Int], ttl: UInt32, to out: inout [UInt8], count: Int, dropDNSSEC: Bool
+    ) -> Int {
+        guard !bytes.isEmpty else { return 0 }
+        if !dropDNSSEC {
+            let base = out.count
+            out.append(contentsOf: bytes)
+            for offset in ttlOffsets { writeTTL(ttl, into: &out, at: base + offset) }
+            return count
+        }
+        // Slow path: walk the records (owner names are uncompressed: type follows the root label).
+        var copied = 0
+        for (index, ttlOffset) in ttlOffsets.enumerated() {
+            let start = index == 0 ? 0 : recordEnd(bytes, ttlOffset: ttlOffsets[index - 1])
+            let type = RRType(UInt16(bytes[ttlOffset - 4]) << 8 | UInt16(bytes[ttlOffset - 3]))
+            let end = recordEnd(bytes, ttlOffset: ttlOffset)
+            if EncodedSections.isDNSSEC(type) { continue }
+            let base = out.count
+            out.append(contentsOf: bytes[start..<end])
+            writeTTL(ttl, into: &out, at: base + (ttlOffset - start))
+            copied += 1
+        }
+        return copied
+    }
+
+    private static func recordEnd(_ bytes: [UInt8], ttlOffset: Int) -> Int {
+        let length = Int(bytes[ttlOffset + 4]) << 8 | Int(bytes[ttlOffset + 5])
+        return ttlOffset + 6 + length
+    }
+
+    private static func writeTTL(_ ttl: UInt32, into out: inout [UInt8], at offset: Int) {
+        out[offset] = UInt8(truncatingIfNeeded: ttl >> 24)
+        out[offset + 1] = UInt8(truncatingIfNeeded: ttl >> 16)
+        out[offset + 2] = UInt8(truncatingIfNeeded: ttl >> 8)
+        out[offset + 3] = UInt8(truncatingIfNeeded: ttl)
+    }
+
+    /// Our OPT record (RFC 6891 §6.1.2): payload 1232, the upper rcode bits, version 0, DO copied (RFC 3225 §3),
+    /// and an EDE option when there is one. The client's options are not echoed.
+    static func optRecord(code: Code, dnssecOK: Bool, error ede: ExtendedDNSError?) -> [UInt8] {
+        var out: [UInt8] = [0, 0, 41, UInt8(ourPayloadSize >> 8), UInt8(ourPayloadSize & 0xFF)]
+        out.append(UInt8(code.rawValue >> 4))  // extended RCODE
+        out.append(0)  // version
+        out.append(dnssecOK ? 0x80 : 0)
+        out.append(0)
+        var options: [UInt8] = []
+        if let ede {
+            let text = Array(ede.text.utf8.prefix(400))
+            let length = 2 + text.count
+            options += [0, 15, UInt8(length >> 8), UInt8(length & 0xFF), UInt8(ede.code >> 8), UInt8(ede.code & 0xFF)]
+            options += text
+        }
+        out.append(UInt8(options.count >> 8))
+        out.append(UInt8(options.count & 0xFF))
+        out += options
+        return out
+    }
+}

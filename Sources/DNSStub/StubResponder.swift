@@ -1,0 +1,336 @@
+import Logging
+import NIOCore
+import Resolver
+import Synchronization
+
+/// Answers DNS queries from the resolver's optimistic cache, the upstreams and mDNS: the protocol logic of the
+/// stub, independent of sockets (the UDP and TCP handlers feed it bytes).
+///
+/// A cache hit is answered synchronously on the caller's thread (the connection's event loop) from stored bytes;
+/// only misses, CNAME chases and `.local` names start a task.
+public final class StubResponder: Sendable {
+    /// What to do with a message right away.
+    public enum Immediate: Sendable {
+        /// Send these bytes.
+        case reply([UInt8])
+        /// The reply comes later through the `later` callback.
+        case pending
+        /// Send nothing.
+        case drop
+    }
+
+    private struct Access: Sendable {
+        var settings: StubSettings
+        var allowed: [AddressRange]
+        /// The networks of the machine's interfaces: reverse names of their hosts are asked on the link first.
+        var linkSubnets: [AddressRange]
+    }
+
+    private let resolver: DNSResolver
+    private let local: (any LocalRecordSource)?
+    private let access: Mutex<Access>
+    private let counters = StubCounters()
+    private let logger: Logger
+
+    /// - Parameters:
+    ///   - resolver: the daemon's resolver; its cache is shared with the varlink API.
+    ///   - local: the mDNS source for `.local`, nil when there is none.
+    public init(resolver: DNSResolver, local: (any LocalRecordSource)?, settings: StubSettings, logger: Logger) {
+        self.resolver = resolver
+        self.local = local
+        self.logger = logger
+        self.access = Mutex(
+            Access(settings: settings, allowed: Self.allowList(settings), linkSubnets: AddressRange.linkSubnets()))
+    }
+
+    /// Applies new `allow`, `local` and `optimistic` settings to the running stub (Reload); the machine's own
+    /// addresses are read again too.
+    public func update(_ settings: StubSettings) {
+        let allowed = Self.allowList(settings)
+        let subnets = AddressRange.linkSubnets()
+        access.withLock { $0 = Access(settings: settings, allowed: allowed, linkSubnets: subnets) }
+    }
+
+    /// The settings in effect.
+    public var settings: StubSettings { access.withLock { $0.settings } }
+
+    /// The counters for Status.
+    public var statistics: StubStatistics { counters.snapshot }
+
+    private static func allowList(_ settings: StubSettings) -> [AddressRange] {
+        AddressRange.loopback + AddressRange.localAddresses() + settings.allow
+    }
+
+    /// Whether `client` may use the stub: loopback, the machine's own addresses, `[stub] allow`.
+    func isAllowed(_ client: SocketAddress?) -> Bool {
+        guard let bytes = client.flatMap(Self.addressBytes) else { return false }
+        return access.withLock { $0.allowed.contains { $0.contains(bytes) } }
+    }
+
+    static func addressBytes(_ address: SocketAddress) -> [UInt8]? {
+        switch address {
+        case .v4(let v4): withUnsafeBytes(of: v4.address.sin_addr) { Array($0) }
+        case .v6(let v6): withUnsafeBytes(of: v6.address.sin6_addr) { Array($0) }
+        case .unixDomainSocket: nil
+        }
+    }
+
+    // MARK: - Answering
+
+    /// Answers one message.
+    /// - Parameters:
+    ///   - bytes: the DNS message (for TCP without its length prefix).
+    ///   - client: where it came from, for `allow`.
+    ///   - overTCP: decides the size limit.
+    ///   - later: receives the reply when it is not immediate (called once, on any thread).
+    public func handle(
+        _ bytes: [UInt8], client: SocketAddress?, overTCP: Bool, later: @escaping @Sendable ([UInt8]) -> Void
+    ) -> Immediate {
+        if overTCP { counters.tcpQueries.bump() } else { counters.udpQueries.bump() }
+        let query: StubQuery
+        do {
+            query = try StubQuery.parse(bytes)
+        } catch {
+            if case .ignore = error { return .drop }
+            counters.formatErrors.bump()
+            guard isAllowed(client), let reply = StubReply.problem(error) else { return .drop }
+            return .reply(reply)
+        }
+        let (settings, allowed) = access.withLock { state in
+            (state.settings, client.flatMap(Self.addressBytes).map { bytes in state.allowed.contains { $0.contains(bytes) } }
+                ?? false)
+        }
+        let limit = StubReply.sizeLimit(for: query, overTCP: overTCP)
+        guard allowed else {
+            counters.refused.bump()
+            return .reply(
+                finish(query, code: .refused, error: .prohibited("not allowed by [stub] allow"), limit: limit))
+        }
+        if let edns = query.edns, edns.version != 0 {
+            // RFC 6891 §6.1.3: only version 0 exists.
+            return .reply(finish(query, code: .badVers, limit: limit))
+        }
+        if let immediate = special(query, limit: limit) { return .reply(immediate) }
+        if LocalZones.isLocal(query.name) {
+            guard settings.answerLocal else {
+                return .reply(
+                    finish(query, code: .nxDomain, error: .notSupported(".local look-ups are off ([stub] local = no)"),
+                        limit: limit))
+            }
+            startTask(later) { await self.answerLocal(query, limit: limit, timeout: settings.localTimeout) }
+            return .pending
+        }
+        if settings.answerLocal, query.type == .ptr, let address = LocalZones.reverseAddress(query.name),
+            access.withLock({ $0.linkSubnets.contains { $0.contains(address) } })
+        {
+            // A host on our own link: its name is best known to mDNS (RFC 6762 §4); unicast DNS if nobody answers.
+            startTask(later) {
+                await self.answerLinkReverse(query, optimistic: settings.optimistic, limit: limit,
+                    timeout: settings.localTimeout)
+            }
+            return .pending
+        }
+        let name = query.name.text
+        let dnssecOK = query.edns?.dnssecOK ?? false
+        if let cached = resolver.cachedRecords(
+            name, type: query.type, class: query.class, optimistic: settings.optimistic, dnssecOK: dnssecOK),
+            chaseTarget(cached.answer, name: name, type: query.type) == nil
+        {
+            return .reply(reply(query, parts: [cached], code: code(of: cached.answer), limit: limit))
+        }
+        startTask(later) { await self.resolve(query, optimistic: settings.optimistic, limit: limit) }
+        return .pending
+    }
+
+    private func startTask(_ later: @escaping @Sendable ([UInt8]) -> Void, _ body: @escaping @Sendable () async -> [UInt8]) {
+        Task { later(await body()) }
+    }
+
+    /// Queries answered without the cache: meta types, ANY (RFC 8482), other classes than IN and CH.
+    private func special(_ query: StubQuery, limit: Int) -> [UInt8]? {
+        let type = query.type.rawValue
+        if type == RRType.opt.rawValue {
+            counters.formatErrors.bump()
+            return finish(query, code: .formErr, limit: limit)
+        }
+        if (249...254).contains(type) || query.class == .any {
+            // TKEY, TSIG, IXFR, AXFR, MAILB, MAILA: not for a stub. QCLASS * likewise.
+            return finish(query, code: .notImp, error: .notSupported("\(query.type) queries are not supported"),
+                limit: limit)
+        }
+        if query.type == .any {
+            // RFC 8482 §4.2: answer ANY with one synthesized HINFO record instead of every RRset.
+            let hinfo = ResourceRecord(
+                name: query.name.text, type: RRType(13), class: query.class, ttl: 3600,
+                rdata: [7] + Array("RFC8482".utf8) + [0])
+            let part = AnswerPart(sections: EncodedSections(answer: [hinfo], authority: []), ttl: 3600)
+            return finish(query, code: .noError, parts: [part], limit: limit)
+        }
+        return nil
+    }
+
+    // MARK: - Unicast: cache, upstream, CNAME chains
+
+    /// A miss or a CNAME chain: fetch what the cache lacks, follow the chain, assemble the reply.
+    private func resolve(_ query: StubQuery, optimistic: Bool, limit: Int) async -> [UInt8] {
+        let dnssecOK = query.edns?.dnssecOK ?? false
+        var parts: [RecordAnswer] = []
+        var name = query.name.text
+        var visited: Set<String> = []
+        // RFC 1034 §3.6.2: follow CNAMEs, bounded, each hop from the cache or the upstreams.
+        for _ in 0..<9 {
+            visited.insert(name)
+            let answer: RecordAnswer
+            if let cached = resolver.cachedRecords(
+                name, type: query.type, class: query.class, optimistic: optimistic, dnssecOK: dnssecOK)
+            {
+                answer = cached
+            } else {
+                do {
+                    answer = try await resolver.fetchRecords(name, type: query.type, class: query.class, dnssecOK: dnssecOK)
+                } catch {
+                    // RFC 8767: stale data, if there is any, beats a failure.
+                    if !optimistic, let stale = resolver.cachedRecords(
+                        name, type: query.type, class: query.class, optimistic: true, dnssecOK: dnssecOK)
+                    {
+                        answer = stale
+                    } else if parts.isEmpty {
+                        return failure(query, error, limit: limit)
+                    } else {
+                        break
+                    }
+                }
+            }
+            parts.append(answer)
+            guard let next = chaseTarget(answer.answer, name: name, type: query.type), !visited.contains(next) else {
+                break
+            }
+            name = next
+        }
+        let code: StubReply.Code = parts.last.map { self.code(of: $0.answer) } ?? .servFail
+        return reply(query, parts: parts, code: code, limit: limit)
+    }
+
+    /// Where a positive answer's CNAME chain ends without records of `type`: the name to ask next.
+    func chaseTarget(_ answer: CacheAnswer<CachedRRset>, name: String, type: RRType) -> String? {
+        guard type != .cname, case .positive(let rrset) = answer else { return nil }
+        var current = name
+        var hops = 0
+        while hops < 16, let cname = rrset.records.first(where: { $0.type == .cname && $0.name == current }),
+            let target = try? cname.cnameTarget()
+        {
+            current = target
+            hops += 1
+        }
+        if hops == 0 || rrset.records.contains(where: { $0.name == current && $0.type == type }) { return nil }
+        return current
+    }
+
+    private func code(of answer: CacheAnswer<CachedRRset>) -> StubReply.Code {
+        if case .nxdomain = answer { return .nxDomain }
+        return .noError
+    }
+
+    /// The reply made of cached or fetched parts, with EDE 3 when any was stale.
+    private func reply(_ query: StubQuery, parts: [RecordAnswer], code: StubReply.Code, limit: Int) -> [UInt8] {
+        var ede: ExtendedDNSError?
+        var forwarded = false
+        for part in parts {
+            switch part.source {
+            case .expiredCache:
+                let ago = part.staleSeconds.map { " \($0) s ago" } ?? ""
+                ede = .staleAnswer("expired\(ago); refreshing")
+            case .network: forwarded = true
+            case .cache: break
+            }
+        }
+        if ede != nil { counters.staleAnswers.bump() } else if forwarded { counters.forwarded.bump() } else {
+            counters.cacheAnswers.bump()
+        }
+        let answerParts = parts.compactMap { part in
+            part.answer.payload.map { AnswerPart(sections: $0.wire, ttl: part.ttl) }
+        }
+        return finish(query, code: code, parts: answerParts, error: ede, limit: limit)
+    }
+
+    /// SERVFAIL with an EDE naming the cause.
+    private func failure(_ query: StubQuery, _ error: ResolverError, limit: Int) -> [UInt8] {
+        counters.serverFailures.bump()
+        let server = error.attempts.last?.server ?? resolver.upstreamDescription
+        let ede: ExtendedDNSError
+        switch error.code {
+        case .timeout:
+            ede = .noReachableAuthority("no answer from \(resolver.upstreamDescription) in time")
+        case .upstreamFailure:
+            ede = .networkError("\(server) answered \(error.rcode ?? "an error")")
+        default:
+            ede = .other(error.description)
+        }
+        logger.debug("stub: upstream failure", metadata: ["dns.name": "\(query.name)", "error": "\(error)"])
+        return finish(query, code: .servFail, error: ede, limit: limit)
+    }
+
+    // MARK: - mDNS
+
+    private func answerLinkReverse(_ query: StubQuery, optimistic: Bool, limit: Int, timeout: Duration) async
+        -> [UInt8]
+    {
+        if let local, let found = try? await local.lookup(name: query.name, type: query.type, class: query.class),
+            !found.isEmpty
+        {
+            counters.local.bump()
+            return localReply(query, found, limit: limit)
+        }
+        return await resolve(query, optimistic: optimistic, limit: limit)
+    }
+
+    private func localReply(_ query: StubQuery, _ found: [ResourceRecord], limit: Int) -> [UInt8] {
+        // Link data changes fast and carries no SOA: keep client caching short, as a discovery proxy would.
+        let ttl = min(found.map(\.ttl).min() ?? 10, 10)
+        let part = AnswerPart(sections: EncodedSections(answer: found, authority: []), ttl: ttl)
+        return finish(query, code: .noError, parts: [part], limit: limit)
+    }
+
+    private func answerLocal(_ query: StubQuery, limit: Int, timeout: Duration) async -> [UInt8] {
+        guard let local else {
+            counters.serverFailures.bump()
+            return finish(query, code: .servFail, error: .networkError("no mDNS client (Avahi) in this daemon"),
+                limit: limit)
+        }
+        counters.local.bump()
+        do {
+            // A and AAAA ask both families at once: an empty answer is NODATA when the other family exists
+            // (so getaddrinfo can tell "no IPv6" from "no such host"), NXDOMAIN when neither does.
+            let other: RRType? = query.type == .a ? .aaaa : query.type == .aaaa ? .a : nil
+            async let records = local.lookup(name: query.name, type: query.type, class: query.class)
+            async let otherRecords: [ResourceRecord] = {
+                guard let other else { return [] }
+                return try await local.lookup(name: query.name, type: other, class: query.class)
+            }()
+            let found = try await records
+            let otherFound = (try? await otherRecords) ?? []
+            let exists = !found.isEmpty || !otherFound.isEmpty
+            guard exists else { return finish(query, code: .nxDomain, limit: limit) }
+            return localReply(query, found, limit: limit)
+        } catch let error as LocalLookupError {
+            counters.serverFailures.bump()
+            return finish(query, code: .servFail, error: .networkError(error.message), limit: limit)
+        } catch {
+            counters.serverFailures.bump()
+            return finish(query, code: .servFail, error: .other("\(error)"), limit: limit)
+        }
+    }
+
+    // MARK: - Encoding
+
+    private func finish(
+        _ query: StubQuery, code: StubReply.Code, parts: [AnswerPart] = [], error: ExtendedDNSError? = nil,
+        limit: Int
+    ) -> [UInt8] {
+        let includeDNSSEC = (query.edns?.dnssecOK ?? false) || EncodedSections.isDNSSEC(query.type)
+        let (bytes, truncated) = StubReply.make(
+            to: query, code: code, parts: parts, includeDNSSEC: includeDNSSEC, error: error, limit: limit)
+        if truncated { counters.truncated.bump() }
+        return bytes
+    }
+}

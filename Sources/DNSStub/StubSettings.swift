@@ -1,0 +1,80 @@
+/// The settings of the DNS stub (`[stub]` in discoverd.conf, `--stub-listen`).
+public struct StubSettings: Sendable, Hashable {
+    /// Where to listen, UDP and TCP each; empty turns the stub off (`listen = none`).
+    public var listen: [ListenAddress]
+    /// Clients allowed besides loopback and the machine's own addresses (`allow = CIDR`, repeatable).
+    public var allow: [AddressRange]
+    /// Answer `.local` and link-local reverse names through mDNS (`local = yes`).
+    public var answerLocal: Bool
+    /// Serve expired answers while refreshing (the daemon's `optimistic` setting; per-domain opt-outs live in
+    /// the cache policy).
+    public var optimistic: Bool
+    /// How long a `.local` look-up collects mDNS answers.
+    public var localTimeout: Duration
+    /// How long an idle TCP connection stays open (RFC 7766 §6.2.3).
+    public var tcpIdleTimeout: Duration
+    /// TCP connections served at once; more are closed at accept.
+    public var maxTCPConnections: Int
+
+    /// The default listen address: loopback port 53 on an address of its own, so it can run beside
+    /// systemd-resolved (127.0.0.53) and a local Unbound or dnsmasq (127.0.0.1).
+    public static let defaultListen = ListenAddress(host: "127.0.0.153", port: 53)
+
+    public init(
+        listen: [ListenAddress] = [StubSettings.defaultListen], allow: [AddressRange] = [], answerLocal: Bool = true,
+        optimistic: Bool = true, localTimeout: Duration = .milliseconds(1000),
+        tcpIdleTimeout: Duration = .seconds(10), maxTCPConnections: Int = 1024
+    ) {
+        self.listen = listen
+        self.allow = allow
+        self.answerLocal = answerLocal
+        self.optimistic = optimistic
+        self.localTimeout = localTimeout
+        self.tcpIdleTimeout = tcpIdleTimeout
+        self.maxTCPConnections = maxTCPConnections
+    }
+}
+
+/// An address and port to listen on: `ADDR`, `ADDR:PORT`, `[V6]:PORT`.
+public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
+    public var host: String
+    public var port: Int
+
+    public init(host: String, port: Int = 53) {
+        self.host = host
+        self.port = port
+    }
+
+    /// Parses `ADDR[:PORT]`, `[V6]:PORT` or a bare IPv6 address; the port defaults to 53.
+    public init(parsing text: String) throws(AddressRangeError) {
+        var host = text
+        var port = 53
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]") else {
+                throw AddressRangeError(text: text, reason: "missing ]")
+            }
+            host = String(text[text.index(after: text.startIndex)..<close])
+            let rest = text[text.index(after: close)...]
+            if !rest.isEmpty {
+                guard rest.hasPrefix(":"), let value = Int(rest.dropFirst()) else {
+                    throw AddressRangeError(text: text, reason: "expected [ADDR]:PORT")
+                }
+                port = value
+            }
+        } else if text.filter({ $0 == ":" }).count == 1, let colon = text.firstIndex(of: ":") {
+            host = String(text[..<colon])
+            guard let value = Int(text[text.index(after: colon)...]) else {
+                throw AddressRangeError(text: text, reason: "port is not a number")
+            }
+            port = value
+        }
+        guard AddressRange.parseAddress(host) != nil else {
+            throw AddressRangeError(text: text, reason: "not a numeric IPv4 or IPv6 address")
+        }
+        guard (1...65535).contains(port) else { throw AddressRangeError(text: text, reason: "port must be 1...65535") }
+        self.host = host
+        self.port = port
+    }
+
+    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+}

@@ -1,0 +1,79 @@
+import DiscoverAPI
+import Logging
+import NIOConcurrencyHelpers
+import NIOPosix
+
+/// Who may call the privileged methods: root always; members of the admin group may call `Flush` and `Reload`;
+/// when an advertise group is set, only its members may call `Advertise`.
+///
+/// Group names are resolved to gids when configured (at start and on every reload) and a peer's groups are read
+/// when a privileged call arrives, both on a thread pool: NSS may block, and the event loops must not. A peer is a
+/// member through its primary group or any supplementary group the group database lists for its user.
+public final class AccessControl: Sendable {
+    /// A group named in the configuration, with its gid when it exists.
+    public struct Group: Sendable, Equatable {
+        /// The name as configured.
+        public var name: String
+        /// Its gid, or nil when no such group exists (then only root passes).
+        public var gid: UInt32?
+    }
+
+    private struct Groups {
+        var admin: Group?
+        var advertise: Group?
+    }
+
+    private let groups = NIOLockedValueBox(Groups())
+    private let threadPool: NIOThreadPool
+    private let logger: Logger
+
+    /// Creates a policy where only root is privileged and everyone may advertise.
+    public init(threadPool: NIOThreadPool = .singleton, logger: Logger) {
+        self.threadPool = threadPool
+        self.logger = logger
+    }
+
+    /// The admin group in effect.
+    public var adminGroup: Group? { groups.withLockedValue { $0.admin } }
+    /// The advertise group in effect (nil: everyone may advertise).
+    public var advertiseGroup: Group? { groups.withLockedValue { $0.advertise } }
+
+    /// Resolves the group names on the thread pool and puts them in effect. A name that does not exist is logged
+    /// and admits nobody but root.
+    public func configure(adminGroup: String?, advertiseGroup: String?) async {
+        let admin = await resolve(adminGroup, setting: "admin-group")
+        let advertise = await resolve(advertiseGroup, setting: "advertise-group")
+        groups.withLockedValue { $0 = Groups(admin: admin, advertise: advertise) }
+    }
+
+    /// Throws `PermissionDenied` unless `peer` is root or in the admin group.
+    public func requireAdmin(_ peer: PeerCredentials) async throws(VarlinkError) {
+        guard await isMember(peer, of: adminGroup, whenUnset: false) else { throw .permissionDenied }
+    }
+
+    /// Throws `PermissionDenied` when an advertise group is set and `peer` is neither root nor in it.
+    public func requireAdvertiser(_ peer: PeerCredentials) async throws(VarlinkError) {
+        guard await isMember(peer, of: advertiseGroup, whenUnset: true) else { throw .permissionDenied }
+    }
+
+    func isMember(_ peer: PeerCredentials, of group: Group?, whenUnset: Bool) async -> Bool {
+        if peer.isRoot { return true }
+        guard let group else { return whenUnset }
+        guard let gid = group.gid, peer != .unknown else { return false }
+        if peer.gid == gid { return true }
+        let groups = try? await threadPool.runIfActive {
+            GroupDirectory.groups(ofUID: peer.uid, primaryGID: peer.gid)
+        }
+        return groups?.contains(gid) ?? false
+    }
+
+    private func resolve(_ name: String?, setting: String) async -> Group? {
+        guard let name else { return nil }
+        let gid = try? await threadPool.runIfActive { GroupDirectory.gid(ofGroup: name) }
+        if gid == nil {
+            logger.warning(
+                "group does not exist; only root passes", metadata: ["setting": "\(setting)", "group": "\(name)"])
+        }
+        return Group(name: name, gid: gid)
+    }
+}

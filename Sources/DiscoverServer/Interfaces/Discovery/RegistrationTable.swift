@@ -1,0 +1,35 @@
+import DiscoverAPI
+import Discovery
+import NIOConcurrencyHelpers
+
+/// Advertisements made over the API, by id, with the uid that made them (API.md: only the owner or root may
+/// update or withdraw).
+public final class RegistrationTable: Sendable {
+    private struct Entry {
+        var owner: UInt32
+        var advertisement: Advertisement
+    }
+
+    private let entries = NIOLockedValueBox([String: Entry]())
+
+    /// An empty table.
+    public init() {}
+
+    func add(id: String, owner: UInt32, advertisement: Advertisement) {
+        entries.withLockedValue { $0[id] = Entry(owner: owner, advertisement: advertisement) }
+    }
+
+    func remove(id: String) {
+        _ = entries.withLockedValue { $0.removeValue(forKey: id) }
+    }
+
+    /// Advertisements live now.
+    public var count: Int { entries.withLockedValue { $0.count } }
+
+    /// The advertisement, if `peer` owns it or is root.
+    func owned(id: String, by peer: PeerCredentials) throws(VarlinkError) -> Advertisement {
+        guard let entry = entries.withLockedValue({ $0[id] }) else { throw .notFound(id) }
+        guard peer.isRoot || peer.uid == entry.owner else { throw .permissionDenied }
+        return entry.advertisement
+    }
+}

@@ -1,0 +1,155 @@
+import DiscoverAPI
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import ServiceLifecycle
+
+/// The varlink listener: owns the socket file, accepts connections up to the limit, and closes them all
+/// on graceful shutdown.
+///
+/// `run()` binds the socket path and serves it. A listening socket made elsewhere (socket activation) is served
+/// with ``adopt(descriptor:)`` and ``serve(_:removingSocketFile:)``. The limits can change while it runs
+/// (``updateLimits(maxConnections:connection:)``); they apply to connections accepted afterwards.
+public final class VarlinkServer: ServiceLifecycle.Service, Sendable {
+    /// Where to listen and how much each connection may cost.
+    public struct Settings: Sendable, Equatable {
+        /// The socket path (created mode 0666, removed at shutdown).
+        public var socketPath: String
+        /// Connections served at once; one more gets `TooManyConnections`.
+        public var maxConnections: Int
+        /// What each connection may cost.
+        public var limits: ConnectionLimits
+
+        /// Creates settings.
+        public init(socketPath: String, maxConnections: Int, limits: ConnectionLimits) {
+            self.socketPath = socketPath
+            self.maxConnections = maxConnections
+            self.limits = limits
+        }
+    }
+
+    private let settings: NIOLockedValueBox<Settings>
+    private let router: MethodRouter
+    private let logger: Logger
+    private let group: any EventLoopGroup
+    private let registry: ConnectionRegistry
+
+    /// Creates a server; nothing is bound until ``run()`` or ``bind()``.
+    public init(
+        settings: Settings, router: MethodRouter, registry: ConnectionRegistry, group: any EventLoopGroup,
+        logger: Logger
+    ) {
+        self.settings = NIOLockedValueBox(settings)
+        self.router = router
+        self.registry = registry
+        self.group = group
+        self.logger = logger
+    }
+
+    /// The settings in effect.
+    public var currentSettings: Settings { settings.withLockedValue { $0 } }
+
+    /// Changes the limits for connections accepted from now on (open connections keep theirs).
+    public func updateLimits(maxConnections: Int, connection limits: ConnectionLimits) {
+        settings.withLockedValue {
+            $0.maxConnections = maxConnections
+            $0.limits = limits
+        }
+    }
+
+    private func makeBootstrap() -> ServerBootstrap {
+        ServerBootstrap(group: group)
+            .serverChannelOption(ChannelOptions.backlog, value: 1024)
+            // A client may send its calls and shut down its write side (`echo ... | socat`): answer them all.
+            .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
+            .childChannelInitializer { [self] channel in
+                channel.eventLoop.makeCompletedFuture { try self.initialize(channel) }
+            }
+    }
+
+    /// Binds the socket. Separate from `run` so start-up errors surface before the daemon reports ready.
+    public func bind() async throws -> any Channel {
+        let socketPath = currentSettings.socketPath
+        try SocketFile.prepare(path: socketPath)
+        // Bind under a temporary name, set the mode, then rename into place: clients never see the socket
+        // before it is mode 0666.
+        let directory = (socketPath as NSString).deletingLastPathComponent
+        let temporary = directory + "/.d\(getpid())"
+        guard temporary.utf8.count < MemoryLayout.size(ofValue: sockaddr_un().sun_path) else {
+            throw SocketFile.Error("socket directory path is too long: \(directory)")
+        }
+        unlink(temporary)
+        let channel = try await makeBootstrap().bind(unixDomainSocketPath: temporary).get()
+        guard chmod(temporary, 0o666) == 0, rename(temporary, socketPath) == 0 else {
+            let reason = String(cString: strerror(errno))
+            try? await channel.close()
+            unlink(temporary)
+            throw SocketFile.Error("cannot put the socket in place at \(socketPath): \(reason)")
+        }
+        logger.info("listening", metadata: ["socket": "\(socketPath)"])
+        return channel
+    }
+
+    /// Takes over a listening Unix socket someone else bound (a descriptor passed by systemd's socket activation).
+    public func adopt(descriptor: CInt) async throws -> any Channel {
+        let channel = try await makeBootstrap().withBoundSocket(descriptor).get()
+        logger.info("listening on an inherited socket", metadata: ["fd": "\(descriptor)"])
+        return channel
+    }
+
+    /// Sets up a freshly accepted connection: the varlink handler, or a one-error refusal over the limit.
+    func initialize(_ channel: any Channel) throws {
+        let settings = currentSettings
+        guard let id = registry.admit(channel, limit: settings.maxConnections) else {
+            logger.warning("connection limit reached, refusing", metadata: ["limit": "\(settings.maxConnections)"])
+            try channel.pipeline.syncOperations.addHandler(RejectHandler(limit: settings.maxConnections))
+            return
+        }
+        // Above the high mark the connection stops reading new calls until the client reads its replies.
+        let send = settings.limits.maxSendBuffer
+        try channel.syncOptions?.setOption(
+            ChannelOptions.writeBufferWaterMark, value: .init(low: send / 8, high: send / 4))
+        let handler = VarlinkConnectionHandler(
+            connectionID: id, router: router, limits: settings.limits, registry: registry, logger: logger)
+        try channel.pipeline.syncOperations.addHandler(handler)
+    }
+
+    /// Serves until graceful shutdown, then closes the listener and every connection and removes the socket.
+    public func run() async throws {
+        let channel = try await bind()
+        try await serve(channel)
+    }
+
+    /// Serves a bound listener until graceful shutdown, then closes it and every connection.
+    /// - Parameter removingSocketFile: remove the socket path at the end (false for an adopted socket).
+    public func serve(_ channel: any Channel, removingSocketFile: Bool = true) async throws {
+        await withGracefulShutdownHandler {
+            try? await channel.closeFuture.get()
+        } onGracefulShutdown: {
+            channel.close(promise: nil)
+        }
+        for child in registry.channels() { try? await child.close() }
+        let socketPath = currentSettings.socketPath
+        if removingSocketFile { SocketFile.remove(path: socketPath) }
+        logger.info("stopped listening", metadata: ["socket": "\(socketPath)"])
+    }
+}
+
+/// Answers a connection over the limit with one error, then closes it.
+final class RejectHandler: ChannelInboundHandler, Sendable {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+    let limit: Int
+
+    init(limit: Int) { self.limit = limit }
+
+    func channelActive(context: ChannelHandlerContext) {
+        let bytes = VarlinkReply.encode(error: .tooManyConnections(limit: limit))
+        context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: bytes))).assumeIsolated()
+            .whenComplete { _ in context.close(promise: nil) }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
+}

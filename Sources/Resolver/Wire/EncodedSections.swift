@@ -1,0 +1,63 @@
+/// Resource records already in wire format, with where each TTL field sits, so a reply can be assembled by
+/// copying bytes and patching TTLs (DESIGN.md, "One cache, two front doors").
+///
+/// Owner names are written uncompressed (RFC 1035 §4.1.4 allows it; the RDATA is kept as received, already
+/// uncompressed by the parser). Records of the DNSSEC types are counted separately so that a reply to a client
+/// without the DO bit can leave them out (RFC 4035 §3.2.1).
+public struct EncodedSections: Sendable, Hashable {
+    /// The answer records, back to back.
+    public let answer: [UInt8]
+    /// The authority records, back to back.
+    public let authority: [UInt8]
+    /// Record counts of the two sections.
+    public let answerCount: UInt16
+    public let authorityCount: UInt16
+    /// Offsets of the 4-byte TTL fields in `answer` and `authority`.
+    public let answerTTLOffsets: [Int]
+    public let authorityTTLOffsets: [Int]
+    /// Whether any record is RRSIG, NSEC, NSEC3 or DNSKEY-related (types a non-DO client must not get unasked).
+    public let hasDNSSECRecords: Bool
+
+    /// Encodes `answer` and `authority`; a record whose owner name cannot be encoded is left out.
+    public init(answer: [ResourceRecord], authority: [ResourceRecord]) {
+        var offsets: [Int] = []
+        (self.answer, self.answerCount) = Self.encode(answer, ttlOffsets: &offsets)
+        self.answerTTLOffsets = offsets
+        offsets = []
+        (self.authority, self.authorityCount) = Self.encode(authority, ttlOffsets: &offsets)
+        self.authorityTTLOffsets = offsets
+        self.hasDNSSECRecords = (answer + authority).contains { Self.isDNSSEC($0.type) }
+    }
+
+    /// RRSIG, NSEC, NSEC3 (RFC 4034, 5155): what DO=0 leaves out of the answer and authority sections.
+    public static func isDNSSEC(_ type: RRType) -> Bool {
+        type.rawValue == 46 || type.rawValue == 47 || type.rawValue == 50
+    }
+
+    /// Appends `records` to `out` in wire format; returns how many were written.
+    @discardableResult
+    public static func append(_ records: [ResourceRecord], to out: inout [UInt8], ttlOffsets: inout [Int]) -> Int {
+        var written = 0
+        for record in records {
+            guard let name = try? DNSName(record.name), record.rdata.count <= Int(UInt16.max) else { continue }
+            out.append(contentsOf: name.wire)
+            out.append(UInt8(record.type.rawValue >> 8))
+            out.append(UInt8(record.type.rawValue & 0xFF))
+            out.append(UInt8(record.class.rawValue >> 8))
+            out.append(UInt8(record.class.rawValue & 0xFF))
+            ttlOffsets.append(out.count)
+            for shift in stride(from: 24, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: record.ttl >> shift)) }
+            out.append(UInt8(record.rdata.count >> 8))
+            out.append(UInt8(record.rdata.count & 0xFF))
+            out.append(contentsOf: record.rdata)
+            written += 1
+        }
+        return written
+    }
+
+    private static func encode(_ records: [ResourceRecord], ttlOffsets: inout [Int]) -> ([UInt8], UInt16) {
+        var out: [UInt8] = []
+        let count = append(records, to: &out, ttlOffsets: &ttlOffsets)
+        return (out, UInt16(clamping: count))
+    }
+}

@@ -1,0 +1,57 @@
+import DiscoverAPI
+@testable import DiscoverServer
+import Discovery
+import Resolver
+import Testing
+
+/// Every domain error is answered with the varlink error its interface declares, each code on purpose.
+@Suite struct ErrorMappingTests {
+    @Test func everyResolverErrorCodeHasItsOwnVarlinkError() {
+        let expected: [ResolverError.Code: String] = [
+            .noSuchName: "io.discoverd.Resolver.NoSuchName",
+            .timeout: "io.discoverd.Resolver.Timeout",
+            .upstreamFailure: "io.discoverd.Resolver.UpstreamFailure",
+            .invalidName: "io.discoverd.Resolver.InvalidName",
+        ]
+        for code in ResolverError.Code.allCases {
+            let error = ResolverError(code: code, name: "x.example.", rcode: "REFUSED", reason: "bad label")
+            #expect(error.varlinkError.name == expected[code], "\(code)")
+        }
+        #expect(Set(ResolverError.Code.allCases) == Set(expected.keys))
+        let failure = ResolverError(code: .upstreamFailure, name: "x.", rcode: "REFUSED").varlinkError
+        #expect(failure.parameters == ["rcode": .string("REFUSED")])
+        let invalid = ResolverError(code: .invalidName, name: "a..b", reason: "empty label").varlinkError
+        #expect(invalid.parameters == ["name": .string("a..b"), "reason": .string("empty label")])
+    }
+
+    @Test func everyDiscoveryErrorCodeHasItsOwnVarlinkError() {
+        let subject = DiscoverySubject(type: "_x._tcp", name: "Printer", parameter: "txt")
+        let expected: [DiscoveryError.Code: VarlinkError] = [
+            .invalidServiceType: .invalidServiceType("_x._tcp", reason: "why"),
+            .invalidName: .invalidServiceName("Printer", reason: "why"),
+            .notFound: .notFound("Printer"),
+            .timeout: .discoveryTimeout,
+            .avahiUnavailable: .avahiUnavailable,
+            .avahiFailure: .avahiUnavailable,
+            .nameConflict: .nameConflict("Printer"),
+            .invalidParameter: .invalidParameter("txt"),
+            .subscriberTooSlow: .subscriberTooSlow,
+        ]
+        #expect(Set(DiscoveryError.Code.allCases) == Set(expected.keys))
+        for code in DiscoveryError.Code.allCases {
+            let mapped = DiscoveryCallError(error: DiscoveryError(code, "why"), subject: subject).varlinkError
+            #expect(mapped == expected[code], "\(code)")
+        }
+    }
+
+    @Test func theRouterAsksTheProtocol() async throws {
+        var routes = RouteTable()
+        let method = VarlinkMethod<VarlinkEmpty, VarlinkEmpty>("io.discoverd.Resolver.Flush")
+        routes.register(method) { _, _ in throw ResolverError(code: .noSuchName, name: "gone.example.") }
+        let harness = try await ConnectionHarness(routes: routes)
+        let reply = try await harness.call(#"{"method":"io.discoverd.Resolver.Flush"}"#)
+        #expect(reply["error"] as? String == "io.discoverd.Resolver.NoSuchName")
+        #expect((reply["parameters"] as? [String: Any])?["name"] as? String == "gone.example.")
+        try await harness.finish()
+    }
+}
