@@ -134,6 +134,7 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "DiscoverClientTests", dependencies: ["DiscoverClient", "DiscoverAPI"], swiftSettings: strict),
+        .testTarget(name: "discoverdTests", dependencies: ["discoverd"], swiftSettings: strict),
         // Integration tests: start the built daemon binary on the network lab.
         .testTarget(
             name: "IntegrationTests",

@@ -275,7 +275,9 @@ public final class StubResponder: Sendable {
     private func answerLinkReverse(_ query: StubQuery, optimistic: Bool, limit: Int, timeout: Duration) async
         -> [UInt8]
     {
-        if let local, let found = try? await local.lookup(name: query.name, type: query.type, class: query.class),
+        if let local,
+            let found = try? await local.lookup(
+                name: query.name, type: query.type, class: query.class, interface: nil, window: timeout),
             !found.isEmpty
         {
             counters.local.bump()
@@ -302,10 +304,12 @@ public final class StubResponder: Sendable {
             // A and AAAA ask both families at once: an empty answer is NODATA when the other family exists
             // (so getaddrinfo can tell "no IPv6" from "no such host"), NXDOMAIN when neither does.
             let other: RRType? = query.type == .a ? .aaaa : query.type == .aaaa ? .a : nil
-            async let records = local.lookup(name: query.name, type: query.type, class: query.class)
+            async let records = local.lookup(
+                name: query.name, type: query.type, class: query.class, interface: nil, window: timeout)
             async let otherRecords: [ResourceRecord] = {
                 guard let other else { return [] }
-                return try await local.lookup(name: query.name, type: other, class: query.class)
+                return try await local.lookup(
+                    name: query.name, type: other, class: query.class, interface: nil, window: timeout)
             }()
             let found = try await records
             let otherFound = (try? await otherRecords) ?? []

@@ -63,9 +63,10 @@ extension DiscoverClient {
 
     /// Advertises a service; returns once it is registered. The advertisement lives as long as the returned
     /// object (or until ``ServiceAdvertisement/withdraw()``), like a `DNSServiceRef` or an `NWListener`.
+    /// A `nil` TXT value is a boolean attribute (`key` without `=`, RFC 6763 §6.4).
     /// - Throws: ``DiscoverError`` (`invalidServiceType`, `invalidServiceName`, `avahiUnavailable`, ...).
     public func advertise(
-        name: String? = nil, type: String, port: Int, txt: [String: String] = [:], subtypes: [String] = [],
+        name: String? = nil, type: String, port: Int, txt: [String: String?] = [:], subtypes: [String] = [],
         domain: String? = nil, host: String? = nil
     ) async throws -> ServiceAdvertisement {
         let bytes = try VarlinkCall.encode(
@@ -117,8 +118,8 @@ extension DiscoverClient {
         return ServiceAdvertisement(id: first.id, connection: connection, name: currentName, events: events)
     }
 
-    /// Replaces the TXT record of an advertisement (owner or root only).
-    public func updateAdvertisement(id: String, txt: [String: String]) async throws {
+    /// Replaces the TXT record of an advertisement (owner or root only); `nil` values are boolean attributes.
+    public func updateAdvertisement(id: String, txt: [String: String?]) async throws {
         _ = try await call(Methods.updateAdvertisement, UpdateAdvertisementParameters(id: id, txt: txt))
     }
 

@@ -118,7 +118,8 @@ public final class DiscoveryService: Sendable {
     /// consuming task ends the subscription; the last subscriber of a browse frees its Avahi objects. A subscriber
     /// that falls more than `subscriberBufferLimit` events behind ends with `subscriberTooSlow`.
     /// - Parameters:
-    ///   - type: `_name._tcp` or `_name._udp`.
+    ///   - type: `_name._tcp` or `_name._udp`; any service name Avahi can report (`browsableServiceType`), not only
+    ///     RFC 6335's 15-character ones.
     ///   - domain: a browse domain; nil browses `local` and every browse domain Avahi reports.
     ///   - subtype: a subtype such as `_printer`.
     ///   - interface: an interface name; nil for all.
@@ -141,7 +142,7 @@ public final class DiscoveryService: Sendable {
         subtype: String?,
         interface: String?
     ) throws(DiscoveryError) -> BrowseKey {
-        let parsed = try ServiceValidation.serviceType(type)
+        let parsed = try ServiceValidation.browsableServiceType(type)
         var normalizedDomain: String?
         if let domain {
             try ServiceValidation.domain(domain)
@@ -209,12 +210,13 @@ public final class DiscoveryService: Sendable {
         return try self.registry.add(spec)
     }
 
-    /// Publishes a service with a TXT record given as key/value pairs (see the other `advertise`).
+    /// Publishes a service with a TXT record given as key/value pairs (see the other `advertise`); a `nil` value is
+    /// a boolean attribute (`key` without `=`, RFC 6763 §6.4).
     public func advertise(
         name: String? = nil,
         type: String,
         port: Int,
-        txt: [String: String],
+        txt: [String: String?],
         subtypes: [String] = [],
         domain: String? = nil,
         host: String? = nil
@@ -244,7 +246,7 @@ public final class DiscoveryService: Sendable {
         timeout: Duration = DiscoveryService.defaultTimeout
     ) async throws -> Service {
         try ServiceValidation.instanceName(name)
-        let parsed = try ServiceValidation.serviceType(type)
+        let parsed = try ServiceValidation.browsableServiceType(type)
         if let domain { try ServiceValidation.domain(domain) }
         let domainName = domain.map(AvahiConversions.normalizedDomain) ?? "local"
         return try await ServiceLookups.resolve(

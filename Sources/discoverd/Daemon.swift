@@ -84,7 +84,7 @@ struct Daemon {
         // readiness come after every socket; a port it cannot have is a warning, never fatal.
         let stubResponder = StubResponder(
             resolver: resolver,
-            local: AvahiLocalRecords(discovery: discovery, timeout: configuration.stubSettings.localTimeout),
+            local: AvahiLocalRecords(discovery: discovery),
             settings: configuration.stubSettings,
             logger: logger)
         let stub = DNSStubServer(responder: stubResponder, settings: configuration.stubSettings, logger: logger)

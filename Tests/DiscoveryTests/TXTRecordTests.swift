@@ -19,7 +19,23 @@ struct TXTRecordTests {
         #expect(txt.attributes.map(\.key) == ["flag", "v"])
         #expect(txt.attributes[0].value == .present)
         #expect(txt.attributes[1].value == .bytes(bytes("1")))
-        #expect(txt.dictionary == ["flag": "", "v": "1"])
+        #expect(txt.dictionary == ["flag": nil, "v": "1"], "a boolean attribute is nil, distinct from key=")
+        #expect(txt.dictionary.keys.contains("flag"))
+        #expect(!txt.dictionaryIsLossy)
+    }
+
+    @Test("a nil value encodes as a boolean key without '=', an empty one as key=")
+    func encodesBooleanKey() throws {
+        let txt = try TXTRecord(validating: ["flag": nil, "empty": "", "k": "v"])
+        #expect(txt.strings == [bytes("empty="), bytes("flag"), bytes("k=v")])
+        #expect(txt.dictionary == ["flag": nil, "empty": "", "k": "v"])
+    }
+
+    @Test("raw strings repeating a key are refused for publishing, case-insensitively")
+    func refusesRepeatedRawKeys() {
+        #expect(throws: DiscoveryError.self) { try TXTRecord(validating: [bytes("a=1"), bytes("A=2")]) }
+        #expect(throws: DiscoveryError.self) { try TXTRecord(validating: [bytes("flag"), bytes("flag=")]) }
+        #expect((try? TXTRecord(validating: [bytes("flag"), bytes("flagged=1")])) != nil)
     }
 
     @Test("duplicate keys: the first wins, compared case-insensitively (RFC 6763 §6.4)")
@@ -27,12 +43,14 @@ struct TXTRecordTests {
         let txt = TXTRecord(strings: [bytes("Key=first"), bytes("key=second"), bytes("KEY"), bytes("other=x")])
         #expect(txt.dictionary == ["Key": "first", "other": "x"])
         #expect(txt.attributes.count == 2)
+        #expect(txt.dictionaryIsLossy, "the raw strings must be kept: txtRaw keeps all")
     }
 
     @Test("strings without a key are ignored")
     func missingKey() {
         let txt = TXTRecord(strings: [bytes("=value"), [], bytes("a=b")])
         #expect(txt.dictionary == ["a": "b"])
+        #expect(txt.dictionaryIsLossy)
     }
 
     @Test("non-UTF-8 values are left out of the dictionary and flagged")

@@ -33,6 +33,35 @@ struct ValidationTests {
         }
     }
 
+    @Test(
+        "browsing accepts any service name Avahi can report, up to 62 bytes",
+        arguments: [
+            "_androidtvremote2._tcp", "_nvstream_dbd._tcp", "_ht--tp._tcp", "_123._udp", "_-x-._tcp",
+            "_" + String(repeating: "a", count: 62) + "._tcp", "_abcdefghijklmnop._tcp",
+        ]
+    )
+    func browsableTypes(type: String) throws {
+        #expect(try ServiceValidation.browsableServiceType(type).string == type)
+        #expect(throws: DiscoveryError.self, "advertising stays strict (RFC 6335)") {
+            try ServiceValidation.serviceType(type)
+        }
+    }
+
+    @Test(
+        "browsing still refuses what is no service type",
+        arguments: [
+            "", "http._tcp", "_http", "_http._sctp", "_._tcp", "_a b._tcp", "_a\\b._tcp", "_h\u{E9}._tcp",
+            "_" + String(repeating: "a", count: 63) + "._tcp", "_http._tcp.local",
+        ]
+    )
+    func unbrowsableTypes(type: String) {
+        #expect {
+            try ServiceValidation.browsableServiceType(type)
+        } throws: { error in
+            (error as? DiscoveryError)?.code == .invalidServiceType
+        }
+    }
+
     @Test("subtypes in short and full form")
     func subtypes() throws {
         #expect(try ServiceValidation.subtype("_printer", of: "_http._tcp") == "_printer")

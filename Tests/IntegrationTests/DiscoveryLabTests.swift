@@ -59,7 +59,7 @@ struct DiscoveryLabTests {
         #expect(service.port == 4711)
         #expect(service.host == "lab-b.local")
         #expect(service.interfaces == ["eth0"])
-        #expect(service.txt == ["path": "/x", "v": "1", "flag": ""])
+        #expect(service.txt == ["path": "/x", "v": "1", "flag": nil], "a boolean attribute is null, not \"\"")
         #expect(service.txtRaw == nil, "all-UTF-8 TXT has no txtRaw")
         // Avahi on b publishes 192.0.2.2, 2001:db8::2 and its fe80:: address; a link-local one carries its zone.
         for address in service.addresses where address.lowercased().hasPrefix("fe80:") {
@@ -190,7 +190,8 @@ struct DiscoveryLabTests {
         let type = DiscoveryLab.uniqueType()
         let name = DiscoveryLab.uniqueName("Ours A")
         let ad = try await fixture.client.advertise(
-            name: name, type: type, port: 5151, txt: ["role": "test", "note": "grüße"], subtypes: ["_printer"])
+            name: name, type: type, port: 5151, txt: ["role": "test", "note": "grüße", "flag": nil],
+            subtypes: ["_printer"])
         #expect(ad.name == name)
         let full = "\(name).\(type).local."
         let entry = try await eventuallyValue(timeout: .seconds(20)) {
@@ -203,6 +204,7 @@ struct DiscoveryLabTests {
         let txt = seen["txt"] as? [String: Any]
         #expect(txt?["role"] as? String == "test", "\(seen)")
         #expect(txt?["note"] as? String == "grüße", "UTF-8 value: \(seen)")
+        #expect(txt?["flag"] is NSNull, "a boolean attribute is `flag`, not `flag=` (RFC 6763 §6.4): \(seen)")
         await DiscoveryLab.expectOnB("_printer._sub." + type, "avahi-browse on b finds it by subtype") {
             $0.contains { $0.name == name && $0.port == 5151 }
         }
@@ -304,15 +306,17 @@ struct DiscoveryLabTests {
         #expect(second.name == name + " #2", "the later advertisement is renamed and says so")
         #expect(first.id != second.id)
 
-        // The CLI prints the final name.
+        // The CLI prints the final name; `flag` is a boolean TXT attribute, published without '='.
         let cli = try BackgroundCommand([
             BuiltProducts.discover, "advertise", "--socket", fixture.daemon.socketPath, name, type, "2003",
+            "flag", "k=v",
         ])
         let line = await cli.line { $0.hasPrefix("registered") }
         #expect(line == "registered \"\(name) #3\" \(type) port 2003", "CLI output: \(cli.stdout) \(cli.stderr)")
 
         await DiscoveryLab.expectOnB(type, "b sees all three") { entries in
             Set(entries.map(\.name)) == [name, name + " #2", name + " #3"]
+                && entries.contains { $0.name == name + " #3" && Set($0.txt) == ["flag", "k=v"] }
         }
         await cli.stop()
         await DiscoveryLab.expectOnB(type, "the CLI's advertisement is withdrawn when it exits") { entries in
@@ -521,7 +525,8 @@ struct DiscoveryLabTests {
                 #expect(error?.parameters["type"]?.stringValue == parameters.type, "\(label): names the type")
             }
         }
-        for bad in ["_bad", "tcp", "_x._sctp", "_abcdefghijklmnop._tcp"] {
+        // Browse is liberal (any name Avahi can report, up to 62 bytes) but still refuses what is no service type.
+        for bad in ["_bad", "tcp", "_x._sctp", "_" + String(repeating: "a", count: 63) + "._tcp", "_a b._tcp"] {
             let browse = await discoverError { try await client.services(ofType: bad, timeoutMs: 500) }
             #expect(browse?.code == .invalidServiceType, "Browse \(bad): \(String(describing: browse))")
         }
@@ -580,6 +585,24 @@ struct DiscoveryLabTests {
             entries.contains { $0.name == name && $0.port == 5002 && $0.txt == ["version=2"] }
                 && !entries.contains { $0.port == 5001 }
         }
+
+        // An Avahi XML file (as in /etc/avahi/services) is read unchanged: two services, a boolean TXT key.
+        let xmlName = DiscoveryLab.uniqueName("AvahiXML")
+        let xml = """
+            <?xml version="1.0" standalone='no'?>
+            <!DOCTYPE service-group SYSTEM "avahi-service.dtd">
+            <service-group>
+              <name>\(xmlName)</name>
+              <service><type>\(type)</type><port>5003</port><txt-record>flag</txt-record></service>
+              <service protocol="ipv4"><type>\(DiscoveryLab.uniqueType())</type><port>5004</port></service>
+            </service-group>
+            """
+        try xml.write(toFile: directory.path + "/avahi.service", atomically: true, encoding: .utf8)
+        _ = try await fixture.client.call(Methods.reload, VarlinkEmpty())
+        await DiscoveryLab.expectOnB(type, "b sees the XML file's service; log:\n\(fixture.daemon.log)") {
+            $0.contains { $0.name == xmlName && $0.port == 5003 && $0.txt == ["flag"] }
+        }
+        try FileManager.default.removeItem(atPath: directory.path + "/avahi.service")
 
         try FileManager.default.removeItem(atPath: file)
         _ = try await fixture.client.call(Methods.reload, VarlinkEmpty())

@@ -226,7 +226,11 @@ public enum InterfaceDescriptions {
         interface io.discoverd.Discovery
 
         # A service instance, merged over every interface and protocol it is seen
-        # on. txtRaw (base64 of each TXT string) is present when a value is not UTF-8.
+        # on. txt maps each TXT key to its value (RFC 6763 §6.4): null for a
+        # boolean attribute ("flag", no "="), "" for "key=", the first occurrence
+        # of a key given twice. txtRaw (base64 of each TXT string, in wire order)
+        # is present when txt cannot show every string: a value that is not UTF-8,
+        # a duplicate key, a string without a key.
         type Service (
           name: string,
           type: string,
@@ -235,7 +239,7 @@ public enum InterfaceDescriptions {
           host: ?string,
           port: ?int,
           addresses: []string,
-          txt: [string]string,
+          txt: [string]?string,
           txtRaw: ?[]string
         )
 
@@ -260,11 +264,13 @@ public enum InterfaceDescriptions {
         # Advertise a service for as long as this connection lives. Requires more:
         # first "registered" with the final name, later "renamed"; the call ends with
         # "failed" or, after Withdraw, "withdrawn".
+        # txt: null publishes a boolean attribute ("flag"), "" publishes "key=";
+        # keys differing only in case are refused (InvalidParameter).
         method Advertise(
           name: ?string,
           type: string,
           port: int,
-          txt: ?[string]string,
+          txt: ?[string]?string,
           subtypes: ?[]string,
           domain: ?string,
           host: ?string
@@ -276,7 +282,7 @@ public enum InterfaceDescriptions {
         )
 
         # Replace the TXT of an advertisement. Owner uid or root only.
-        method UpdateAdvertisement(id: string, txt: [string]string) -> ()
+        method UpdateAdvertisement(id: string, txt: [string]?string) -> ()
 
         # Withdraw an advertisement. Owner uid or root only.
         method Withdraw(id: string) -> ()

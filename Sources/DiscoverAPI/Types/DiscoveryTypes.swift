@@ -10,14 +10,16 @@ public struct Service: Codable, Equatable, Sendable {
     public var port: Int?
     /// IPv6 link-local addresses carry `%ifname`.
     public var addresses: [String]
-    /// TXT as key/value; values that are not UTF-8 appear only in `txtRaw`.
-    public var txt: [String: String]
-    /// Base64 of each TXT string, present when any value is not UTF-8.
+    /// TXT as key/value (RFC 6763 §6.4): `nil` (JSON `null`) for a boolean attribute (`key` without `=`), "" for
+    /// `key=`; of a key given twice the first occurrence; values that are not UTF-8 appear only in `txtRaw`.
+    public var txt: [String: String?]
+    /// Base64 of each TXT string in wire order, present when `txt` cannot show them all (a value that is not UTF-8,
+    /// a duplicate key, a string without a key).
     public var txtRaw: [String]?
 
     public init(
         name: String, type: String, domain: String, interfaces: [String] = [], host: String? = nil,
-        port: Int? = nil, addresses: [String] = [], txt: [String: String] = [:], txtRaw: [String]? = nil
+        port: Int? = nil, addresses: [String] = [], txt: [String: String?] = [:], txtRaw: [String]? = nil
     ) {
         self.name = name
         self.type = type
@@ -104,13 +106,14 @@ public struct AdvertiseParameters: VarlinkParameters, Equatable {
     public var name: String?
     public var type: String
     public var port: Int
-    public var txt: [String: String]?
+    /// A `nil` value (JSON `null`) is a boolean attribute, published as `key` without `=`.
+    public var txt: [String: String?]?
     public var subtypes: [String]?
     public var domain: String?
     public var host: String?
 
     public init(
-        name: String? = nil, type: String, port: Int, txt: [String: String]? = nil, subtypes: [String]? = nil,
+        name: String? = nil, type: String, port: Int, txt: [String: String?]? = nil, subtypes: [String]? = nil,
         domain: String? = nil, host: String? = nil
     ) {
         self.name = name
@@ -151,9 +154,10 @@ public struct AdvertiseReply: Codable, Equatable, Sendable {
 public struct UpdateAdvertisementParameters: VarlinkParameters, Equatable {
     public enum CodingKeys: String, CodingKey, CaseIterable { case id, txt }
     public var id: String
-    public var txt: [String: String]
+    /// As in `AdvertiseParameters.txt`.
+    public var txt: [String: String?]
 
-    public init(id: String, txt: [String: String]) {
+    public init(id: String, txt: [String: String?]) {
         self.id = id
         self.txt = txt
     }

@@ -61,6 +61,12 @@ public struct JSONWriter {
         needsComma = true
     }
 
+    public mutating func null() {
+        separate()
+        bytes.append(contentsOf: "null".utf8)
+        needsComma = true
+    }
+
     /// A finite number; NaN and infinities (not JSON) are written as 0.
     public mutating func double(_ value: Double) {
         separate()
@@ -104,11 +110,18 @@ public struct JSONWriter {
         endArray()
     }
 
-    /// A string-to-string object, keys sorted so the output is deterministic.
-    public mutating func field(_ name: String, object: [String: String]) {
+    /// A string-to-optional-string object (TXT attributes: `null` for a boolean key), keys sorted.
+    public mutating func field(_ name: String, object: [String: String?]) {
         key(name)
         beginObject()
-        for (key, value) in object.sorted(by: { $0.key < $1.key }) { field(key, value) }
+        for (key, value) in object.sorted(by: { $0.key < $1.key }) {
+            if let value {
+                field(key, value)
+            } else {
+                self.key(key)
+                self.null()
+            }
+        }
         endObject()
     }
 

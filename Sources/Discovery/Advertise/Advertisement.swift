@@ -42,9 +42,9 @@ public final class Advertisement: Sendable {
     /// The service type.
     public let type: String
 
-    /// Replaces the TXT record with key/value pairs.
+    /// Replaces the TXT record with key/value pairs; a `nil` value is a boolean attribute (`key` without `=`).
     /// - Throws: `invalidParameter` for a bad key or size, `notFound` after withdrawal, or the Avahi error.
-    public func updateTXT(_ txt: [String: String]) throws(DiscoveryError) {
+    public func updateTXT(_ txt: [String: String?]) throws(DiscoveryError) {
         try self.updateTXT(TXTRecord(validating: txt))
     }
 

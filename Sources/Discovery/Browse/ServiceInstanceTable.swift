@@ -70,7 +70,7 @@ struct ServiceInstance: Hashable, Sendable {
             service.host = resolution.host
             service.port = Int(resolution.port)
             service.txt = resolution.txt.dictionary
-            service.txtRaw = resolution.txt.hasNonUTF8Content ? resolution.txt.strings : nil
+            service.txtRaw = resolution.txt.dictionaryIsLossy ? resolution.txt.strings : nil
         }
         service.addresses = v4 + v6
         return service

@@ -14,9 +14,11 @@ public struct Service: Hashable, Sendable {
     public var port: Int?
     /// Addresses of the host; IPv6 link-local ones carry their zone, e.g. `fe80::1%eth0`.
     public var addresses: [String]
-    /// TXT attributes with UTF-8 keys and values (see `TXTRecord.dictionary`).
-    public var txt: [String: String]
-    /// The raw TXT strings, present only when some string is not UTF-8 (the daemon sends them base64-encoded).
+    /// TXT attributes with UTF-8 keys and values (see `TXTRecord.dictionary`): `nil` for a boolean attribute (`key`
+    /// without `=`), "" for `key=`; of a key given twice the first occurrence (RFC 6763 §6.4).
+    public var txt: [String: String?]
+    /// The raw TXT strings in wire order, present only when `txt` cannot show them all: a string that is not UTF-8,
+    /// a duplicate key, a string without a key (`TXTRecord.dictionaryIsLossy`; the daemon sends them base64-encoded).
     public var txtRaw: [[UInt8]]?
 
     /// Creates a service value.
@@ -28,7 +30,7 @@ public struct Service: Hashable, Sendable {
         host: String? = nil,
         port: Int? = nil,
         addresses: [String] = [],
-        txt: [String: String] = [:],
+        txt: [String: String?] = [:],
         txtRaw: [[UInt8]]? = nil
     ) {
         self.name = name

@@ -24,26 +24,26 @@ public struct TXTRecord: Hashable, Sendable {
 
     /// Builds a record from key/value pairs, validating every key and length.
     ///
-    /// Keys are written in ascending order so the encoding is deterministic. An empty value is written as `key=`.
-    /// - Throws: `DiscoveryError.invalidParameter` for a bad key or a record too long.
-    public init(validating dictionary: [String: String]) throws(DiscoveryError) {
+    /// A `nil` value is a boolean attribute, written as `key` without `=` (RFC 6763 §6.4); an empty value is written as
+    /// `key=`. Keys are written in ascending order so the encoding is deterministic.
+    /// - Throws: `DiscoveryError.invalidParameter` for a bad key, two keys differing only in case, or a record too
+    ///   long.
+    public init(validating dictionary: [String: String?]) throws(DiscoveryError) {
         var strings: [[UInt8]] = []
-        var seen = Set<String>()
-        for key in dictionary.keys.sorted() {
+        for (key, value) in dictionary.sorted(by: { $0.key < $1.key }) {
+            // Checked here too: a key containing '=' would otherwise pass as a shorter key.
             try TXTRecord.validateKey(Array(key.utf8))
-            // RFC 6763 §6.4: keys compare case-insensitively; two keys differing only in case collide.
-            guard seen.insert(key.lowercased()).inserted else {
-                throw DiscoveryError(.invalidParameter, "TXT key \"\(key)\" appears twice (keys are case-insensitive)")
-            }
-            strings.append(Array(key.utf8) + [UInt8(ascii: "=")] + Array(dictionary[key]!.utf8))
+            strings.append(Array(key.utf8) + (value.map { [UInt8(ascii: "=")] + Array($0.utf8) } ?? []))
         }
         try self.init(validating: strings)
     }
 
-    /// Builds a record from raw strings, validating keys and lengths (values may be any bytes).
-    /// - Throws: `DiscoveryError.invalidParameter` for a bad key or a record too long.
+    /// Builds a record from raw strings in wire order, validating keys and lengths (values may be any bytes).
+    /// - Throws: `DiscoveryError.invalidParameter` for a bad key, a key given twice (keys compare case-insensitively,
+    ///   RFC 6763 §6.4: a receiver would ignore all but the first) or a record too long.
     public init(validating strings: [[UInt8]]) throws(DiscoveryError) {
         var total = 0
+        var seen = Set<[UInt8]>()
         for string in strings {
             guard !string.isEmpty else {
                 throw DiscoveryError(.invalidParameter, "TXT strings must not be empty")
@@ -56,6 +56,12 @@ public struct TXTRecord: Hashable, Sendable {
             }
             let key = string.firstIndex(of: UInt8(ascii: "=")).map { Array(string[..<$0]) } ?? string
             try TXTRecord.validateKey(key)
+            guard seen.insert(key.map { $0 >= 0x41 && $0 <= 0x5A ? $0 + 32 : $0 }).inserted else {
+                throw DiscoveryError(
+                    .invalidParameter,
+                    "TXT key \"\(String(decoding: key, as: UTF8.self))\" is given twice (keys are case-insensitive)"
+                )
+            }
             total += 1 + string.count
         }
         guard total <= TXTRecord.maximumTotalLength else {
@@ -111,16 +117,17 @@ public struct TXTRecord: Hashable, Sendable {
         return result
     }
 
-    /// The attributes whose key and value are valid UTF-8. A boolean attribute (`key` without '=') maps to "".
-    public var dictionary: [String: String] {
-        var result: [String: String] = [:]
+    /// The attributes whose key and value are valid UTF-8, first occurrence of a key winning; a boolean attribute
+    /// (`key` without `=`) maps to `nil`, `key=` to "".
+    public var dictionary: [String: String?] {
+        var result: [String: String?] = [:]
         for (key, value) in self.attributes {
             switch value {
             case .present:
-                result[key] = ""
+                result.updateValue(nil, forKey: key)
             case .bytes(let bytes):
                 if let text = String(validating: bytes, as: UTF8.self) {
-                    result[key] = text
+                    result.updateValue(text, forKey: key)
                 }
             }
         }
@@ -133,6 +140,12 @@ public struct TXTRecord: Hashable, Sendable {
             return true
         }
         return false
+    }
+
+    /// True when `dictionary` does not show every string: one is not UTF-8, repeats a key (only the first counts), or
+    /// has no key (`=x`, the empty string). Then the raw strings must be passed on too.
+    public var dictionaryIsLossy: Bool {
+        self.hasNonUTF8Content || self.attributes.count != self.strings.count
     }
 
     /// The record in DNS wire format: each string preceded by its length byte. An empty record is one empty string

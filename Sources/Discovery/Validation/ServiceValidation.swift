@@ -13,24 +13,16 @@ public enum ServiceValidation {
         public var string: String { "_\(self.name)._\(self.transport)" }
     }
 
-    /// Validates a service type per RFC 6763 §7 and RFC 6335 §5.1.
+    /// Validates a service type to advertise, per RFC 6763 §7 and RFC 6335 §5.1 (browsing is more liberal:
+    /// `browsableServiceType`).
     ///
     /// The service name is 1-15 characters of letters, digits and hyphens, with at least one letter, no hyphen at
     /// either end and no two hyphens in a row; the transport is `_tcp` or `_udp` (any case).
     /// - Throws: `DiscoveryError.invalidServiceType` saying which rule failed.
     @discardableResult
     public static func serviceType(_ type: String) throws(DiscoveryError) -> ServiceType {
-        func fail(_ reason: String) -> DiscoveryError {
-            DiscoveryError(.invalidServiceType, "invalid service type \"\(type)\": \(reason)")
-        }
-        let labels = type.split(separator: ".", omittingEmptySubsequences: false)
-        guard labels.count == 2 else { throw fail("expected _name._tcp or _name._udp") }
-        let transport = labels[1].lowercased()
-        guard transport == "_tcp" || transport == "_udp" else {
-            throw fail("the second label must be _tcp or _udp")
-        }
-        guard labels[0].hasPrefix("_") else { throw fail("the service name must start with '_'") }
-        let name = labels[0].dropFirst()
+        let fail = failure(type)
+        let (name, transport) = try split(type)
         guard !name.isEmpty, name.utf8.count <= 15 else { throw fail("the service name must be 1-15 characters") }
         var hasLetter = false
         var previous: UInt8 = 0
@@ -51,7 +43,46 @@ public enum ServiceValidation {
         guard name.first != "-", name.last != "-" else {
             throw fail("the service name must not start or end with a hyphen")
         }
-        return ServiceType(name: String(name), transport: String(transport.dropFirst()))
+        return ServiceType(name: String(name), transport: transport)
+    }
+
+    /// Validates a service type to browse or resolve: liberal, because any type seen on the network must be usable
+    /// (e.g. `_androidtvremote2._tcp`, `_nvstream_dbd._tcp`). Advertising uses the strict `serviceType`.
+    ///
+    /// The service name is 1-62 bytes of printable ASCII other than `.` and `\` (its label, underscore included, at
+    /// most 63 bytes, RFC 6763 §7.2); the transport is `_tcp` or `_udp` (any case).
+    /// - Throws: `DiscoveryError.invalidServiceType` saying which rule failed.
+    @discardableResult
+    public static func browsableServiceType(_ type: String) throws(DiscoveryError) -> ServiceType {
+        let fail = failure(type)
+        let (name, transport) = try split(type)
+        guard !name.isEmpty, name.utf8.count <= maximumInstanceNameLength - 1 else {
+            throw fail("the service name must be 1-\(maximumInstanceNameLength - 1) bytes")
+        }
+        for byte in name.utf8 where byte < 0x21 || byte > 0x7E || byte == UInt8(ascii: "\\") {
+            throw fail("the service name may contain only printable ASCII without '.' or '\\'")
+        }
+        return ServiceType(name: String(name), transport: transport)
+    }
+
+    /// An error about `type`, saying which rule failed.
+    private static func failure(_ type: String) -> (String) -> DiscoveryError {
+        { reason in DiscoveryError(.invalidServiceType, "invalid service type \"\(type)\": \(reason)") }
+    }
+
+    /// Splits `_name._tcp` / `_name._udp` into the service name (without underscore, unchecked) and the transport
+    /// (lower case, without underscore).
+    private static func split(_ type: String) throws(DiscoveryError) -> (name: Substring, transport: String) {
+        let fail = failure(type)
+        let labels = type.split(separator: ".", omittingEmptySubsequences: false)
+        guard labels.count == 2 else { throw fail("expected _name._tcp or _name._udp") }
+        let transport = labels[1].lowercased()
+        guard transport == "_tcp" || transport == "_udp" else {
+            throw fail("the second label must be _tcp or _udp")
+        }
+        guard labels[0].hasPrefix("_") else { throw fail("the service name must start with '_'") }
+        let name = labels[0].dropFirst()
+        return (name, String(transport.dropFirst()))
     }
 
     /// Validates a subtype and returns its label with the leading underscore, e.g. `_printer`.

@@ -244,7 +244,8 @@ struct BrowsePrinter: Sendable {
         }
         if kind == .removed { return [line("-", "any")] }
         guard resolve, let host = service.host else { return [line("+", "any")] }
-        let txt = service.txt.sorted { $0.key < $1.key }.map { "\"\(quote("\($0.key)=\($0.value)"))\"" }
+        // TXTText.display already escapes backslashes and bytes that are not UTF-8; quotes end the string here.
+        let txt = TXTText.display(service).map { "\"\($0.replacingOccurrences(of: "\"", with: "\\\""))\"" }
             .joined(separator: " ")
         let port = service.port.map(String.init) ?? ""
         let addresses = service.addresses.isEmpty ? [""] : service.addresses
@@ -271,10 +272,5 @@ struct BrowsePrinter: Sendable {
             }
         }
         return out
-    }
-
-    /// A TXT string inside double quotes: `"` and `\` escaped.
-    private static func quote(_ text: String) -> String {
-        text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
     }
 }

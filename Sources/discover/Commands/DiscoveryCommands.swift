@@ -73,7 +73,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
     @Argument(help: "Port.")
     var port: Int
 
-    @Argument(help: "TXT entries as key=value.")
+    @Argument(help: "TXT entries: key=value, key= (empty value) or key (a boolean attribute).")
     var txt: [String] = []
 
     @Option(name: .long, help: "Subtype to register too; repeatable.")
@@ -86,11 +86,8 @@ struct AdvertiseCommand: AsyncParsableCommand {
     var host: String?
 
     func run() async throws {
-        var entries: [String: String] = [:]
-        for item in txt {
-            let parts = item.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            entries[String(parts[0])] = parts.count > 1 ? String(parts[1]) : ""
-        }
+        let entries: [String: String?]
+        do { entries = try TXTText.attributes(txt) } catch { throw ValidationError(error.description) }
         let parameters = AdvertiseParameters(
             name: name, type: type, port: port, txt: entries.isEmpty ? nil : entries,
             subtypes: subtype.isEmpty ? nil : subtype, domain: domain, host: host)
@@ -150,8 +147,8 @@ enum ServiceText {
         var fields: [String] = []
         if let host = service.host { fields.append(service.port.map { "\(host):\($0)" } ?? host) }
         if !service.addresses.isEmpty { fields.append("[\(service.addresses.joined(separator: ", "))]") }
-        if !service.txt.isEmpty {
-            fields.append(service.txt.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
+        if !service.txt.isEmpty || service.txtRaw != nil {
+            fields.append(TXTText.display(service).joined(separator: " "))
         }
         return fields.isEmpty ? nil : fields.joined(separator: "  ")
     }
@@ -161,6 +158,6 @@ enum ServiceText {
         if let host = service.host { Output.line("  host:       \(host)\(service.port.map { ":\($0)" } ?? "")") }
         Output.line("  addresses:  \(service.addresses.joined(separator: ", "))")
         Output.line("  interfaces: \(service.interfaces.joined(separator: ", "))")
-        for (key, value) in service.txt.sorted(by: { $0.key < $1.key }) { Output.line("  txt:        \(key)=\(value)") }
+        for entry in TXTText.display(service) { Output.line("  txt:        \(entry)") }
     }
 }

@@ -11,7 +11,6 @@ import Synchronization
 /// all-for-now or the window ends, as a discovery proxy would (RFC 8766 §5.6).
 struct AvahiLocalRecords: LocalRecordSource {
     let discovery: DiscoveryService
-    let timeout: Duration
     var grace: Duration = .milliseconds(60)
 
     private struct Collected {
@@ -21,10 +20,13 @@ struct AvahiLocalRecords: LocalRecordSource {
         var failure: (any Error)?
     }
 
-    func lookup(name: DNSName, type: RRType, class rrClass: RRClass) async throws(LocalLookupError) -> [ResourceRecord] {
+    func lookup(name: DNSName, type: RRType, class rrClass: RRClass, interface: Int32?, window timeout: Duration)
+        async throws(LocalLookupError) -> [ResourceRecord]
+    {
         let stream: AsyncThrowingStream<MDNSRecordEvent, any Error>
         do {
-            stream = try discovery.recordUpdates(name: name.text, type: type.rawValue, dnsClass: rrClass.rawValue)
+            stream = try discovery.recordUpdates(
+                name: name.text, type: type.rawValue, dnsClass: rrClass.rawValue, interface: interface)
         } catch {
             throw Self.error(error)
         }

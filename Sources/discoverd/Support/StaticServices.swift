@@ -3,13 +3,15 @@ import Foundation
 import Logging
 import NIOConcurrencyHelpers
 
-/// One static service file: a `[service]` section with `name`, `type`, `port`, and optional `txt` (repeatable,
-/// `key=value`), `subtype` (repeatable), `domain`, `host`.
+/// One static service: a `[service]` section with `name`, `type`, `port`, and optional `txt` (repeatable,
+/// `key=value` or a boolean `key`), `subtype` (repeatable), `domain`, `host`; or one `<service>` of an Avahi XML
+/// file (`AvahiServiceFile`).
 struct StaticServiceDefinition: Equatable, Sendable {
     var name: String?
     var type: String = ""
     var port: Int = -1
-    var txt: [String: String] = [:]
+    /// TXT strings in file order.
+    var txt: [[UInt8]] = []
     var subtypes: [String] = []
     var domain: String?
     var host: String?
@@ -27,9 +29,7 @@ struct StaticServiceDefinition: Equatable, Sendable {
                     throw ConfigurationError("\(location): port '\(value)' is not 0-65535")
                 }
                 definition.port = port
-            case "txt":
-                let parts = value.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-                definition.txt[String(parts[0])] = parts.count > 1 ? String(parts[1]) : ""
+            case "txt": definition.txt.append(Array(value.utf8))
             case "subtype": definition.subtypes.append(value)
             case "domain": definition.domain = value
             case "host": definition.host = value
@@ -40,7 +40,29 @@ struct StaticServiceDefinition: Equatable, Sendable {
         }
         guard !definition.type.isEmpty else { throw ConfigurationError("\(source): 'type' is missing") }
         guard definition.port >= 0 else { throw ConfigurationError("\(source): 'port' is missing") }
+        try definition.validateTXT(source: source)
         return definition
+    }
+
+    /// Parses a service file in either format: Avahi's XML (`<service-group>`, any number of services) or the INI
+    /// format (one service).
+    static func parseFile(_ text: String, source: String, hostName: String) throws(ConfigurationError)
+        -> [StaticServiceDefinition]
+    {
+        guard AvahiServiceFile.isXML(text) else { return [try parse(text, source: source)] }
+        let definitions = try AvahiServiceFile.parse(text, source: source, hostName: hostName)
+        for definition in definitions { try definition.validateTXT(source: "\(source): Avahi XML service file") }
+        return definitions
+    }
+
+    /// Refuses what Advertise would refuse in the TXT strings (a bad or repeated key, a string too long); the message
+    /// starts with `source`.
+    func validateTXT(source: String) throws(ConfigurationError) {
+        do {
+            _ = try TXTRecord(validating: self.txt)
+        } catch {
+            throw ConfigurationError("\(source): \(error.message)")
+        }
     }
 }
 
@@ -70,15 +92,28 @@ final class StaticServices: Sendable {
         syncing.withLock { syncLocked(directory: directory) }
     }
 
+    /// The first label of gethostname() (no resolver look-up), for `%h` in Avahi XML files.
+    private static func hostLabel() -> String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "localhost" }
+        let name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return name.split(separator: ".").first.map(String.init) ?? "localhost"
+    }
+
     private func syncLocked(directory: String?) {
         var wanted: [String: StaticServiceDefinition] = [:]
+        let hostName = Self.hostLabel()
         if let directory {
             let files = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
             for file in files.sorted() where file.hasSuffix(".service") {
                 let path = directory + "/" + file
                 do {
                     let text = try String(contentsOfFile: path, encoding: .utf8)
-                    wanted[path] = try StaticServiceDefinition.parse(text, source: path)
+                    let definitions = try StaticServiceDefinition.parseFile(text, source: path, hostName: hostName)
+                    // One key per service: the path, then path#2, path#3 for the further services of an XML file.
+                    for (index, definition) in definitions.enumerated() {
+                        wanted[index == 0 ? path : "\(path)#\(index + 1)"] = definition
+                    }
                 } catch let error as ConfigurationError {
                     logger.error("skipping static service", metadata: ["error": "\(error.description)"])
                 } catch {
@@ -95,7 +130,8 @@ final class StaticServices: Sendable {
         for (path, definition) in wanted where current[path]?.definition != definition {
             do {
                 let advertisement = try discovery.advertise(
-                    name: definition.name, type: definition.type, port: definition.port, txt: definition.txt,
+                    name: definition.name, type: definition.type, port: definition.port,
+                    txt: TXTRecord(strings: definition.txt),
                     subtypes: definition.subtypes, domain: definition.domain, host: definition.host)
                 loaded.withLockedValue { $0[path] = Loaded(definition: definition, advertisement: advertisement) }
                 logger.info(

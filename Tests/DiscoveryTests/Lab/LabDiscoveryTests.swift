@@ -34,8 +34,8 @@ struct LabDiscoveryTests {
         #expect(service.type == type)
         #expect(service.domain == "local")
         #expect(service.host == "lab-b.local")
-        #expect(service.txt == ["a": "1", "flag": "", "path": "/x"])
-        #expect(service.txtRaw == nil)
+        #expect(service.txt == ["a": "1", "flag": nil, "path": "/x"], "boolean flag is nil; the first a wins")
+        #expect(service.txtRaw == ["a=1", "flag", "path=/x", "a=2"].map { Array($0.utf8) }, "txtRaw keeps all")
         #expect(!service.interfaces.isEmpty)
         #expect(log.count(where: \.isAdded) == 1, "one instance over all interfaces/protocols is one added")
         try await waitUntil("allForNow") { log.all.contains(where: \.isAllForNow) }
@@ -324,7 +324,7 @@ struct LabDiscoveryTests {
     @Test("invalid input is refused before Avahi is involved")
     func validationThroughTheService() async throws {
         let discovery = try await Lab.running()
-        #expect(throws: DiscoveryError.self) { try discovery.browse(type: "_bad_type._tcp") }
+        #expect(throws: DiscoveryError.self) { try discovery.browse(type: "_bad type._tcp") }
         #expect(throws: DiscoveryError.self) { try discovery.browse(type: "_http._tcp", interface: "nope0") }
         #expect(throws: DiscoveryError.self) { try discovery.advertise(name: "", type: "_http._tcp", port: 80) }
         #expect(throws: DiscoveryError.self) { try discovery.advertise(type: "_http._tcp", port: 70000) }

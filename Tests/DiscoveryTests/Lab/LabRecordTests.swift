@@ -159,3 +159,46 @@ extension StreamLog where Event == MDNSRecordEvent {
     var added: [MDNSRecord] { self.all.compactMap { if case .added(let record) = $0 { record } else { nil } } }
     var removed: [MDNSRecord] { self.all.compactMap { if case .removed(let record) = $0 { record } else { nil } } }
 }
+
+extension LabDiscoveryTests {
+    @Test("browse and resolve a 19-character service type published by avahi-publish on b")
+    func longServiceType() async throws {
+        let discovery = try await Lab.running()
+        // Over RFC 6335's 15 characters, like _androidtvremote2._tcp; unique per run.
+        let type = "_dtlongtype" + String(UInt32.random(in: 0...UInt32.max), radix: 16) + "._tcp"
+        let name = "Long\(UInt16.random(in: 0...UInt16.max))"
+        let publisher = try Lab.publishOnB(name: name, type: type, port: 4812, txt: ["flag", "k=v"])
+        defer { publisher.kill() }
+        let log = EventLog(try discovery.browse(type: type, resolve: true))
+        try await waitUntil("found and resolved") { log.current[name]?.port == 4812 }
+        #expect(log.current[name]?.txt == ["flag": nil, "k": "v"])
+        let service = try await discovery.resolve(name: name, type: type)
+        #expect(service.type == type)
+        #expect(throws: DiscoveryError.self, "advertising such a type stays refused") {
+            try discovery.advertise(name: name, type: type, port: 1)
+        }
+        log.cancel()
+        await publisher.stop()
+    }
+
+    @Test("a boolean TXT attribute is published as `flag`, not `flag=`: avahi-browse on b sees it so")
+    func booleanAttributeOnTheWire() async throws {
+        let discovery = try await Lab.running()
+        let type = Lab.uniqueType()
+        let name = "Bool\(UInt16.random(in: 0...UInt16.max))"
+        let ad = try discovery.advertise(name: name, type: type, port: 4813, txt: ["flag": nil, "k": "v", "e": ""])
+        defer { ad.withdraw() }
+        var entries: [[String]] = []
+        try await waitUntil("b resolves it") {
+            entries = try await Lab.browseOnB(type: type).filter { $0.count > 9 && $0[3] == name }
+            return !entries.isEmpty
+        }
+        // avahi-browse -p prints the TXT strings quoted, space-separated.
+        let txt = entries[0][9]
+        #expect(txt.contains("\"flag\""), "\(txt)")
+        #expect(!txt.contains("\"flag=\""), "\(txt)")
+        #expect(txt.contains("\"e=\"") && txt.contains("\"k=v\""), "\(txt)")
+        let records = try await discovery.lookupRecords(name: "\(name).\(type).local", type: 16)
+        #expect(records.map(\.rdata) == [Self.txtWire(["e=", "flag", "k=v"])])
+    }
+}
