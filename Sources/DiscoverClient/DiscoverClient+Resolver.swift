@@ -37,9 +37,20 @@ extension DiscoverClient {
         try await call(Methods.resolveAddresses, ResolveAddressesParameters(name: name, family: family))
     }
 
+    /// The SVCB (type 64) records of `name` (with its scheme prefix, e.g. `_dns.resolver.example`), or of
+    /// `_PORT.NAME` when `port` is given (RFC 9460 §2.3), after RFC 9460 processing.
+    public func resolveSVCB(_ name: String, port: Int? = nil, optimistic: Bool = true) async throws -> ResolveHTTPSReply {
+        try await call(
+            Methods.resolveSVCB, ResolveSVCBParameters(name: name, port: port, optimistic: optimistic ? nil : false))
+    }
+
     /// Tells the daemon what an origin's `Alt-Svc` header said (RFC 7838).
-    public func reportAltSvc(origin: String, header: String) async throws {
-        _ = try await call(Methods.reportAltSvc, ReportAltSvcParameters(origin: origin, header: header))
+    ///
+    /// A report by root counts for every caller; another user's only for that user's own plans.
+    /// - Returns: what was recorded and which alternatives were ignored (a plan cannot use them), with reasons.
+    @discardableResult
+    public func reportAltSvc(origin: String, header: String) async throws -> ReportAltSvcReply {
+        try await call(Methods.reportAltSvc, ReportAltSvcParameters(origin: origin, header: header))
     }
 
     /// Drops cached answers (root or the admin group only); returns how many.

@@ -24,9 +24,10 @@ final class VarlinkConnection: Sendable {
         do {
             channel = try await bootstrap.connect(unixDomainSocketPath: path).get()
         } catch {
+            let reason = SocketDiagnosis.reason(connecting: path, error: error)
             throw DiscoverError(
-                code: .daemonUnreachable, parameters: ["socket": .string(path)],
-                message: "cannot reach discoverd at \(path): is it running?")
+                code: .daemonUnreachable, parameters: ["socket": .string(path), "reason": .string(reason)],
+                message: SocketDiagnosis.message(path: path, reason: reason))
         }
         let handler = try await channel.eventLoop.submit {
             let handler = ReplyHandler()

@@ -46,6 +46,10 @@ struct JSONWriterTests {
             ResolveHTTPSReply(
                 name: "n.", queryName: "n.", aliasChain: [], records: [], h3: false, source: .cache, ttl: 0,
                 timing: Timing(totalMs: 0)))
+        try check(
+            ResolveHTTPSReply(
+                name: "n.", queryName: "n.", aliasChain: [], records: [], h3: false, source: .network, ttl: 60,
+                timing: Timing(totalMs: 1), note: "record 1 . ignored: mandatory key key999 is not supported \"x\""))
     }
 
     @Test func planAndAddresses() throws {

@@ -1,8 +1,9 @@
 import DiscoverAPI
-@testable import DiscoverServer
 import Discovery
 import Resolver
 import Testing
+
+@testable import DiscoverServer
 
 /// Every domain error is answered with the varlink error its interface declares, each code on purpose.
 @Suite struct ErrorMappingTests {
@@ -19,7 +20,15 @@ import Testing
         }
         #expect(Set(ResolverError.Code.allCases) == Set(expected.keys))
         let failure = ResolverError(code: .upstreamFailure, name: "x.", rcode: "REFUSED").varlinkError
-        #expect(failure.parameters == ["rcode": .string("REFUSED")])
+        #expect(failure.parameters == ["rcode": .string("REFUSED"), "name": .string("x.")])
+        // With the queries made, the error names the server that answered so, and a timeout the servers tried.
+        let attempt = QueryAttempt(
+            name: "x.", type: .a, server: "192.0.2.53:53", transport: .udp, milliseconds: 1, rcode: "REFUSED")
+        let named = ResolverError(code: .upstreamFailure, name: "x.", rcode: "REFUSED", attempts: [attempt])
+            .varlinkError
+        #expect(named.parameters["server"] == .string("192.0.2.53:53"))
+        let timeout = ResolverError(code: .timeout, name: "x.", attempts: [attempt, attempt]).varlinkError
+        #expect(timeout.parameters == ["name": .string("x."), "servers": .array([.string("192.0.2.53:53")])])
         let invalid = ResolverError(code: .invalidName, name: "a..b", reason: "empty label").varlinkError
         #expect(invalid.parameters == ["name": .string("a..b"), "reason": .string("empty label")])
     }

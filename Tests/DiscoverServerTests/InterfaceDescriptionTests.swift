@@ -40,6 +40,7 @@ import Testing
             "io.discoverd.Resolver.UnknownParam": binding.unknown[0],
             "io.discoverd.Resolver.ServiceBinding": binding,
             "io.discoverd.Resolver.Endpoint": endpoint,
+            "io.discoverd.Resolver.IgnoredAlternative": IgnoredAlternative(alternative: "h3-29=\":443\"", reason: "r"),
             "io.discoverd.Discovery.Service": service,
             "io.discoverd.Daemon.CacheStatistics": cache,
             "io.discoverd.Daemon.Settings": settings,
@@ -74,7 +75,12 @@ import Testing
             Methods.resolveHTTPS,
             reply: ResolveHTTPSReply(
                 name: "a.", queryName: "a.", aliasChain: ["b."], records: [binding], h3: true, source: .cache, ttl: 1,
-                staleSeconds: 2, timing: timing)),
+                staleSeconds: 2, timing: timing, note: "n")),
+        MethodPin(
+            Methods.resolveSVCB,
+            reply: ResolveHTTPSReply(
+                name: "a.", queryName: "_853.a.", aliasChain: ["b."], records: [binding], h3: false, source: .cache,
+                ttl: 1, staleSeconds: 2, timing: timing, note: "n")),
         MethodPin(
             Methods.resolveAddresses,
             reply: ResolveAddressesReply(name: "a.", addresses: ["192.0.2.1"], source: .network, ttl: 1, timing: timing)),
@@ -83,7 +89,11 @@ import Testing
             reply: ConnectionPlanReply(
                 host: "a.", port: 443, h3: true, h3Source: "https", endpoints: [endpoint], source: .cache,
                 timing: timing)),
-        MethodPin(Methods.reportAltSvc, reply: VarlinkEmpty()),
+        MethodPin(
+            Methods.reportAltSvc,
+            reply: ReportAltSvcReply(
+                recorded: true, cleared: false, alternatives: ["h3=\":443\""],
+                ignored: [IgnoredAlternative(alternative: "h3-29=\":443\"", reason: "r")], scope: .reporter)),
         MethodPin(Methods.flush, reply: FlushReply(flushed: 1)),
         MethodPin(Methods.browse, reply: BrowseReply(event: .added, service: service, services: [service])),
         MethodPin(Methods.resolveService, reply: ResolveServiceReply(service: service)),
@@ -105,7 +115,8 @@ import Testing
         .interfaceNotFound("i"), .methodNotFound("m"), .methodNotImplemented("m"), .invalidParameter("p"),
         .permissionDenied, .expectedMore, .invalidMessage(reason: "r"), .messageTooLarge(limit: 1),
         .tooManyConnections(limit: 1), .invalidConfiguration(reason: "r"), .internalError(reason: "r"),
-        .noSuchName("n"), .resolverTimeout, .upstreamFailure(rcode: "SERVFAIL"), .invalidDNSName("n", reason: "r"),
+        .noSuchName("n"), .resolverTimeout(name: "n", servers: ["s"]),
+        .upstreamFailure(rcode: "SERVFAIL", name: "n", server: "s"), .invalidDNSName("n", reason: "r"),
         .invalidServiceType("t", reason: "r"), .invalidServiceName("n", reason: "r"), .notFound("n"),
         .discoveryTimeout, .avahiUnavailable, .nameConflict("n"), .subscriberTooSlow,
     ]

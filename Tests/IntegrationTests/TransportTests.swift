@@ -404,7 +404,10 @@ struct CLITests {
     @Test func unreachableDaemonIsOneClearLineAndExitTwo() throws {
         let result = try runCommand([BuiltProducts.discover, "status", "--socket", "/nonexistent/discoverd.sock"])
         #expect(result.status == 2)
-        #expect(result.stderr == "cannot reach discoverd at /nonexistent/discoverd.sock: is it running?\n")
+        #expect(
+            result.stderr
+                == "discover: cannot reach discoverd at /nonexistent/discoverd.sock: No such file or directory"
+                + " (is discoverd running?)\n")
         let env = try runCommand([BuiltProducts.discover, "status"], environment: ["DISCOVERD_SOCKET": "/nonexistent/env.sock"])
         #expect(env.stderr.contains("/nonexistent/env.sock"))
     }

@@ -272,4 +272,47 @@ struct EngineTests {
         #expect(plan.h3Source == .altsvc)
         #expect(throws: ResolverError.self) { try resolver.reportAltSvc(origin: "ftp://x", header: "h3=\":443\"") }
     }
+
+    @Test(
+        "an address literal is its own plan, without any query",
+        arguments: [
+            ("192.0.2.10", "192.0.2.10"), ("2001:db8::10", "2001:db8::10"), ("[2001:DB8:0::10]", "2001:db8::10"),
+            ("fe80::1%eth0", "fe80::1%eth0"),
+        ])
+    func literalPlan(host: String, address: String) async throws {
+        let transport = ScriptedTransport([:])
+        let resolver = makeResolver(transport)
+        let resolution = try await resolver.connectionPlan(host: host, port: 8443)
+        #expect(resolution.plan.endpoints.map { "\($0.transport) \($0.address) \($0.port)" } == ["tcp \(address) 8443"])
+        #expect(resolution.plan.host == address)
+        #expect(!resolution.plan.h3)
+        #expect(transport.total == 0)
+        #expect(resolution.attempts.isEmpty)
+
+        let assumed = try await resolver.connectionPlan(host: host, port: 8443, assumeH3: true).plan
+        #expect(assumed.endpoints.map(\.transport) == [.quic, .tcp])
+        #expect(assumed.h3Source == .assumed)
+        #expect(transport.total == 0)
+    }
+
+    @Test func altSvcReportedForAnAddressAddsQUIC() async throws {
+        let transport = ScriptedTransport([:])
+        let resolver = makeResolver(transport)
+        try resolver.reportAltSvc(origin: "https://192.0.2.10", header: #"h3=":4433""#, reporter: 1000)
+        #expect(try await resolver.connectionPlan(host: "192.0.2.10").plan.h3 == false)
+        let plan = try await resolver.connectionPlan(host: "192.0.2.10", caller: 1000).plan
+        #expect(plan.h3Source == .altsvc)
+        #expect(plan.endpoints.map { "\($0.transport) \($0.port)" } == ["quic 4433", "tcp 443"])
+        #expect(transport.total == 0)
+    }
+
+    @Test func svcbQueriesTypeSixtyFourWithAnOptionalPortPrefix() async throws {
+        let transport = ScriptedTransport([:])
+        let resolver = makeResolver(transport)
+        _ = try? await resolver.resolveSVCB("_dns.resolver.test")
+        _ = try? await resolver.resolveSVCB("_dns.resolver.test", port: 853)
+        #expect(transport.count("_dns.resolver.test", .svcb) == 1)
+        #expect(transport.count("_853._dns.resolver.test", .svcb) == 1)
+        #expect(transport.count("_dns.resolver.test", .https) == 0)
+    }
 }

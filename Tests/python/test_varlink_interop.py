@@ -27,7 +27,9 @@ def test_interface_descriptions_parse_with_the_reference_parser(daemon, name):
 
 def test_every_api_method_is_declared(daemon):
     expected = {
-        "io.discoverd.Resolver": {"ResolveHTTPS", "ResolveAddresses", "ConnectionPlan", "ReportAltSvc", "Flush"},
+        "io.discoverd.Resolver": {
+            "ResolveHTTPS", "ResolveSVCB", "ResolveAddresses", "ConnectionPlan", "ReportAltSvc", "Flush",
+        },
         "io.discoverd.Discovery": {
             "Browse", "Resolve", "Advertise", "UpdateAdvertisement", "Withdraw", "BrowseTypes", "BrowseDomains",
         },

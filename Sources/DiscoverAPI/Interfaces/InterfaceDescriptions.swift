@@ -133,7 +133,9 @@ public enum InterfaceDescriptions {
 
         # The HTTPS records of a name (queryName is _PORT._https.NAME for ports
         # other than 443), in priority order. With more, an expiredCache answer
-        # is followed by the refreshed one.
+        # is followed by the refreshed one. note says why records were set aside
+        # or ignored: an alias loop, a malformed RRset (RFC 9460 section 2.2), a
+        # mandatory key this client does not support (section 8).
         method ResolveHTTPS(name: string, port: ?int, optimistic: ?bool) -> (
           name: string,
           queryName: string,
@@ -143,7 +145,24 @@ public enum InterfaceDescriptions {
           source: Source,
           ttl: int,
           staleSeconds: ?int,
-          timing: Timing
+          timing: Timing,
+          note: ?string
+        )
+
+        # The SVCB (type 64) records of a name, processed like ResolveHTTPS. name
+        # carries its scheme prefix (e.g. _dns.resolver.example); with port the
+        # query name is _PORT.NAME (RFC 9460 section 2.3).
+        method ResolveSVCB(name: string, port: ?int, optimistic: ?bool) -> (
+          name: string,
+          queryName: string,
+          aliasChain: []string,
+          records: []ServiceBinding,
+          h3: bool,
+          source: Source,
+          ttl: int,
+          staleSeconds: ?int,
+          timing: Timing,
+          note: ?string
         )
 
         # The addresses of a name.
@@ -166,8 +185,24 @@ public enum InterfaceDescriptions {
           timing: Timing
         )
 
-        # Tell the daemon what an origin's Alt-Svc header said (RFC 7838).
-        method ReportAltSvc(origin: string, header: string) -> ()
+        # An Alt-Svc alternative that was not recorded, and why.
+        type IgnoredAlternative (
+          alternative: string,
+          reason: string
+        )
+
+        # Tell the daemon what an origin's Alt-Svc header said (RFC 7838). Root's
+        # reports count for every caller (scope everyone), another user's only for
+        # that user's own calls (scope reporter). Alternatives a connection plan
+        # cannot use (draft h3 versions, protocols other than h3, ma=0, address
+        # literals as alternative host) are listed in ignored, not recorded.
+        method ReportAltSvc(origin: string, header: string) -> (
+          recorded: bool,
+          cleared: bool,
+          alternatives: []string,
+          ignored: []IgnoredAlternative,
+          scope: (everyone, reporter)
+        )
 
         # Drop cached answers for a name, or everything. Needs root or the admin group.
         method Flush(name: ?string) -> (flushed: int)
@@ -175,11 +210,11 @@ public enum InterfaceDescriptions {
         # The name does not exist (NXDOMAIN).
         error NoSuchName (name: string)
 
-        # No upstream answered in time.
-        error Timeout ()
+        # No upstream answered in time: the name asked and the servers tried.
+        error Timeout (name: ?string, servers: ?[]string)
 
-        # The upstream answered with an error code.
-        error UpstreamFailure (rcode: string)
+        # The upstream answered with an error code: for which name, from which server.
+        error UpstreamFailure (rcode: string, name: ?string, server: ?string)
 
         # The name is not a valid DNS name, or the origin or header is malformed.
         error InvalidName (name: string, reason: string)

@@ -8,11 +8,13 @@ public enum Methods {
     // io.discoverd.Resolver
     public static let resolveHTTPS = VarlinkMethod<ResolveHTTPSParameters, ResolveHTTPSReply>(
         "io.discoverd.Resolver.ResolveHTTPS")
+    public static let resolveSVCB = VarlinkMethod<ResolveSVCBParameters, ResolveHTTPSReply>(
+        "io.discoverd.Resolver.ResolveSVCB")
     public static let resolveAddresses = VarlinkMethod<ResolveAddressesParameters, ResolveAddressesReply>(
         "io.discoverd.Resolver.ResolveAddresses")
     public static let connectionPlan = VarlinkMethod<ConnectionPlanParameters, ConnectionPlanReply>(
         "io.discoverd.Resolver.ConnectionPlan")
-    public static let reportAltSvc = VarlinkMethod<ReportAltSvcParameters, VarlinkEmpty>(
+    public static let reportAltSvc = VarlinkMethod<ReportAltSvcParameters, ReportAltSvcReply>(
         "io.discoverd.Resolver.ReportAltSvc")
     public static let flush = VarlinkMethod<FlushParameters, FlushReply>("io.discoverd.Resolver.Flush")
 

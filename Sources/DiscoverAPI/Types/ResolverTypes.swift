@@ -115,10 +115,13 @@ public struct ResolveHTTPSReply: Codable, Equatable, Sendable {
     public var ttl: Int
     public var staleSeconds: Int?
     public var timing: Timing
+    /// Why the records found were set aside or some were ignored (alias loop, malformed RRset, a mandatory key
+    /// this client does not support); absent when every record was used.
+    public var note: String?
 
     public init(
         name: String, queryName: String, aliasChain: [String], records: [ServiceBinding], h3: Bool,
-        source: AnswerSource, ttl: Int, staleSeconds: Int? = nil, timing: Timing
+        source: AnswerSource, ttl: Int, staleSeconds: Int? = nil, timing: Timing, note: String? = nil
     ) {
         self.name = name
         self.queryName = queryName
@@ -129,8 +132,14 @@ public struct ResolveHTTPSReply: Codable, Equatable, Sendable {
         self.ttl = ttl
         self.staleSeconds = staleSeconds
         self.timing = timing
+        self.note = note
     }
 }
+
+/// Parameters of `ResolveSVCB`, the same as `ResolveHTTPS`'s: `name` carries its scheme prefix (e.g.
+/// `_dns.resolver.example`), and `port`, when given, makes the query name `_PORT.NAME` (RFC 9460 §2.3). The reply
+/// is a ``ResolveHTTPSReply``.
+public typealias ResolveSVCBParameters = ResolveHTTPSParameters
 
 /// Address family filter.
 public enum AddressFamily: String, Codable, Sendable {
@@ -246,6 +255,49 @@ public struct ReportAltSvcParameters: VarlinkParameters, Equatable {
     public init(origin: String, header: String) {
         self.origin = origin
         self.header = header
+    }
+}
+
+/// An Alt-Svc alternative the daemon did not record, and why.
+public struct IgnoredAlternative: Codable, Equatable, Sendable {
+    /// The alternative as the header wrote it, e.g. `h3-29=":443"`.
+    public var alternative: String
+    public var reason: String
+
+    public init(alternative: String, reason: String) {
+        self.alternative = alternative
+        self.reason = reason
+    }
+}
+
+/// Reply of `ReportAltSvc`.
+public struct ReportAltSvcReply: Codable, Equatable, Sendable {
+    /// Whose plans the report affects.
+    public enum Scope: String, Codable, Sendable {
+        /// Root's reports count for every caller.
+        case everyone
+        /// Another user's reports count only for that user's own calls.
+        case reporter
+    }
+
+    /// Whether the report changed what the daemon knows: usable alternatives stored, or `clear` applied.
+    public var recorded: Bool
+    /// Whether the header was `clear`.
+    public var cleared: Bool
+    /// The alternatives stored, e.g. `h3=":443"; ma=3600`.
+    public var alternatives: [String]
+    /// Alternatives a connection plan cannot use, with the reason.
+    public var ignored: [IgnoredAlternative]
+    public var scope: Scope
+
+    public init(
+        recorded: Bool, cleared: Bool = false, alternatives: [String], ignored: [IgnoredAlternative], scope: Scope
+    ) {
+        self.recorded = recorded
+        self.cleared = cleared
+        self.alternatives = alternatives
+        self.ignored = ignored
+        self.scope = scope
     }
 }
 

@@ -181,6 +181,7 @@ extension ResolveHTTPSReply: JSONWritable {
         writer.field("ttl", ttl)
         writer.field("staleSeconds", staleSeconds)
         writer.field("timing", timing)
+        writer.field("note", note)
         writer.endObject()
     }
 }

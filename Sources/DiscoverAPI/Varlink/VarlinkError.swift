@@ -88,8 +88,18 @@ public struct VarlinkError: Error, Equatable, Sendable, CustomStringConvertible 
         VarlinkError(name: "io.discoverd.Resolver.NoSuchName", parameters: ["name": .string(name)])
     }
     public static let resolverTimeout = VarlinkError(name: "io.discoverd.Resolver.Timeout")
-    public static func upstreamFailure(rcode: String) -> VarlinkError {
-        VarlinkError(name: "io.discoverd.Resolver.UpstreamFailure", parameters: ["rcode": .string(rcode)])
+    /// `Timeout` naming the name asked and the servers that did not answer.
+    public static func resolverTimeout(name: String?, servers: [String]) -> VarlinkError {
+        var parameters: [String: JSONValue] = [:]
+        if let name { parameters["name"] = .string(name) }
+        if !servers.isEmpty { parameters["servers"] = .array(servers.map(JSONValue.string)) }
+        return VarlinkError(name: "io.discoverd.Resolver.Timeout", parameters: parameters)
+    }
+    public static func upstreamFailure(rcode: String, name: String? = nil, server: String? = nil) -> VarlinkError {
+        var parameters: [String: JSONValue] = ["rcode": .string(rcode)]
+        if let name { parameters["name"] = .string(name) }
+        if let server { parameters["server"] = .string(server) }
+        return VarlinkError(name: "io.discoverd.Resolver.UpstreamFailure", parameters: parameters)
     }
     public static func invalidDNSName(_ name: String, reason: String) -> VarlinkError {
         VarlinkError(

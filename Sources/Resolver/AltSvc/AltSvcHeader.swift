@@ -21,6 +21,22 @@ public struct AltSvcAlternative: Sendable, Hashable, Codable {
     }
 }
 
+extension AltSvcAlternative: CustomStringConvertible {
+    /// The alternative as a header writes it, e.g. `h3=":443"` or `h3-29="alt.example:8443"; ma=60`
+    /// (the `ma` shown only when it is not the default).
+    public var description: String {
+        let host = self.host.map { $0.contains(":") ? "[\($0)]" : $0 } ?? ""
+        let id = protocolID.utf8.map { byte in
+            AltSvcParser.isTokenChar(byte) && byte != UInt8(ascii: "%")
+                ? String(UnicodeScalar(byte)) : "%" + (byte < 16 ? "0" : "") + String(byte, radix: 16, uppercase: true)
+        }.joined()
+        var text = "\(id)=\"\(host):\(port)\""
+        if maxAge != AltSvcHeader.defaultMaxAge { text += "; ma=\(maxAge)" }
+        if persist { text += "; persist=1" }
+        return text
+    }
+}
+
 /// A parsed `Alt-Svc` header field value (RFC 7838 §3).
 public enum AltSvcHeader: Sendable, Equatable {
     /// `clear`: forget every alternative of the origin.

@@ -112,6 +112,23 @@ public final class DNSResolver: Sendable {
         }
     }
 
+    /// The SVCB (type 64) records of `name`, or of `_PORT.NAME` when `port` is given (RFC 9460 §2.3), processed
+    /// like HTTPS records. `name` carries its scheme prefix, e.g. `_dns.resolver.example` (RFC 9461).
+    /// - Throws: ``ResolverError``: `noSuchName` (NXDOMAIN of `name` itself), `timeout`, `upstreamFailure`,
+    ///   `invalidName`.
+    public func resolveSVCB(_ name: String, port: Int? = nil, optimistic: Bool = true) async throws(ResolverError)
+        -> HTTPSResolution
+    {
+        let start = ContinuousClock.now
+        let host = try Self.validate(name)
+        if let port { try Self.validate(port: port, name: host) }
+        let queryName = port.map { "_\($0).\(host)" } ?? host
+        var (resolution, _) = try await serviceBindings(
+            host: host, queryName: queryName, type: .svcb, optimistic: optimistic)
+        resolution.elapsedMilliseconds = Self.milliseconds(since: start)
+        return resolution
+    }
+
     /// The addresses of `name` (IPv6 first).
     /// - Throws: ``ResolverError``; NODATA is not an error (no addresses).
     public func resolveAddresses(_ name: String, family: AddressFamilies = .any, optimistic: Bool = true)
@@ -134,11 +151,20 @@ public final class DNSResolver: Sendable {
     /// HTTPS, A and AAAA of the host are queried in parallel, so a cold plan costs one round trip when the
     /// bindings point at the host itself (or carry hints). An HTTPS failure other than NXDOMAIN does not fail
     /// the plan (RFC 9460 §3: clients fall back to A/AAAA).
-    /// - Parameter assumeH3: plan QUIC without evidence, like URLSession's `assumesHTTP3Capable`.
-    public func connectionPlan(host: String, port: Int = 443, optimistic: Bool = true, assumeH3: Bool = false)
-        async throws(ResolverError) -> PlanResolution
-    {
+    /// An IPv4 or IPv6 address literal needs no DNS: its plan is that address.
+    /// - Parameters:
+    ///   - assumeH3: plan QUIC without evidence, like URLSession's `assumesHTTP3Capable`.
+    ///   - caller: the uid asking; Alt-Svc reports by that uid count besides root's (nil: root's only).
+    public func connectionPlan(
+        host: String, port: Int = 443, optimistic: Bool = true, assumeH3: Bool = false, caller: UInt32? = nil
+    ) async throws(ResolverError) -> PlanResolution {
         let start = ContinuousClock.now
+        if let address = IPAddressText.literal(host) {
+            try Self.validate(port: port, name: address)
+            let plan = literalPlan(address, port: port, assumeH3: assumeH3, caller: caller)
+            return PlanResolution(
+                plan: plan, source: .cache, attempts: [], elapsedMilliseconds: Self.milliseconds(since: start))
+        }
         let hostName = try Self.validate(host)
         try Self.validate(port: port, name: hostName)
         async let httpsResult = outcome { try await self.https(hostName, port: port, optimistic: optimistic) }
@@ -172,7 +198,7 @@ public final class DNSResolver: Sendable {
         // Other targets: wait for their addresses unless every binding for them carries hints, in which case
         // the hints serve now and the lookup warms the cache for the next plan (RFC 9460 §7.3).
         let origin = try? AltSvcOrigin(host: String(hostName.dropLast()), port: UInt16(port))
-        let alternatives = origin.map { altSvc.alternatives(for: $0) } ?? []
+        let alternatives = origin.map { altSvc.alternatives(for: $0, caller: caller) } ?? []
         var targets = Set(bindings.map(\.target))
         targets.insert(fallback)
         for alternative in alternatives { if let host = alternative.host { targets.insert(DNSName.normalized(host)) } }
@@ -218,16 +244,40 @@ public final class DNSResolver: Sendable {
             elapsedMilliseconds: Self.milliseconds(since: start))
     }
 
-    /// Whether `host` speaks HTTP/3 on `port`, by its HTTPS records or what Alt-Svc said.
-    public func h3Capability(host: String, port: Int = 443) async throws(ResolverError) -> Bool {
-        try await connectionPlan(host: host, port: port).plan.h3
+    /// The plan of an address literal: the address itself, QUIC first when assumed or when Alt-Svc for the origin
+    /// offers h3 on the same host (an alternative host would need DNS).
+    private func literalPlan(_ address: String, port: Int, assumeH3: Bool, caller: UInt32?) -> ConnectionPlan {
+        let origin = try? AltSvcOrigin(host: address, port: UInt16(port))
+        let quicPorts = (origin.map { altSvc.alternatives(for: $0, caller: caller) } ?? [])
+            .filter { $0.host == nil || $0.host == address }.map { Int($0.port) }
+        func quic(_ port: Int) -> ConnectionEndpoint {
+            ConnectionEndpoint(address: address, port: port, transport: .quic, alpn: ["h3"], target: address, priority: 0)
+        }
+        var endpoints = quicPorts.map(quic)
+        if assumeH3 && !quicPorts.contains(port) { endpoints.append(quic(port)) }
+        endpoints.append(
+            ConnectionEndpoint(
+                address: address, port: port, transport: .tcp, alpn: ConnectionPlanner.defaultTCPALPN, target: address,
+                priority: 0))
+        let h3Source: H3Source? = !quicPorts.isEmpty ? .altsvc : assumeH3 ? .assumed : nil
+        return ConnectionPlan(host: address, port: port, h3: h3Source != nil, h3Source: h3Source, endpoints: endpoints)
     }
 
-    /// Records an origin's `Alt-Svc` header (RFC 7838).
+    /// Whether `host` speaks HTTP/3 on `port`, by its HTTPS records or what Alt-Svc said.
+    public func h3Capability(host: String, port: Int = 443, caller: UInt32? = nil) async throws(ResolverError) -> Bool {
+        try await connectionPlan(host: host, port: port, caller: caller).plan.h3
+    }
+
+    /// Records an origin's `Alt-Svc` header (RFC 7838) on behalf of `reporter`: root's (uid 0, or nil for
+    /// in-process callers) counts for every caller, another uid's only for that uid's plans.
+    /// - Returns: what was recorded and what was ignored, with the reasons.
     /// - Throws: ``ResolverError`` `invalidName` when the origin or the header is malformed.
-    public func reportAltSvc(origin: String, header: String) throws(ResolverError) {
+    @discardableResult
+    public func reportAltSvc(origin: String, header: String, reporter: UInt32? = nil) throws(ResolverError)
+        -> AltSvcReport
+    {
         do {
-            try altSvc.report(origin: origin, header: header)
+            return try altSvc.report(origin: origin, header: header, scope: AltSvcScope(uid: reporter))
         } catch {
             throw ResolverError(code: .invalidName, name: origin, reason: error.message)
         }
@@ -248,13 +298,20 @@ public final class DNSResolver: Sendable {
         try Self.validate(port: port, name: host)
         // RFC 9460 §9.1: port 443 uses the host name, other ports the `_PORT._https` prefix.
         let queryName = port == 443 ? host : "_\(port)._https.\(host)"
+        return try await serviceBindings(host: host, queryName: queryName, type: .https, optimistic: optimistic)
+    }
+
+    /// RFC 9460 client processing of the HTTPS or SVCB records at `queryName`, following aliases.
+    private func serviceBindings(host: String, queryName: String, type: RRType, optimistic: Bool)
+        async throws(ResolverError) -> (HTTPSResolution, Provenance)
+    {
         var chain = AliasChain(start: queryName, maximumHops: configuration.maximumAliasHops)
         var provenance = Provenance()
         var result = HTTPSResolution(
             name: host, queryName: queryName, aliasChain: [], bindings: [], h3: false, fallbackTarget: host,
             source: .cache, ttl: 0, staleSeconds: nil, attempts: [], elapsedMilliseconds: 0)
         resolution: while true {
-            let rrset = try await records(chain.current, type: .https, optimistic: optimistic, provenance: &provenance)
+            let rrset = try await records(chain.current, type: type, optimistic: optimistic, provenance: &provenance)
             do {
                 for alias in rrset.cnames { try chain.follow(to: alias) }
             } catch {
@@ -265,7 +322,7 @@ public final class DNSResolver: Sendable {
             case .nxdomain:
                 // The host itself does not exist. A missing port-prefixed name, or a dangling alias target,
                 // only means there are no HTTPS records.
-                if chain.aliases.isEmpty && port == 443 {
+                if chain.aliases.isEmpty && queryName == host {
                     throw ResolverError(code: .noSuchName, name: host, attempts: provenance.attempts)
                 }
                 if !chain.aliases.isEmpty { result.fallbackTarget = chain.current }
@@ -287,11 +344,13 @@ public final class DNSResolver: Sendable {
                     result.note = "AliasMode \".\": the service is not available (RFC 9460 §2.5.1)"
                     break resolution
                 case .malformed(let error):
-                    result.note = "malformed HTTPS RRset ignored (RFC 9460 §2.2): \(error)"
+                    result.note = "malformed \(type) RRset ignored (RFC 9460 §2.2): \(error)"
                     break resolution
                 case .bindings(let bindings):
                     result.bindings = bindings
                     result.fallbackTarget = chain.current
+                    let ignored = HTTPSProcessing.ignoredRecords(records: records, ownerName: owner)
+                    if !ignored.isEmpty { result.note = ignored.joined(separator: "; ") }
                     break resolution
                 }
             }

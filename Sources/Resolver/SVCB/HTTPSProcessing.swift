@@ -101,15 +101,36 @@ public enum HTTPSProcessing {
     /// - RFC 9460 §7.1.1: `no-default-alpn` without `alpn` is not self-consistent; such a record also has an
     ///   empty ALPN set, so it could never be used.
     public static func isCompatible(_ record: SVCBRecord, supportedKeys: Set<SVCBParamKey> = supportedKeys) -> Bool {
-        guard !record.isAliasMode else { return false }
+        !record.isAliasMode && incompatibility(record, supportedKeys: supportedKeys) == nil
+    }
+
+    /// Why a ServiceMode record is ignored by ``isCompatible(_:supportedKeys:)``, or nil when it is usable.
+    public static func incompatibility(_ record: SVCBRecord, supportedKeys: Set<SVCBParamKey> = supportedKeys)
+        -> String?
+    {
         let params = record.params
         for key in params.mandatory {
-            guard supportedKeys.contains(key), params.contains(key) else { return false }
+            guard supportedKeys.contains(key) else { return "mandatory key \(key) is not supported (RFC 9460 §8)" }
+            guard params.contains(key) else { return "mandatory key \(key) is missing from the record (RFC 9460 §8)" }
         }
         for key in automaticallyMandatoryKeys where params.contains(key) {
-            guard supportedKeys.contains(key) else { return false }
+            guard supportedKeys.contains(key) else { return "key \(key) is not supported (RFC 9460 §9.1)" }
         }
-        if params.noDefaultAlpn && params.alpnIDs.isEmpty { return false }
-        return true
+        if params.noDefaultAlpn && params.alpnIDs.isEmpty { return "no-default-alpn without alpn (RFC 9460 §7.1.1)" }
+        return nil
+    }
+
+    /// Why ServiceMode records of an RRset were ignored, one line per ignored record (priority and target
+    /// first); empty when every record was usable or the set is not a ServiceMode set.
+    public static func ignoredRecords(
+        records: [ResourceRecord], ownerName: String, supportedKeys: Set<SVCBParamKey> = supportedKeys
+    ) -> [String] {
+        let owner = DNSName.normalized(ownerName)
+        return records.filter { ($0.type == .https || $0.type == .svcb) && $0.name == owner }.compactMap { record in
+            guard let parsed = try? SVCBRecord.parse(rdata: record.rdata), !parsed.isAliasMode,
+                let reason = incompatibility(parsed, supportedKeys: supportedKeys)
+            else { return nil }
+            return "record \(parsed.priority) \(parsed.target.isRoot ? "." : parsed.target.text) ignored: \(reason)"
+        }
     }
 }

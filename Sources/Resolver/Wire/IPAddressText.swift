@@ -1,5 +1,35 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// Text forms of IP addresses taken from wire bytes.
 enum IPAddressText {
+    /// The canonical text of an IPv4 or IPv6 address literal, or nil when `text` is not one. Accepted: dotted
+    /// quads, RFC 4291 IPv6 text, optionally in brackets and with a `%zone` (kept as given).
+    static func literal(_ text: String) -> String? {
+        var text = Substring(text)
+        if text.hasPrefix("["), text.hasSuffix("]") { text = text.dropFirst().dropLast() }
+        guard !text.isEmpty, text.utf8.count < 64 else { return nil }
+        var v4 = in_addr()
+        if !text.contains(":") {
+            guard inet_pton(AF_INET, String(text), &v4) == 1 else { return nil }
+            return withUnsafeBytes(of: &v4) { ipv4($0) }
+        }
+        var zone = ""
+        if let percent = text.firstIndex(of: "%") {
+            zone = String(text[percent...])
+            guard zone.count > 1 else { return nil }
+            text = text[..<percent]
+        }
+        var v6 = in6_addr()
+        guard inet_pton(AF_INET6, String(text), &v6) == 1 else { return nil }
+        return withUnsafeBytes(of: &v6) { ipv6($0) } + zone
+    }
+
     /// Dotted-quad text of 4 bytes, e.g. `192.0.2.1`.
     static func ipv4<C: Collection<UInt8>>(_ bytes: C) -> String {
         bytes.map { String($0) }.joined(separator: ".")

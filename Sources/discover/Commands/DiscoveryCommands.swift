@@ -2,71 +2,18 @@ import ArgumentParser
 import DiscoverClient
 import Foundation
 
-struct BrowseCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "browse",
-        abstract: "Watch services of a type come and go (like dns-sd -B / avahi-browse).",
-        discussion: """
-            Streams one line per event until Ctrl-C; --once prints the services present at all-for-now \
-            and exits.
-
-            Examples:
-              discover browse _tictactoe._tcp
-              discover browse _http._tcp --resolve --json
-            """)
-
-    @OptionGroup var global: GlobalOptions
-
-    @Argument(help: "Service type, e.g. _http._tcp.")
-    var type: String
-
-    @Option(name: .long, help: "Browse only this domain (default: every browse domain).")
-    var domain: String?
-
-    @Option(name: .long, help: "Only this subtype, e.g. _printer.")
-    var subtype: String?
-
-    @Option(name: .long, help: "Only this network interface.")
-    var interface: String?
-
-    @Flag(name: .long, help: "Also resolve host, port, addresses and TXT, and report their changes.")
-    var resolve = false
-
-    @Flag(name: .long, help: "Print the services present at all-for-now, then exit.")
-    var once = false
-
-    func run() async throws {
-        let parameters = BrowseParameters(
-            type: type, domain: domain, subtype: subtype, interface: interface, resolve: resolve)
-        try await runCommand(global) { client in
-            if once {
-                let reply = try await client.call(Methods.browse, parameters)
-                for service in reply.services ?? [] {
-                    if global.json { try Output.json(service) } else { Output.line(ServiceText.line(service)) }
-                }
-                return 0
-            }
-            if !global.json {
-                _ = try await client.status()  // fail with the usual line if the daemon is not there
-                Output.line("Browsing for \(type)\(domain.map { " in \($0)" } ?? "")")
-            }
-            for try await event in client.stream(Methods.browse, parameters) {
-                if global.json { try Output.json(event); continue }
-                guard let kind = event.event else { continue }
-                if kind == .allForNow {
-                    Output.line("\(ServiceText.timestamp())  -- all for now --")
-                } else if let service = event.service {
-                    Output.line("\(ServiceText.timestamp())  \(kind.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0)) \(ServiceText.line(service))")
-                }
-            }
-            return 0
-        }
-    }
-}
-
 struct ResolveCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "resolve", abstract: "Resolve one service instance: host, port, addresses, TXT (like dns-sd -L).")
+        commandName: "resolve",
+        abstract: "Resolve one service instance: host, port, addresses, TXT (like dns-sd -L).",
+        discussion: """
+            Says on stderr what it is waiting for; gives up after --timeout seconds (default 5) with exit \
+            status 1, the answer mDNS gives for a service that is not there.
+
+            Examples:
+              discover resolve "Game of Bob" _tictactoe._tcp
+              discover resolve --timeout 2 -j "Living Room" _airplay._tcp
+            """)
 
     @OptionGroup var global: GlobalOptions
 
@@ -79,15 +26,24 @@ struct ResolveCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Domain (default: local).")
     var domain: String?
 
-    @Option(name: .long, help: "Give up after this many milliseconds.")
-    var timeoutMs: Int?
-
     func run() async throws {
-        try await runCommand(global) { client in
-            let reply = try await client.call(
-                Methods.resolveService,
-                ResolveServiceParameters(name: name, type: type, domain: domain, timeoutMs: timeoutMs))
-            if global.json { try Output.json(reply.service) } else { ServiceText.details(reply.service) }
+        let seconds = global.timeout ?? 5
+        let parameters = ResolveServiceParameters(
+            name: name, type: type, domain: domain, timeoutMs: Int((seconds * 1000).rounded(.up)))
+        let (json, instance) = (global.json, "\"\(name)\" \(type) in \(domain ?? "local")")
+        if !json { Output.error("Resolving \(instance) (up to \(ErrorText.seconds(seconds)))...") }
+        // The daemon's own deadline ends the call; ours is a little later so its answer can arrive.
+        var outer = global
+        outer.timeout = seconds + 2
+        try await runCommand(outer) { client in
+            let reply: ResolveServiceReply
+            do {
+                reply = try await client.call(Methods.resolveService, parameters)
+            } catch let error as DiscoverError where error.code == .discoveryTimeout || error.code == .notFound {
+                Output.error("discover: \(instance): not found (no answer within \(ErrorText.seconds(seconds)))")
+                return 1
+            }
+            if json { try Output.json(reply.service) } else { ServiceText.details(reply.service) }
             return 0
         }
     }
@@ -99,7 +55,8 @@ struct AdvertiseCommand: AsyncParsableCommand {
         abstract: "Advertise a service until Ctrl-C (like dns-sd -R / avahi-publish -s).",
         discussion: """
             Prints the final name (Avahi renames on a collision) and keeps the advertisement alive; it \
-            is withdrawn when this command exits.
+            is withdrawn when this command ends (Ctrl-C ends it quietly with exit status 0; so does \
+            --timeout).
 
             Example:
               discover advertise "Game of Bob" _tictactoe._tcp 4242 version=2 players=1
@@ -134,9 +91,10 @@ struct AdvertiseCommand: AsyncParsableCommand {
         let parameters = AdvertiseParameters(
             name: name, type: type, port: port, txt: entries.isEmpty ? nil : entries,
             subtypes: subtype.isEmpty ? nil : subtype, domain: domain, host: host)
-        try await runCommand(global) { client in
+        let (json, type, port) = (global.json, type, port)
+        try await runCommand(global, .live) { client in
             for try await event in client.stream(Methods.advertise, parameters) {
-                if global.json { try Output.json(event); continue }
+                if json { try Output.timedJSON(event); continue }
                 switch event.event {
                 case .registered: Output.line("registered \"\(event.name)\" \(type) port \(port)")
                 case .renamed: Output.line("renamed to \"\(event.name)\" (name conflict)")
@@ -184,22 +142,15 @@ struct DomainsCommand: AsyncParsableCommand {
 
 /// Text rendering of services.
 enum ServiceText {
-    static func timestamp() -> String {
-        let now = Date()
-        let formatter = DateFormatter()
-        formatter.dateFormat = "HH:mm:ss.SSS"
-        return formatter.string(from: now)
-    }
-
-    static func line(_ service: Service) -> String {
-        var text = "\(service.interfaces.joined(separator: ",").padding(toLength: 8, withPad: " ", startingAt: 0)) "
-            + "\(service.name)  \(service.type)  \(service.domain)"
-        if let host = service.host, let port = service.port { text += "  \(host):\(port)" }
-        if !service.addresses.isEmpty { text += "  [\(service.addresses.joined(separator: ", "))]" }
+    /// `host:port  [addresses]  TXT` of a resolved service; nil when nothing is resolved yet.
+    static func resolvedFields(_ service: Service) -> String? {
+        var fields: [String] = []
+        if let host = service.host { fields.append(service.port.map { "\(host):\($0)" } ?? host) }
+        if !service.addresses.isEmpty { fields.append("[\(service.addresses.joined(separator: ", "))]") }
         if !service.txt.isEmpty || service.txtRaw != nil {
-            text += "  " + TXTText.display(service).joined(separator: " ")
+            fields.append(TXTText.display(service).joined(separator: " "))
         }
-        return text
+        return fields.isEmpty ? nil : fields.joined(separator: "  ")
     }
 
     static func details(_ service: Service) {

@@ -5,21 +5,21 @@ import Foundation
 struct HTTPSCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "https",
-        abstract: "Show a name's HTTPS records (RFC 9460) after client processing.",
+        abstract: "Show a host's HTTPS records (RFC 9460) after client processing, every key included.",
         discussion: """
+            Prints each usable ServiceMode record with all its keys in zone-file form (mandatory, alpn, \
+            no-default-alpn, port, ipv4hint, ech as base64, ipv6hint, dohpath, unknown keys as keyNNN="..."), \
+            the alias chain followed, and why records were set aside ("why:": an alias loop, a malformed \
+            record, a mandatory key discoverd does not support). A port other than 443 queries _PORT._https.HOST.
+
             Examples:
               discover https example.com
-              discover https example.com --port 8443 --json
+              discover https example.com:8443 --json
               discover https example.com --watch     # a stale answer, then the refreshed one
             """)
 
     @OptionGroup var global: GlobalOptions
-
-    @Argument(help: "Host name.")
-    var name: String
-
-    @Option(name: .long, help: "Port (queries _PORT._https.NAME when not 443).")
-    var port: Int?
+    @OptionGroup var host: HostTarget
 
     @Flag(name: .long, help: "Do not answer from expired cache.")
     var noOptimistic = false
@@ -27,38 +27,63 @@ struct HTTPSCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "When the answer is stale, also print the refreshed answer.")
     var watch = false
 
+    func validate() throws {
+        try host.requireName(for: "HTTPS", instead: "try: discover plan \(host.target)")
+    }
+
     func run() async throws {
-        let parameters = ResolveHTTPSParameters(name: name, port: port, optimistic: noOptimistic ? false : nil)
-        try await runCommand(global) { client in
+        let target = try host.parsed()
+        let parameters = ResolveHTTPSParameters(
+            name: target.host, port: target.port, optimistic: noOptimistic ? false : nil)
+        let json = global.json
+        try await runCommand(global, watch ? .live : .oneShot) { client in
             if watch {
-                for try await reply in client.stream(Methods.resolveHTTPS, parameters) { try print(reply) }
+                for try await reply in client.stream(Methods.resolveHTTPS, parameters) {
+                    if json { try Output.json(reply) } else { BindingText.print(reply, recordType: "HTTPS") }
+                }
             } else {
-                try print(try await client.call(Methods.resolveHTTPS, parameters))
+                let reply = try await client.call(Methods.resolveHTTPS, parameters)
+                if json { try Output.json(reply) } else { BindingText.print(reply, recordType: "HTTPS") }
             }
             return 0
         }
     }
+}
 
-    private func print(_ reply: ResolveHTTPSReply) throws {
-        if global.json { return try Output.json(reply) }
-        var source = reply.source.rawValue
-        if let stale = reply.staleSeconds { source += " (expired \(stale)s ago, refreshing)" }
-        Output.line(
-            "\(displayName(reply.queryName))  h3=\(reply.h3 ? "yes" : "no")  source=\(source)  ttl=\(reply.ttl)"
-                + "  \(String(format: "%.1f", reply.timing.totalMs)) ms")
-        if !reply.aliasChain.isEmpty { Output.line("  via: \(reply.aliasChain.map(displayName).joined(separator: " -> "))") }
-        for record in reply.records {
-            var fields = ["\(record.priority)", displayName(record.target)]
-            if !record.alpn.isEmpty { fields.append("alpn=\(record.alpn.joined(separator: ","))") }
-            if record.noDefaultAlpn { fields.append("no-default-alpn") }
-            if let port = record.port { fields.append("port=\(port)") }
-            if !record.ipv4hint.isEmpty { fields.append("ipv4hint=\(record.ipv4hint.joined(separator: ","))") }
-            if !record.ipv6hint.isEmpty { fields.append("ipv6hint=\(record.ipv6hint.joined(separator: ","))") }
-            if record.ech != nil { fields.append("ech") }
-            if let path = record.dohpath { fields.append("dohpath=\(path)") }
-            Output.line("  " + fields.joined(separator: " "))
+struct SVCBCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "svcb",
+        abstract: "Show a name's SVCB records (RFC 9460, type 64), e.g. DNS resolver discovery (RFC 9461).",
+        discussion: """
+            Give the name with its scheme prefix (_dns.resolver.example); NAME:PORT queries _PORT.NAME \
+            (RFC 9460 section 2.3). Records are printed like `discover https` prints them.
+
+            Examples:
+              discover svcb _dns.resolver.example
+              discover svcb _dns.resolver.example:853
+              discover svcb -j svc.example
+            """)
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var host: HostTarget
+
+    @Flag(name: .long, help: "Do not answer from expired cache.")
+    var noOptimistic = false
+
+    func validate() throws {
+        try host.requireName(for: "SVCB", instead: "SVCB records belong to names")
+    }
+
+    func run() async throws {
+        let target = try host.parsed()
+        let parameters = ResolveSVCBParameters(
+            name: target.host, port: target.port, optimistic: noOptimistic ? false : nil)
+        let json = global.json
+        try await runCommand(global) { client in
+            let reply = try await client.call(Methods.resolveSVCB, parameters)
+            if json { try Output.json(reply) } else { BindingText.print(reply, recordType: "SVCB") }
+            return 0
         }
-        if reply.records.isEmpty { Output.line("  (no HTTPS records)") }
     }
 }
 
@@ -67,27 +92,32 @@ struct H3Command: AsyncParsableCommand {
         commandName: "h3",
         abstract: "Does a host speak HTTP/3? Exit 0 yes, 1 no, 2 error.",
         discussion: """
-            Example:
+            Evidence: the host's HTTPS records, or an Alt-Svc header reported earlier (`discover alt-svc`). \
+            An address needs no DNS: only Alt-Svc reported for it counts.
+
+            Examples:
               discover h3 example.com && echo "use QUIC"
+              discover h3 example.com:8443
+              discover h3 -j 192.0.2.10
             """)
 
     @OptionGroup var global: GlobalOptions
-
-    @Argument(help: "Host name.")
-    var host: String
-
-    @Option(name: .long, help: "Port (default 443).")
-    var port: Int?
+    @OptionGroup var host: HostTarget
 
     func run() async throws {
+        let target = try host.parsed()
+        let json = global.json
         try await runCommand(global) { client in
-            let plan = try await client.call(Methods.connectionPlan, ConnectionPlanParameters(host: host, port: port))
-            if global.json {
-                try Output.json(H3Answer(host: plan.host, port: plan.port, h3: plan.h3, h3Source: plan.h3Source, source: plan.source))
+            let plan = try await client.call(
+                Methods.connectionPlan, ConnectionPlanParameters(host: target.host, port: target.port))
+            if json {
+                try Output.json(
+                    H3Answer(
+                        host: plan.host, port: plan.port, h3: plan.h3, h3Source: plan.h3Source, source: plan.source))
             } else if plan.h3 {
-                Output.line("\(displayName(host)): h3 (from \(plan.h3Source ?? "https"))")
+                Output.line("\(target): h3 (from \(plan.h3Source ?? "https"))")
             } else {
-                Output.line("\(displayName(host)): no h3")
+                Output.line("\(target): no h3")
             }
             return plan.h3 ? 0 : 1
         }
@@ -107,15 +137,17 @@ struct PlanCommand: AsyncParsableCommand {
         commandName: "plan",
         abstract: "Show the endpoints to try, in Happy Eyeballs v3 order.",
         discussion: """
+            An address is its own plan (no DNS); Alt-Svc reported for it adds QUIC.
+
             Examples:
               discover plan example.com
               discover plan example.com:8443 --assume-h3
+              discover plan 192.0.2.10
+              discover plan [2001:db8::10]:443
             """)
 
     @OptionGroup var global: GlobalOptions
-
-    @Argument(help: "HOST or HOST:PORT ([V6]:PORT for addresses).")
-    var target: String
+    @OptionGroup var host: HostTarget
 
     @Flag(name: .long, help: "Plan QUIC even without evidence of h3 (like URLSession's assumesHTTP3Capable).")
     var assumeH3 = false
@@ -124,44 +156,92 @@ struct PlanCommand: AsyncParsableCommand {
     var noOptimistic = false
 
     func run() async throws {
-        let (host, port) = try Self.split(target)
+        let target = try host.parsed()
+        let parameters = ConnectionPlanParameters(
+            host: target.host, port: target.port, optimistic: noOptimistic ? false : nil,
+            assumeH3: assumeH3 ? true : nil)
+        let json = global.json
         try await runCommand(global) { client in
-            let plan = try await client.call(
-                Methods.connectionPlan,
-                ConnectionPlanParameters(
-                    host: host, port: port, optimistic: noOptimistic ? false : nil, assumeH3: assumeH3 ? true : nil))
-            if global.json { try Output.json(plan); return 0 }
+            let plan = try await client.call(Methods.connectionPlan, parameters)
+            if json {
+                try Output.json(plan)
+                return 0
+            }
+            let origin = HostPort(host: displayName(plan.host), port: plan.port)
             Output.line(
-                "\(displayName(plan.host)):\(plan.port)  h3=\(plan.h3 ? "yes" : "no")\(plan.h3Source.map { " (\($0))" } ?? "")"
+                "\(origin)  h3=\(plan.h3 ? "yes" : "no")\(plan.h3Source.map { " (\($0))" } ?? "")"
                     + "  source=\(plan.source.rawValue)  \(String(format: "%.1f", plan.timing.totalMs)) ms")
             for (index, endpoint) in plan.endpoints.enumerated() {
-                let address = endpoint.address.contains(":") ? "[\(endpoint.address)]" : endpoint.address
+                let address = HostPort(host: endpoint.address, port: endpoint.port)
                 Output.line(
-                    "  \(index + 1). \(endpoint.transport.padding(toLength: 4, withPad: " ", startingAt: 0)) "
-                        + "\(address):\(endpoint.port)  alpn=\(endpoint.alpn.joined(separator: ","))"
-                        + "  target=\(displayName(endpoint.target))  priority=\(endpoint.priority)\(endpoint.ech != nil ? "  ech" : "")")
+                    "  \(index + 1). \(Output.pad(endpoint.transport, 4)) \(address)"
+                        + "  alpn=\(endpoint.alpn.joined(separator: ","))  target=\(displayName(endpoint.target))"
+                        + "  priority=\(endpoint.priority)\(endpoint.ech.map { "  ech=\($0)" } ?? "")")
             }
             if plan.endpoints.isEmpty { Output.line("  (no endpoints)") }
             return 0
         }
     }
+}
 
-    static func split(_ target: String) throws -> (String, Int?) {
-        if target.hasPrefix("["), let close = target.firstIndex(of: "]") {
-            let host = String(target[target.index(after: target.startIndex)..<close])
-            let rest = target[target.index(after: close)...]
-            if rest.isEmpty { return (host, nil) }
-            guard rest.hasPrefix(":"), let port = Int(rest.dropFirst()) else {
-                throw ValidationError("expected [ADDRESS]:PORT, got \(target)")
+struct AddressesCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "addresses",
+        abstract: "Look up a name's IPv6 and IPv4 addresses through discoverd's cache (like resolvectl query).",
+        discussion: """
+            Exit status 1 when the name has no address of the family asked (or does not exist).
+
+            Examples:
+              discover addresses example.com
+              discover addresses -4 example.com
+              discover addresses -j example.com
+            """)
+
+    @OptionGroup var global: GlobalOptions
+
+    @Argument(help: "Host name.")
+    var name: String
+
+    @Flag(name: .customShort("4"), help: "IPv4 addresses only.")
+    var ipv4 = false
+
+    @Flag(name: .customShort("6"), help: "IPv6 addresses only.")
+    var ipv6 = false
+
+    @Flag(name: .long, help: "Do not answer from expired cache.")
+    var noOptimistic = false
+
+    func validate() throws {
+        if ipv4 && ipv6 { throw ValidationError("-4 and -6 exclude each other; give neither for both families") }
+        let parsed: HostPort
+        do { parsed = try HostPort(parsing: name) } catch { throw ValidationError(error.message) }
+        if parsed.isAddressLiteral { throw ValidationError("\(parsed.host) is already an address") }
+        if parsed.port != nil { throw ValidationError("addresses takes a name without a port, not \(name)") }
+    }
+
+    func run() async throws {
+        let family: AddressFamily = ipv4 ? .ipv4 : ipv6 ? .ipv6 : .any
+        let parameters = ResolveAddressesParameters(name: name, family: family, optimistic: noOptimistic ? false : nil)
+        let json = global.json
+        try await runCommand(global) { client in
+            let reply = try await client.call(Methods.resolveAddresses, parameters)
+            if json {
+                try Output.json(reply)
+                return reply.addresses.isEmpty ? 1 : 0
             }
-            return (host, port)
+            let label = "\(displayName(reply.name)): "
+            guard !reply.addresses.isEmpty else {
+                let kind = family == .ipv4 ? "IPv4 " : family == .ipv6 ? "IPv6 " : ""
+                Output.line("\(label)no \(kind)addresses")
+                return 1
+            }
+            for (index, address) in reply.addresses.enumerated() {
+                Output.line((index == 0 ? label : String(repeating: " ", count: label.count)) + address)
+            }
+            let milliseconds = String(format: "%.1f", reply.timing.totalMs)
+            Output.line("-- source=\(reply.source.rawValue)  ttl=\(reply.ttl)  \(milliseconds) ms")
+            return 0
         }
-        let parts = target.split(separator: ":")
-        if parts.count == 2 {
-            guard let port = Int(parts[1]) else { throw ValidationError("port '\(parts[1])' is not a number") }
-            return (String(parts[0]), port)
-        }
-        return (target, nil)
     }
 }
 
@@ -170,8 +250,14 @@ struct AltSvcCommand: AsyncParsableCommand {
         commandName: "alt-svc",
         abstract: "Tell discoverd what an origin's Alt-Svc header said (RFC 7838).",
         discussion: """
-            Example:
+            root's reports count for every user; another user's only for that user's own plans. \
+            Alternatives a plan cannot use (draft versions such as h3-29, protocols other than h3, ma=0, an \
+            address as alternative host) are listed as ignored, with the reason. Exit status 1 when nothing \
+            was recorded.
+
+            Examples:
               discover alt-svc https://example.com 'h3=":443"; ma=86400'
+              discover alt-svc https://example.com:8443 clear
             """)
 
     @OptionGroup var global: GlobalOptions
@@ -183,10 +269,20 @@ struct AltSvcCommand: AsyncParsableCommand {
     var header: String
 
     func run() async throws {
+        let (origin, header, json) = (origin, header, global.json)
         try await runCommand(global) { client in
-            _ = try await client.call(Methods.reportAltSvc, ReportAltSvcParameters(origin: origin, header: header))
-            if global.json { try Output.json(["origin": origin, "recorded": "yes"]) } else { Output.line("recorded") }
-            return 0
+            let reply = try await client.call(
+                Methods.reportAltSvc, ReportAltSvcParameters(origin: origin, header: header))
+            if json {
+                try Output.json(Output.Extended(value: reply, extra: ["origin": origin]))
+            } else {
+                let scope = reply.scope == .everyone ? "for every user" : "for your own plans (uid \(getuid()))"
+                if reply.cleared { Output.line("cleared \(origin) \(scope)") }
+                for alternative in reply.alternatives { Output.line("recorded \(scope): \(alternative)") }
+                for ignored in reply.ignored { Output.line("ignored \(ignored.alternative): \(ignored.reason)") }
+                if !reply.recorded && reply.ignored.isEmpty { Output.line("nothing recorded") }
+            }
+            return reply.recorded ? 0 : 1
         }
     }
 }

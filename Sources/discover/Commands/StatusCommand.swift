@@ -15,7 +15,7 @@ struct StatusCommand: AsyncParsableCommand {
     var interval: Double = 1
 
     func run() async throws {
-        try await runCommand(global) { client in
+        try await runCommand(global, watch ? .live : .oneShot) { client in
             if watch {
                 for try await status in client.watchStatus(every: .milliseconds(Int(max(0.001, interval) * 1000))) {
                     try show(status, socket: client.socketPath)
@@ -85,11 +85,20 @@ struct CallCommand: AsyncParsableCommand {
     @Argument(help: "Parameters as a JSON object.")
     var parameters: String = "{}"
 
-    func run() async throws {
+    func validate() throws {
+        _ = try object()
+    }
+
+    private func object() throws -> [String: JSONValue] {
         guard case .object(let object)? = try? JSONDecoder().decode(JSONValue.self, from: Data(parameters.utf8)) else {
             throw ValidationError("parameters must be a JSON object, e.g. '{\"name\":\"example.com\"}'")
         }
-        try await runCommand(global) { client in
+        return object
+    }
+
+    func run() async throws {
+        let (object, method, more) = (try object(), method, more)
+        try await runCommand(global, more ? .live : .oneShot) { client in
             if more {
                 for try await reply in client.rawStream(method: method, parameters: object) { try Output.json(reply) }
             } else {

@@ -1,5 +1,17 @@
 import Foundation
 
+/// Calls `body` with the `sockaddr_un` of `path` (cut to fit) and its length, for connect or bind.
+func withUnixAddress<T>(_ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) -> T) -> T {
+    var address = sockaddr_un()
+    address.sun_family = sa_family_t(AF_UNIX)
+    withUnsafeMutableBytes(of: &address.sun_path) { raw in
+        raw.copyBytes(from: Array(path.utf8.prefix(raw.count - 1)) + [0])
+    }
+    return withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+    }
+}
+
 /// A blocking Unix-socket connection that speaks raw bytes, to test the wire protocol exactly
 /// (no client library in between).
 // @unchecked: `write` touches only the fd (send/recv on one socket from two threads is safe in the kernel);
@@ -12,15 +24,7 @@ final class RawConnection: @unchecked Sendable {
         // are all set runs deinit, which would close the descriptor a second time (maybe someone else's by then).
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw DaemonError("socket() failed") }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: Array(path.utf8.prefix(raw.count - 1)) + [0])
-        }
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard result == 0 else {
+        guard withUnixAddress(path, { connect(fd, $0, $1) }) == 0 else {
             let reason = String(cString: strerror(errno))
             close(fd)
             throw DaemonError("connect(\(path)) failed: \(reason)")

@@ -55,6 +55,12 @@ public enum ResolverMethods {
             return held
         }
 
+        routes.register(Methods.resolveSVCB) { parameters, _ in
+            try await resolver.resolveSVCB(
+                parameters.name, port: parameters.port, optimistic: optimistic(parameters.optimistic)
+            ).wire
+        }
+
         routes.register(Methods.resolveAddresses) { parameters, _ in
             try await resolver.resolveAddresses(
                 parameters.name, family: (parameters.family ?? .any).domain,
@@ -62,16 +68,17 @@ public enum ResolverMethods {
             ).wire
         }
 
-        routes.register(Methods.connectionPlan) { parameters, _ in
+        // Alt-Svc evidence is the caller's: root's counts for everyone, another user's only for that user.
+        routes.register(Methods.connectionPlan) { parameters, context in
             try await resolver.connectionPlan(
                 host: parameters.host, port: parameters.port ?? 443, optimistic: optimistic(parameters.optimistic),
-                assumeH3: parameters.assumeH3 ?? false
+                assumeH3: parameters.assumeH3 ?? false, caller: context.peer.uid
             ).wire
         }
 
-        routes.register(Methods.reportAltSvc) { parameters, _ in
-            try resolver.reportAltSvc(origin: parameters.origin, header: parameters.header)
-            return VarlinkEmpty()
+        routes.register(Methods.reportAltSvc) { parameters, context in
+            try resolver.reportAltSvc(origin: parameters.origin, header: parameters.header, reporter: context.peer.uid)
+                .wire
         }
 
         routes.register(Methods.flush) { parameters, context in

@@ -9,8 +9,11 @@ extension ResolverError: VarlinkErrorConvertible {
     public var varlinkError: VarlinkError {
         switch code {
         case .noSuchName: return .noSuchName(name)
-        case .timeout: return .resolverTimeout
-        case .upstreamFailure: return .upstreamFailure(rcode: rcode ?? "SERVFAIL")
+        case .timeout:
+            return .resolverTimeout(name: name.isEmpty ? nil : name, servers: Set(attempts.map(\.server)).sorted())
+        case .upstreamFailure:
+            let server = attempts.last { $0.rcode == rcode }?.server ?? attempts.last?.server
+            return .upstreamFailure(rcode: rcode ?? "SERVFAIL", name: name, server: server)
         case .invalidName: return .invalidDNSName(name, reason: reason ?? "invalid")
         default:
             // `Code` is extensible; a code added without a wire error here is reported as what it is, never passed
@@ -64,7 +67,16 @@ extension HTTPSResolution {
                     unknown: binding.unknown.map { UnknownSvcParam(key: $0.key, value: $0.value) })
             },
             h3: h3, source: source.wire, ttl: Int(ttl), staleSeconds: staleSeconds.map(Int.init),
-            timing: Timing(attempts: attempts, milliseconds: elapsedMilliseconds))
+            timing: Timing(attempts: attempts, milliseconds: elapsedMilliseconds), note: note)
+    }
+}
+
+extension AltSvcReport {
+    var wire: ReportAltSvcReply {
+        ReportAltSvcReply(
+            recorded: cleared || !recorded.isEmpty, cleared: cleared, alternatives: recorded.map(\.description),
+            ignored: ignored.map { IgnoredAlternative(alternative: $0.alternative.description, reason: $0.reason) },
+            scope: scope == .everyone ? .everyone : .reporter)
     }
 }
 
