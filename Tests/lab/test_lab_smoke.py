@@ -56,9 +56,20 @@ def test_addresses_and_no_way_out(lab, host, addrs):
     for dst in ("10.255.255.53", "8.8.8.8", "2001:4860:4860::8888"):
         cp = lab_exec(host, "ip", "route", "get", dst, check=False)
         assert cp.returncode != 0 and "unreachable" in cp.stderr.lower(), (dst, cp.stdout, cp.stderr)
-    links = lab_exec(host, "ip", "-br", "link").stdout.split()
-    assert [w.split("@")[0] for w in links if w.split("@")[0] in ("lo", "eth0")] == ["lo", "eth0"]
-    assert len([ln for ln in lab_exec(host, "ip", "-br", "link").stdout.splitlines() if ln.strip()]) == 2
+    # lo and the lab link; host a also has remote0, its own link to host r (the second network).
+    expected = ["lo", "eth0", "remote0"] if host == "a" else ["lo", "eth0"]
+    lines = [ln for ln in lab_exec(host, "ip", "-br", "link").stdout.splitlines() if ln.strip()]
+    assert [ln.split()[0].split("@")[0] for ln in lines] == expected
+
+
+def test_second_network_reaches_only_host_a(lab):
+    out = lab_exec("r", "ip", "-br", "addr", "show", "dev", "eth0").stdout
+    assert "198.51.100.2/24" in out and "2001:db8:1::2/64" in out
+    assert lab_exec("r", "ip", "-4", "route", "show", "default").stdout.strip() == ""
+    # Host r has no route to the lab link: only host A (198.51.100.1) is reachable from there.
+    cp = lab_exec("r", "ip", "route", "get", "192.0.2.53", check=False)
+    assert cp.returncode != 0 and "unreachable" in cp.stderr.lower(), (cp.stdout, cp.stderr)
+    assert lab_exec("r", "ip", "route", "get", "198.51.100.1").returncode == 0
 
 
 @pytest.mark.parametrize("listen,connect", [("TCP4-LISTEN:9799,bind=192.0.2.2", "TCP4:192.0.2.2:9799"),
