@@ -9,6 +9,7 @@ import NIOPosix
 import Discovery
 import Resolver
 import ServiceLifecycle
+import WideAreaDiscovery
 
 /// Wires the components together and runs them in a ServiceGroup until SIGTERM or SIGINT.
 struct Daemon {
@@ -33,7 +34,14 @@ struct Daemon {
         let staticServices = StaticServices(discovery: discovery, logger: logger)
         let access = AccessControl(logger: logger)
         await access.configure(adminGroup: configuration.adminGroup, advertiseGroup: configuration.advertiseGroup)
-        DiscoveryMethods.register(into: &routes, discovery: discovery, registrations: registrations, access: access)
+        let resolver = Self.makeResolver(configuration: configuration, logger: logger)
+        // Unicast DNS-SD reads through the same optimistic cache; leftovers of a crashed run go first.
+        let wideArea = WideAreaDiscovery(
+            source: ResolverRecordSource(resolver: resolver), settings: configuration.wideAreaSettings,
+            stateDirectory: configuration.stateDirectory, logger: logger)
+        await wideArea.removeLeftovers()
+        DiscoveryMethods.register(
+            into: &routes, discovery: discovery, registrations: registrations, access: access, wideArea: wideArea)
         staticServices.sync(directory: configuration.servicesDirectory)
         // A static service that could not be registered yet (avahi-daemon absent at start) is registered when
         // avahi-daemon appears; sync leaves registered ones alone.
@@ -51,10 +59,10 @@ struct Daemon {
             await access.configure(adminGroup: configuration.adminGroup, advertiseGroup: configuration.advertiseGroup)
             staticServices.sync(directory: configuration.servicesDirectory)
             stubUpdate.withLockedValue { $0 }?(configuration)
+            wideArea.update(configuration.wideAreaSettings)
         }
         state.update { $0.reload = reload }
         DaemonMethods.register(into: &routes, control: state, access: access)
-        let resolver = Self.makeResolver(configuration: configuration, logger: logger)
         let resolverOptions = ResolverMethods.Options(optimistic: configuration.optimistic)
         ResolverMethods.register(into: &routes, resolver: resolver, options: resolverOptions, access: access)
         state.update { mutable in
@@ -110,7 +118,7 @@ struct Daemon {
                 // Shut down in reverse order: stop serving clients first, then save the cache.
                 services: [
                     .init(service: persistence),
-                    .init(service: DiscoveryShutdown(discovery: discovery)),
+                    .init(service: DiscoveryShutdown(discovery: discovery, wideArea: wideArea)),
                     .init(service: ReloadOnHangup(logger: logger, reload: reload)),
                     .init(service: stub),
                     .init(service: server),
@@ -159,6 +167,10 @@ struct Daemon {
             if !fresh.upstreams.isEmpty { next.upstreams = fresh.upstreams }
             next.stubAllow = fresh.stubAllow
             next.stubLocal = fresh.stubLocal
+            next.wideAreaBrowseDomains = fresh.wideAreaBrowseDomains
+            next.wideAreaUpdateServer = fresh.wideAreaUpdateServer
+            next.wideAreaKeys = fresh.wideAreaKeys
+            next.wideAreaTTL = fresh.wideAreaTTL
             if fresh.stubListen != next.stubListen {
                 logger.warning(
                     "[stub] listen changed: the new addresses take effect at the next restart",
@@ -173,9 +185,12 @@ struct Daemon {
 /// Withdraws every advertisement and closes the Avahi client at shutdown, after clients are gone.
 private struct DiscoveryShutdown: ServiceLifecycle.Service {
     let discovery: DiscoveryService
+    let wideArea: WideAreaDiscovery
 
     func run() async throws {
         try? await gracefulShutdown()
         discovery.shutdown()
+        // Withdrawn wide-area registrations are deleted from their zones before the process ends.
+        await wideArea.shutdown()
     }
 }
