@@ -142,7 +142,7 @@ let package = Package(
         .testTarget(
             name: "DiscoverServerTests",
             dependencies: [
-                "DiscoverServer", "DiscoverAPI", "Resolver", "Discovery",
+                "DiscoverServer", "DiscoverAPI", "Resolver", "Discovery", "WideAreaDiscovery",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
