@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "Discovery", targets: ["Discovery"]),
         .library(name: "DNSStub", targets: ["DNSStub"]),
         .library(name: "DiscoverServer", targets: ["DiscoverServer"]),
+        .library(name: "WideAreaDiscovery", targets: ["WideAreaDiscovery"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -62,6 +63,18 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // DNS-SD over unicast DNS: browse through the resolver's cache, registration by DNS UPDATE with TSIG (ldns).
+        .target(
+            name: "WideAreaDiscovery",
+            dependencies: [
+                "CLDNS", "Resolver", "Discovery",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+
         // Async Swift client of the daemon.
         .target(
             name: "DiscoverClient",
@@ -78,7 +91,7 @@ let package = Package(
         .target(
             name: "DiscoverServer",
             dependencies: [
-                "DiscoverAPI", "Resolver", "Discovery",
+                "DiscoverAPI", "Resolver", "Discovery", "WideAreaDiscovery",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -91,7 +104,7 @@ let package = Package(
         .executableTarget(
             name: "discoverd",
             dependencies: [
-                "DiscoverAPI", "DiscoverServer", "Resolver", "Discovery", "DNSStub",
+                "DiscoverAPI", "DiscoverServer", "Resolver", "Discovery", "DNSStub", "WideAreaDiscovery",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -124,9 +137,12 @@ let package = Package(
         .testTarget(name: "DNSStubTests", dependencies: ["DNSStub", "Resolver"], swiftSettings: strict),
         .testTarget(name: "DiscoveryTests", dependencies: ["Discovery"], swiftSettings: strict),
         .testTarget(
+            name: "WideAreaDiscoveryTests", dependencies: ["WideAreaDiscovery", "Discovery", "Resolver"],
+            swiftSettings: strict),
+        .testTarget(
             name: "DiscoverServerTests",
             dependencies: [
-                "DiscoverServer", "DiscoverAPI", "Resolver", "Discovery",
+                "DiscoverServer", "DiscoverAPI", "Resolver", "Discovery", "WideAreaDiscovery",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

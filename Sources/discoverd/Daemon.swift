@@ -9,6 +9,7 @@ import NIOPosix
 import Discovery
 import Resolver
 import ServiceLifecycle
+import WideAreaDiscovery
 
 /// Wires the components together and runs them in a ServiceGroup until SIGTERM or SIGINT.
 struct Daemon {
@@ -33,13 +34,19 @@ struct Daemon {
         let staticServices = StaticServices(discovery: discovery, logger: logger)
         let access = AccessControl(logger: logger)
         await access.configure(adminGroup: configuration.adminGroup, advertiseGroup: configuration.advertiseGroup)
-        DiscoveryMethods.register(into: &routes, discovery: discovery, registrations: registrations, access: access)
 
         let upstreams = UpstreamClient(
             upstreams: configuration.upstreams.map { UpstreamServer(host: $0.host, port: $0.port) },
             configuration: configuration.upstreamConfiguration, logger: logger)
         let resolver = DNSResolver(
             transport: upstreams, configuration: .init(cachePolicy: configuration.cachePolicy), logger: logger)
+        // Unicast DNS-SD reads through the same optimistic cache; leftovers of a crashed run go first.
+        let wideArea = WideAreaDiscovery(
+            source: ResolverRecordSource(resolver: resolver), settings: configuration.wideAreaSettings,
+            stateDirectory: configuration.stateDirectory, logger: logger)
+        await wideArea.removeLeftovers()
+        DiscoveryMethods.register(
+            into: &routes, discovery: discovery, registrations: registrations, access: access, wideArea: wideArea)
         let resolverOptions = ResolverMethods.Options(optimistic: configuration.optimistic)
         ResolverMethods.register(into: &routes, resolver: resolver, options: resolverOptions, access: access)
 
@@ -96,7 +103,7 @@ struct Daemon {
             components: .init(
                 upstreams: upstreams, resolver: resolver, resolverOptions: resolverOptions, server: server,
                 access: access, staticServices: staticServices, persistence: persistence, stub: stubResponder,
-                logLevel: logLevel),
+                wideArea: wideArea, logLevel: logLevel),
             logger: logger)
         state.attach(running) { StubStatus(listening: stub.listening, statistics: stubResponder.statistics) }
 
@@ -117,7 +124,7 @@ struct Daemon {
                 // Shut down in reverse order: stop serving clients first, then save the cache.
                 services: [
                     .init(service: persistence),
-                    .init(service: DiscoveryShutdown(discovery: discovery)),
+                    .init(service: DiscoveryShutdown(discovery: discovery, wideArea: wideArea)),
                     .init(service: ReloadOnHangup(logger: logger, reload: { try await running.reload() })),
                     .init(service: stub),
                     .init(
@@ -141,11 +148,14 @@ struct Daemon {
 /// Withdraws every advertisement and closes the Avahi client at shutdown, after clients are gone.
 private struct DiscoveryShutdown: ServiceLifecycle.Service {
     let discovery: DiscoveryService
+    let wideArea: WideAreaDiscovery
 
     func run() async throws {
         try? await gracefulShutdown()
         // Shutting down takes Avahi's lock and joins its poll thread: not on an event loop.
         let discovery = self.discovery
         _ = try? await discovery.onAvahiThread { discovery.shutdown() }
+        // Withdrawn wide-area registrations are deleted from their zones before the process ends.
+        await wideArea.shutdown()
     }
 }

@@ -3,6 +3,7 @@ import Resolver
 import DiscoverAPI
 import Foundation
 import Logging
+import WideAreaDiscovery
 
 /// Everything the daemon can be told, with the defaults of API.md and DESIGN.md.
 ///
@@ -55,6 +56,24 @@ struct DaemonConfiguration: Sendable, Equatable {
     var proxyDomains: [DNSName] = []
     /// Only services on this interface.
     var proxyInterface: String?
+
+    // [wide-area]
+    /// `browse-domain`: unicast domains to browse and enumerate besides the resolv.conf search domains.
+    var wideAreaBrowseDomains: [String] = []
+    /// `update-server`: where DNS UPDATEs go; nil: the `_dns-update._udp` SRV, else the SOA primary.
+    var wideAreaUpdateServer: UpdateServerAddress?
+    /// `key`: TSIG keys (`[DOMAIN] [ALG:]NAME:SECRET`).
+    var wideAreaKeys = TSIGKeyTable()
+    /// `ttl`: TTL of registered records (refreshed at 80 % of it, or of the lease the server grants).
+    var wideAreaTTL = 120
+
+    /// The wide-area settings as the WideAreaDiscovery library takes them.
+    var wideAreaSettings: WideAreaSettings {
+        WideAreaSettings(
+            browseDomains: wideAreaBrowseDomains, updateServer: wideAreaUpdateServer, keys: wideAreaKeys,
+            searchDomains: ResolvConf.searchDomains(), registrationTTL: UInt32(wideAreaTTL),
+            updateAttempts: attempts + 1, updateTimeout: .milliseconds(max(queryTimeoutMs, 1000)))
+    }
 
     /// The stub's settings as the DNSStub library takes them.
     var stubSettings: StubSettings {
@@ -158,6 +177,8 @@ extension DaemonConfiguration {
         var noOptimistic: [String] = []
         var listen: [ListenAddress]?
         var allow: [AddressRange] = []
+        var browseDomains: [String] = []
+        var keys = TSIGKeyTable()
         for entry in try INIFile.entries(text, source: source, sections: Self.sections) {
             let (section, key, value, location) = (entry.section, entry.key, entry.value, entry.location)
             let context = "\(location): [\(section)] \(key)"
@@ -209,6 +230,16 @@ extension DaemonConfiguration {
                     throw ConfigurationError("\(context): no interface named '\(value)' on this machine")
                 }
                 proxyInterface = value
+            case ("wide-area", "browse-domain"):
+                do { try WideAreaDomain.validate(value) } catch { throw ConfigurationError("\(context): \(error.message)") }
+                browseDomains.append(value)
+            case ("wide-area", "update-server"):
+                do { wideAreaUpdateServer = try UpdateServerAddress(parsing: value) } catch {
+                    throw ConfigurationError("\(context): \(error.message)")
+                }
+            case ("wide-area", "key"):
+                do { try keys.add(parsing: value) } catch { throw ConfigurationError("\(context): \(error.message)") }
+            case ("wide-area", "ttl"): wideAreaTTL = try Self.int(value, context, 10...86_400)
             default:
                 let known = Self.keys[section, default: []].sorted().joined(separator: ", ")
                 throw ConfigurationError("\(location): unknown key '\(key)' in [\(section)] (known: \(known))")
@@ -218,6 +249,8 @@ extension DaemonConfiguration {
         if !noOptimistic.isEmpty { noOptimisticDomains = noOptimistic }
         if let listen { stubListen = listen }
         if !allow.isEmpty { stubAllow = allow }
+        if !browseDomains.isEmpty { wideAreaBrowseDomains = browseDomains }
+        if keys != TSIGKeyTable() { wideAreaKeys = keys }
     }
 
     /// Adds one `listen` value to a list: `ADDR[:PORT]`, or `none`, which empties it (the stub is off).
@@ -226,7 +259,7 @@ extension DaemonConfiguration {
         return list + [try ListenAddress(parsing: value)]
     }
 
-    static let sections: Set<String> = ["daemon", "limits", "resolver", "stub", "discovery-proxy"]
+    static let sections: Set<String> = ["daemon", "limits", "resolver", "stub", "discovery-proxy", "wide-area"]
     static let keys: [String: Set<String>] = [
         "daemon": ["socket", "state-dir", "log-level", "admin-group", "advertise-group", "services-dir"],
         "limits": ["max-message-size", "max-connections", "max-queued-calls", "max-send-buffer"],
@@ -236,6 +269,7 @@ extension DaemonConfiguration {
         ],
         "stub": ["listen", "allow", "local"],
         "discovery-proxy": ["domain", "interface"],
+        "wide-area": ["browse-domain", "update-server", "key", "ttl"],
     ]
 
     private static func int(_ value: String, _ context: String, _ range: ClosedRange<Int>) throws(ConfigurationError) -> Int {

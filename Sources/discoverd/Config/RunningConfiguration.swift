@@ -6,6 +6,7 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOPosix
 import Resolver
+import WideAreaDiscovery
 
 /// The configuration in effect, and how a new one gets into the running components.
 ///
@@ -27,6 +28,7 @@ final class RunningConfiguration: Sendable {
         let staticServices: StaticServices
         let persistence: CachePersistenceService
         let stub: StubResponder
+        let wideArea: WideAreaDiscovery
         let logLevel: RuntimeLogLevel
     }
 
@@ -114,6 +116,7 @@ final class RunningConfiguration: Sendable {
         components.server.updateLimits(maxConnections: next.maxConnections, connection: next.connectionLimits)
         components.persistence.interval = next.persistIntervalSeconds
         components.stub.update(next.stubSettings)
+        components.wideArea.update(next.wideAreaSettings)
         if previous.upstreams != next.upstreams {
             logger.info("upstreams changed", metadata: ["upstreams": "\(next.upstreams.map(\.description))"])
         }

@@ -1,5 +1,6 @@
 import DiscoverAPI
 import Discovery
+import WideAreaDiscovery
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
@@ -11,17 +12,22 @@ import NIOConcurrencyHelpers
 /// calls wait for Avahi's lock, so they run through ``DiscoveryService/onAvahiThread(_:)``, never on the event loop
 /// that runs the call.
 public enum DiscoveryMethods {
-    /// Registers every method of the interface.
+    /// Registers every method of the interface; calls for a unicast domain go to `wideArea` when given.
     public static func register(
         into routes: inout RouteTable, discovery: DiscoveryService, registrations: RegistrationTable,
-        access: AccessControl
+        access: AccessControl, wideArea: WideAreaDiscovery? = nil
     ) {
         // Every subscriber of a browse gets the same event: encode it once for all of them.
         let encodedEvents = EncodedEventCache()
         routes.register(Methods.browse, whenReaderTooSlow: .subscriberTooSlow) { parameters, context in
             let subject = DiscoverySubject(type: parameters.type, name: parameters.domain ?? "", parameter: "interface")
             let stream = try await subject.mapErrors {
-                try await discovery.onAvahiThread {
+                if let wideArea, let domain = parameters.domain, WideAreaDomain.isUnicast(domain) {
+                    return try wideArea.browse(
+                        type: parameters.type, domain: domain, subtype: parameters.subtype,
+                        resolve: parameters.resolve ?? false)
+                }
+                return try await discovery.onAvahiThread {
                     try discovery.browse(
                         type: parameters.type, domain: parameters.domain, subtype: parameters.subtype,
                         interface: parameters.interface, resolve: parameters.resolve ?? false)
@@ -43,7 +49,10 @@ public enum DiscoveryMethods {
             let timeout =
                 parameters.timeoutMs.map { Duration.milliseconds(max(1, $0)) } ?? DiscoveryService.defaultTimeout
             let service = try await DiscoverySubject(type: parameters.type, name: parameters.name).mapErrors {
-                try await discovery.resolve(
+                if let wideArea, let domain = parameters.domain, WideAreaDomain.isUnicast(domain) {
+                    return try await wideArea.resolve(name: parameters.name, type: parameters.type, domain: domain)
+                }
+                return try await discovery.resolve(
                     name: parameters.name, type: parameters.type, domain: parameters.domain, timeout: timeout)
             }
             return ResolveServiceReply(service: service.wire)
@@ -53,15 +62,21 @@ public enum DiscoveryMethods {
             try await access.requireAdvertiser(context.peer)
             guard (0...65535).contains(parameters.port) else { throw VarlinkError.invalidParameter("port") }
             let subject = DiscoverySubject(type: parameters.type, name: parameters.name ?? "", parameter: "txt")
-            let advertisement = try await subject.mapErrors {
-                try await discovery.onAvahiThread {
+            let advertisement: any ServiceRegistration = try await subject.mapErrors {
+                if let wideArea, let domain = parameters.domain, WideAreaDomain.isUnicast(domain) {
+                    return try wideArea.advertise(
+                        name: parameters.name, type: parameters.type, port: parameters.port,
+                        txt: parameters.txt ?? [:], subtypes: parameters.subtypes ?? [], domain: domain,
+                        host: parameters.host)
+                }
+                return try await discovery.onAvahiThread {
                     try discovery.advertise(
                         name: parameters.name, type: parameters.type, port: parameters.port,
                         txt: parameters.txt ?? [:], subtypes: parameters.subtypes ?? [], domain: parameters.domain,
                         host: parameters.host)
                 }
             }
-            let id = String(advertisement.id)
+            let id = advertisement.registrationID
             registrations.add(
                 id: id, owner: context.peer.uid, connection: context.connectionID, advertisement: advertisement)
             // The registration lives as long as this call, which lives as long as its connection.
@@ -96,19 +111,24 @@ public enum DiscoveryMethods {
 
         routes.register(Methods.browseTypes) { parameters, _ in
             let types = try await DiscoverySubject(parameter: "domain").mapErrors {
-                try await discovery.browseTypes(domain: parameters.domain)
+                if let wideArea, let domain = parameters.domain, WideAreaDomain.isUnicast(domain) {
+                    return try await wideArea.browseTypes(domain: domain)
+                }
+                return try await discovery.browseTypes(domain: parameters.domain)
             }
             return BrowseTypesReply(types: types)
         }
 
         routes.register(Methods.browseDomains) { _, _ in
-            BrowseDomainsReply(domains: try await DiscoverySubject().mapErrors { try await discovery.browseDomains() })
+            let local = try await DiscoverySubject().mapErrors { try await discovery.browseDomains() }
+            let unicast = await wideArea?.browseDomains() ?? []
+            return BrowseDomainsReply(domains: Array(Set(local + unicast)).sorted())
         }
     }
 
     /// Streams an advertisement's events until it fails, is withdrawn, or the call is cancelled.
     static func follow(
-        _ advertisement: Advertisement, id: String, requestedName: String?, _ context: CallContext
+        _ advertisement: any ServiceRegistration, id: String, requestedName: String?, _ context: CallContext
     ) async throws -> AdvertiseReply {
         var name = requestedName ?? ""
         for await event in advertisement.events {

@@ -1,6 +1,7 @@
 import DiscoverAPI
 import Discovery
 import Foundation
+import WideAreaDiscovery
 
 // Discovery's domain types as the wire types of io.discoverd.Discovery (API.md), and its errors as the interface's
 // varlink errors. This is the only place either mapping is written.
@@ -18,6 +19,8 @@ struct DiscoverySubject: Sendable {
             return try await body()
         } catch let error as DiscoveryError {
             throw DiscoveryCallError(error: error, subject: self)
+        } catch let error as WideAreaError {
+            throw WideAreaCallError(error: error, subject: self)
         }
     }
 }

@@ -8,7 +8,7 @@ public final class RegistrationTable: Sendable {
     private struct Entry {
         var owner: UInt32
         var connection: UInt64
-        var advertisement: Advertisement
+        var advertisement: any ServiceRegistration
     }
 
     private let entries = NIOLockedValueBox([String: Entry]())
@@ -16,7 +16,7 @@ public final class RegistrationTable: Sendable {
     /// An empty table.
     public init() {}
 
-    func add(id: String, owner: UInt32, connection: UInt64, advertisement: Advertisement) {
+    func add(id: String, owner: UInt32, connection: UInt64, advertisement: any ServiceRegistration) {
         entries.withLockedValue { $0[id] = Entry(owner: owner, connection: connection, advertisement: advertisement) }
     }
 
@@ -31,7 +31,7 @@ public final class RegistrationTable: Sendable {
     public var count: Int { entries.withLockedValue { $0.count } }
 
     /// The advertisement, if `peer` owns it or is root.
-    func owned(id: String, by peer: PeerCredentials) throws(VarlinkError) -> Advertisement {
+    func owned(id: String, by peer: PeerCredentials) throws(VarlinkError) -> any ServiceRegistration {
         guard let entry = entries.withLockedValue({ $0[id] }) else { throw .notFound(id) }
         guard peer.isRoot || peer.uid == entry.owner else { throw .permissionDenied }
         return entry.advertisement
