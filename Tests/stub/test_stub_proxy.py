@@ -140,3 +140,43 @@ def test_proxy_burst_is_bounded_and_no_amplifier(proxy):
     assert remote(DOMAIN, "SOA").rcode == "NOERROR"
     status = proxy.varlink().status()
     assert status["stub"]["local"] >= rcodes.count("NXDOMAIN")
+
+
+def test_remote_discoverd_browses_the_link_through_the_proxy(proxy, workdir):
+    """A second discoverd on host r (another network) whose upstream is the proxy's stub finds a python-zeroconf
+    peer on host A's link with `discover browse TYPE --domain DOMAIN`: unicast DNS-SD end to end."""
+    import json
+    import time
+
+    from stubkit import DISCOVERD_BIN, LAB_SCRIPT, REPO, Varlink, run
+
+    name = f"ZC Remote {uuid.uuid4().hex[:6]}"
+    peer = lab_popen("b", REPO / ".venv" / "bin" / "python", REPO / "lab" / "zcpeer.py", "publish", "--name", name,
+                     "--type", "_tictactoe._tcp", "--port", "4243", "--txt", "board=3x3")
+    remote_daemon = f"proxy-remote-{uuid.uuid4().hex[:4]}"
+    socket_path = workdir / f"{remote_daemon}.sock"
+    try:
+        assert peer.stdout.readline().startswith("ready"), "python-zeroconf peer did not come up"
+        run([LAB_SCRIPT, "spawn", "r", remote_daemon, DISCOVERD_BIN, "--socket", socket_path, "--state-dir",
+             workdir / f"{remote_daemon}-state", "--upstream", f"{REMOTE_SERVER}:{PORT}", "--stub-listen", "none"],
+            timeout=30)
+        assert wait_until(lambda: socket_path.exists(), timeout=15), "remote discoverd did not start"
+        discover = DISCOVERD_BIN.parent / "discover"
+        found = []
+
+        def browse_finds():
+            cp = run([discover, "--socket", socket_path, "browse", "_tictactoe._tcp", "--domain", DOMAIN,
+                      "--resolve", "--once", "--json"], check=False, timeout=30)
+            events = [json.loads(line) for line in cp.stdout.splitlines() if line.startswith("{")]
+            found[:] = [e for e in events if e.get("service", {}).get("name") == name]
+            return bool(found)
+
+        assert wait_until(browse_finds, timeout=20), "the remote discoverd did not find the peer through the proxy"
+        service = found[-1]["service"]
+        assert service["domain"].rstrip(".") == DOMAIN
+        assert service.get("port") == 4243, service
+        assert "192.0.2.2" in service.get("addresses", []), service
+        assert service.get("txt", {}).get("board") == "3x3", service
+    finally:
+        run([LAB_SCRIPT, "kill", remote_daemon], check=False, timeout=30)
+        stop(peer)
