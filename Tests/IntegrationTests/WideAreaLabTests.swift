@@ -89,6 +89,19 @@ struct WideAreaLabTests {
         #expect(printers.services?.map(\.name) == ["web one"])
     }
 
+    @Test func browseWithoutADomainCoversLocalAndTheBrowseDomains() async throws {
+        let daemon = try WideAreaLab.daemon()
+        defer { daemon.stop() }
+        let client = DiscoverClient(socketPath: daemon.socketPath)
+        defer { Task { await client.close() } }
+        // RFC 6763 §11: no domain means local and the browse domains; the one-shot answer comes once both the
+        // link (Avahi) and sd.lab.test (unicast) have said all-for-now.
+        let reply = try await client.call(Methods.browse, BrowseParameters(type: "_http._tcp"))
+        let unicast = (reply.services ?? []).filter { $0.domain == WideAreaLab.browseZone }
+        #expect(Set(unicast.map(\.name)) == ["big txt", "web one", "web two", "bad target", "ghost"], "\(reply)")
+        #expect((reply.services ?? []).allSatisfy { $0.domain == "local" || $0.domain == WideAreaLab.browseZone })
+    }
+
     // MARK: - Registration
 
     @Test func advertiseWritesExactlyItsRecordsAndWithdrawDeletesThem() async throws {

@@ -27,11 +27,23 @@ public enum DiscoveryMethods {
                         type: parameters.type, domain: domain, subtype: parameters.subtype,
                         resolve: parameters.resolve ?? false)
                 }
-                return try await discovery.onAvahiThread {
+                let local = try await discovery.onAvahiThread {
                     try discovery.browse(
                         type: parameters.type, domain: parameters.domain, subtype: parameters.subtype,
                         interface: parameters.interface, resolve: parameters.resolve ?? false)
                 }
+                // No domain: the link and the unicast browse domains (RFC 6763 §11), as one stream.
+                guard let wideArea, parameters.domain == nil, parameters.interface == nil else { return local }
+                var streams = [local]
+                for domain in await wideArea.defaultBrowseDomains() {
+                    if let unicast = try? wideArea.browse(
+                        type: parameters.type, domain: domain, subtype: parameters.subtype,
+                        resolve: parameters.resolve ?? false)
+                    {
+                        streams.append(unicast)
+                    }
+                }
+                return MergedBrowse.merge(streams)
             }
             if context.more {
                 try await subject.mapErrors {

@@ -1,0 +1,42 @@
+import Discovery
+import NIOConcurrencyHelpers
+
+/// Several browses as one stream: a Browse without a domain covers `local` and the unicast browse domains
+/// (RFC 6763 §11: the configured ones and the `lb._dns-sd._udp` "legacy browse" domains).
+///
+/// `allForNow` comes once every source has said it. The first source (the link, through Avahi) decides how
+/// the stream ends: its error ends the merged stream; a unicast domain that fails only stops contributing, so a
+/// dead DNS server never takes the link's services away.
+enum MergedBrowse {
+    static func merge(_ streams: [AsyncThrowingStream<BrowseEvent, any Error>]) -> AsyncThrowingStream<BrowseEvent, any Error> {
+        guard streams.count > 1 else { return streams.first ?? AsyncThrowingStream { $0.finish() } }
+        return AsyncThrowingStream { continuation in
+            // Sources that have not said all-for-now yet.
+            let waiting = NIOLockedValueBox(Set(streams.indices))
+            @Sendable func reachedAllForNow(_ index: Int) {
+                let done = waiting.withLockedValue { pending in
+                    pending.remove(index) != nil && pending.isEmpty
+                }
+                if done { continuation.yield(.allForNow) }
+            }
+            let task = Task {
+                await withTaskGroup(of: Void.self) { group in
+                    for (index, stream) in streams.enumerated() {
+                        group.addTask {
+                            do {
+                                for try await event in stream {
+                                    if case .allForNow = event { reachedAllForNow(index) } else { continuation.yield(event) }
+                                }
+                                if index == 0 { continuation.finish() }
+                            } catch {
+                                if index == 0 { continuation.finish(throwing: error) } else { reachedAllForNow(index) }
+                            }
+                        }
+                    }
+                }
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+}
