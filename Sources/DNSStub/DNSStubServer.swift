@@ -36,6 +36,8 @@ public final class DNSStubServer: ServiceLifecycle.Service, Sendable {
     private let logger: Logger
     private let channels = Mutex<[any Channel]>([])
     private let bound = Mutex<[String]>([])
+    /// `bind()` ran (whatever it managed to bind): `run()` does not try again.
+    private let didBind = Atomic<Bool>(false)
     private let tcpConnections = Atomic<Int>(0)
 
     public init(
@@ -56,6 +58,7 @@ public final class DNSStubServer: ServiceLifecycle.Service, Sendable {
 
     /// Binds every listen address and adopts inherited sockets. Failures are logged, not thrown.
     public func bind() async {
+        didBind.store(true, ordering: .relaxed)
         for socket in inherited {
             do {
                 if socket.isStream {
@@ -77,36 +80,44 @@ public final class DNSStubServer: ServiceLifecycle.Service, Sendable {
     }
 
     private func bind(_ address: ListenAddress) async {
+        var failures: [(transport: String, reason: String)] = []
+        var udp: [any Channel] = []
         do {
             // One UDP socket per event loop, all on the same port (SO_REUSEPORT): the kernel spreads datagrams.
-            var udp: [any Channel] = []
             for loop in group.makeIterator() {
                 udp.append(try await udpBootstrap(reusePort: true, on: loop).bind(host: address.host, port: address.port).get())
             }
             for channel in udp { adopt(channel, nil) }
             bound.withLock { $0.append("udp \(address)") }
         } catch {
-            warnBind(address, "UDP", error)
+            for channel in udp { try? await channel.close() }
+            failures.append(("UDP", Self.reason(error)))
         }
         do {
             let channel = try await tcpBootstrap().bind(host: address.host, port: address.port).get()
             adopt(channel, "tcp \(address)")
         } catch {
-            warnBind(address, "TCP", error)
+            failures.append(("TCP", Self.reason(error)))
+        }
+        // One warning per address: "UDP and TCP" when both failed for the same reason.
+        let reasons = Set(failures.map(\.reason))
+        let groups: [(String, String)] =
+            reasons.count == 1 && failures.count == 2
+            ? [("UDP and TCP", failures[0].reason)] : failures.map { ($0.transport, $0.reason) }
+        for (transport, reason) in groups {
+            logger.warning(
+                "DNS stub: cannot listen on \(address) (\(transport)): \(reason); the varlink API keeps serving",
+                metadata: ["address": "\(address)", "transport": "\(transport)"])
         }
     }
 
-    private func warnBind(_ address: ListenAddress, _ transport: String, _ error: any Error) {
-        var reason = "\(error)"
-        if let io = error as? IOError {
-            reason = String(cString: strerror(io.errnoCode))
-            if io.errnoCode == EACCES {
-                reason += " (ports below 1024 need root, CAP_NET_BIND_SERVICE or a socket from systemd)"
-            }
+    private static func reason(_ error: any Error) -> String {
+        guard let io = error as? IOError else { return "\(error)" }
+        var reason = String(cString: strerror(io.errnoCode))
+        if io.errnoCode == EACCES {
+            reason += " (ports below 1024 need root, CAP_NET_BIND_SERVICE or a socket from systemd)"
         }
-        logger.warning(
-            "DNS stub: cannot listen on \(address) (\(transport)): \(reason); the varlink API keeps serving",
-            metadata: ["address": "\(address)", "transport": "\(transport)"])
+        return reason
     }
 
     private func adopt(_ channel: any Channel, _ description: String?) {
@@ -159,7 +170,7 @@ public final class DNSStubServer: ServiceLifecycle.Service, Sendable {
 
     /// Binds (if `bind()` was not called yet) and serves until graceful shutdown, then closes every socket.
     public func run() async throws {
-        if channels.withLock({ $0.isEmpty }) { await bind() }
+        if !didBind.load(ordering: .relaxed) { await bind() }
         let open = channels.withLock { $0 }
         if !open.isEmpty {
             logger.info("DNS stub listening", metadata: ["on": "\(listening.joined(separator: ", "))"])
