@@ -80,4 +80,15 @@ struct CacheHitTests {
         let after = try #require(resolver.cachedHTTPS("h3.test")?.memos.first ?? nil)
         #expect(after.generation != before.generation)
     }
+
+    @Test func statisticsCountAnAnsweredHitOnceAndAnAbandonedOneNotAtAll() async throws {
+        let (resolver, _, _) = Self.resolver(Self.script)
+        #expect(resolver.cachedHTTPS("h3.test") == nil)
+        #expect(resolver.cache.statistics.misses == 0, "the async path that follows counts the miss")
+        _ = try await resolver.resolveHTTPS("h3.test")
+        let before = resolver.cache.statistics
+        #expect(resolver.cachedHTTPS("h3.test") != nil)
+        #expect(resolver.cache.statistics.hits == before.hits + 1)
+        #expect(resolver.cache.statistics.misses == before.misses)
+    }
 }

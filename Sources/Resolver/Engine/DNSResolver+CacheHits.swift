@@ -59,6 +59,7 @@ extension DNSResolver {
         }
         Self.complete(&result, chain: chain, provenance: provenance)
         result.elapsedMilliseconds = Self.milliseconds(since: start)
+        countHits(provenance)
         return CacheHit(value: result, memos: provenance.memos, refreshes: refreshes)
     }
 
@@ -89,7 +90,14 @@ extension DNSResolver {
             startRefreshes(refreshes)
             return nil
         }
+        countHits(provenance)
         return CacheHit(value: resolution, memos: provenance.memos, refreshes: refreshes)
+    }
+
+    /// Counts the lookups of a hit that is answered (they were made uncounted).
+    private func countHits(_ provenance: Provenance) {
+        let stale = UInt64(provenance.staleKeys.count)
+        cache.countHits(fresh: UInt64(provenance.memos.count) - stale, stale: stale)
     }
 
     /// Starts the refreshes a synchronous cache answer was elected to run.
@@ -107,7 +115,8 @@ extension DNSResolver {
         var chain = AliasChain(start: name, maximumHops: configuration.maximumAliasHops)
         while true {
             let key = CacheKey(name: chain.current, type: type.rawValue)
-            let lookup = cache.lookup(key, optimistic: optimistic)
+            // Not counted yet: when the hit is abandoned, the async path looks the same keys up again.
+            let lookup = cache.lookup(key, optimistic: optimistic, counting: false)
             guard let entry = Self.account(lookup, key: key, provenance: &provenance) else { return nil }
             if lookup.shouldRefresh { refreshes.items.append(.init(key: key, name: chain.current, type: type)) }
             if let result = try cnameStep(entry, name: name, type: type, chain: &chain, provenance: provenance) {
