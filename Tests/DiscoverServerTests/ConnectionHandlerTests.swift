@@ -247,3 +247,71 @@ func eventuallyTrue(timeout: Duration = .seconds(10), _ condition: @Sendable () 
     }
     return condition()
 }
+
+/// The hot path of the handler: synchronous answers keep their slot, a read batch is flushed once.
+@Suite struct ConnectionHandlerHotPathTests {
+    static func instant(_ gate: String) -> String {
+        #"{"method":"io.discoverd.Test.Instant","parameters":{"gate":"\#(gate)"}}"#
+    }
+
+    @Test func aSynchronousAnswerBehindASlowCallWaitsForItsTurn() async throws {
+        let gates = Gates()
+        gates.open("hit")
+        let harness = try await ConnectionHarness(routes: TestMethods.routes(gates))
+        try await harness.send(ConnectionHandlerTests.call("io.discoverd.Test.Wait", gate: "slow"))
+        try await harness.send(Self.instant("hit"))
+        #expect(try await harness.eventually { $0.heldReplyCount == 1 }, "the hit is answered and held")
+        #expect(gates.started.contains("immediate hit"), "answered synchronously, not by its task handler")
+        #expect(!gates.started.contains("hit"))
+        #expect(try await harness.pendingReplies().isEmpty, "nothing is written before the slow call answers")
+        gates.open("slow")
+        let first = try #require(try await harness.reply())
+        let second = try #require(try await harness.reply())
+        #expect((first["parameters"] as? [String: Any])?["gate"] as? String == "slow")
+        #expect((second["parameters"] as? [String: Any])?["gate"] as? String == "hit")
+        try await harness.finish()
+    }
+
+    @Test func aMissTakesTheTaskHandler() async throws {
+        let gates = Gates()
+        let harness = try await ConnectionHarness(routes: TestMethods.routes(gates))
+        try await harness.send(Self.instant("later"))
+        #expect(try await harness.eventually { _ in gates.started == ["later"] })
+        gates.open("later")
+        #expect(((try await harness.reply())?["parameters"] as? [String: Any])?["gate"] as? String == "later")
+        try await harness.finish()
+    }
+
+    @Test func aReadBatchOfHitsIsFlushedOnceAndWorkAfterTheWriteRunsAfterTheFlush() async throws {
+        let gates = Gates()
+        let names = (0..<8).map { "hit\($0)" }
+        for name in names { gates.open(name) }
+        let harness = try await ConnectionHarness(routes: TestMethods.routes(gates))
+        let flushesBefore = harness.stall.flushCount
+        let bytes: [UInt8] = names.flatMap { name -> [UInt8] in Array(Self.instant(name).utf8) + [0] }
+        try await harness.send(bytes: bytes)
+        #expect(harness.stall.flushCount - flushesBefore == 1, "eight replies, one flush")
+        var answered: [String] = []
+        for _ in names {
+            let reply = try #require(try await harness.reply())
+            answered.append((reply["parameters"] as? [String: Any])?["gate"] as? String ?? "?")
+        }
+        #expect(answered == names)
+        // Every afterWrite ran once, after all the replies were answered synchronously.
+        let started = gates.started
+        #expect(started == names.map { "immediate " + $0 } + names.map { "after " + $0 })
+        try await harness.finish()
+    }
+
+    @Test func theHotMethodsParametersAreReadByTheScanner() async throws {
+        let gates = Gates()
+        let router = MethodRouter(TestMethods.routes(gates), logger: .init(label: "test"))
+        let call = try router.decode(ArraySlice(Array(Self.instant("x").utf8)))
+        #expect(call.decodedParameters == nil, "GateParameters is not scannable: Codable reads it")
+        var routes = RouteTable()
+        routes.register(Methods.resolveHTTPS) { _, _ in throw VarlinkError.resolverTimeout }
+        let hot = try MethodRouter(routes, logger: .init(label: "test")).decode(
+            ArraySlice(Array(#"{"method":"io.discoverd.Resolver.ResolveHTTPS","parameters":{"name":"a.test"}}"#.utf8)))
+        #expect(hot.decodedParameters as? ResolveHTTPSParameters == ResolveHTTPSParameters(name: "a.test"))
+    }
+}

@@ -13,6 +13,18 @@ public struct JSONWriter {
         bytes.reserveCapacity(capacity)
     }
 
+    /// Continues after `bytes`, which end inside an object after a value (the next field gets a comma).
+    public init(continuing bytes: [UInt8], reserving extra: Int = 128) {
+        self.bytes = bytes
+        self.bytes.reserveCapacity(bytes.count + extra)
+        needsComma = true
+    }
+
+    /// Appends bytes already written by a writer (the end of a template).
+    public mutating func raw(_ written: [UInt8]) {
+        bytes.append(contentsOf: written)
+    }
+
     public mutating func beginObject() {
         separate()
         bytes.append(UInt8(ascii: "{"))
@@ -172,17 +184,34 @@ public protocol JSONWritable {
 extension ResolveHTTPSReply: JSONWritable {
     public func write(to writer: inout JSONWriter) {
         writer.beginObject()
+        writeConstantHead(to: &writer)
+        Self.writePerCall(to: &writer, source: source, ttl: ttl, staleSeconds: staleSeconds, timing: timing)
+        writeConstantTail(to: &writer)
+        writer.endObject()
+    }
+
+    /// The fields that are the same for every hit of a cache entry, before the per-call ones.
+    func writeConstantHead(to writer: inout JSONWriter) {
         writer.field("name", name)
         writer.field("queryName", queryName)
         writer.field("aliasChain", strings: aliasChain)
         writer.field("records", array: records)
         writer.field("h3", h3)
+    }
+
+    /// The fields that change from call to call (``EncodedHTTPSReply`` patches them).
+    static func writePerCall(
+        to writer: inout JSONWriter, source: AnswerSource, ttl: Int, staleSeconds: Int?, timing: Timing
+    ) {
         writer.field("source", source.rawValue)
         writer.field("ttl", ttl)
         writer.field("staleSeconds", staleSeconds)
         writer.field("timing", timing)
+    }
+
+    /// The constant fields after the per-call ones.
+    func writeConstantTail(to writer: inout JSONWriter) {
         writer.field("note", note)
-        writer.endObject()
     }
 }
 

@@ -49,8 +49,10 @@ public struct VarlinkCall: Sendable {
     public var oneway: Bool
     /// The keys of the parameters object (empty when it is missing or null).
     public var parameterKeys: Set<String>
-    /// The raw message, kept to decode typed parameters without re-encoding.
+    /// The raw message, kept to decode typed parameters without re-encoding (empty when the scanner read them).
     public var raw: Data
+    /// The typed parameters when ``VarlinkCallScanner`` already read them: ``parameters(_:)`` returns them as is.
+    public var decodedParameters: (any VarlinkParameters)?
 
     /// The interface part of `method` (everything before the last dot).
     public var interface: Substring {
@@ -96,9 +98,26 @@ public struct VarlinkCall: Sendable {
             parameterKeys: envelope.parameters.map { Set($0.keys) } ?? [], raw: data)
     }
 
+    /// Decodes a call in one pass when its method's parameters are in `scannable` and the scanner understands the
+    /// message; otherwise (and for every other method) exactly as ``decode(_:)``.
+    public static func decode(
+        _ bytes: ArraySlice<UInt8>, scannable: [String: any ScannableParameters.Type]
+    ) throws(VarlinkError) -> VarlinkCall {
+        if !scannable.isEmpty, let scanned = VarlinkCallScanner.scan(bytes), let type = scannable[scanned.method],
+            let parameters = type.init(scanned: scanned.parameters ?? ScannedParameters())
+        {
+            return VarlinkCall(
+                method: scanned.method, more: scanned.more, oneway: scanned.oneway,
+                parameterKeys: Set(scanned.parameters?.fields.map(\.key) ?? []), raw: Data(),
+                decodedParameters: parameters)
+        }
+        return try decode(bytes)
+    }
+
     /// Decodes the typed parameters.
     /// - Throws: `org.varlink.service.InvalidParameter` naming the first missing, unknown or mistyped parameter.
     public func parameters<P: VarlinkParameters>(_ type: P.Type = P.self) throws(VarlinkError) -> P {
+        if let decodedParameters = decodedParameters as? P { return decodedParameters }
         // CodingKeys(stringValue:) is a switch: no set is built per call.
         if let unknown = parameterKeys.sorted().first(where: { P.CodingKeys(stringValue: $0) == nil }) {
             throw .invalidParameter(unknown)

@@ -6,6 +6,7 @@ import Logging
 /// Built once at start-up from a ``RouteTable`` and immutable afterwards, so it is shared by every connection.
 public struct MethodRouter: Sendable {
     typealias Handler = @Sendable (VarlinkCall, CallContext) async throws -> [UInt8]
+    typealias ImmediateHandler = @Sendable (VarlinkCall, PeerCredentials) -> ImmediateReply?
 
     struct Route: Sendable {
         var requiresMore: Bool
@@ -15,12 +16,29 @@ public struct MethodRouter: Sendable {
     }
 
     private let routes: [String: Route]
+    private let immediate: [String: ImmediateHandler]
+    /// Parameter types the call scanner reads in one pass, by method.
+    let scannable: [String: any ScannableParameters.Type]
     private let logger: Logger
 
     /// Freezes the routes of `table`.
     public init(_ table: RouteTable, logger: Logger) {
         self.routes = table.routes
+        self.immediate = table.immediate
+        self.scannable = table.scannable
         self.logger = logger
+    }
+
+    /// Decodes a call message: in one pass for the methods whose parameters the scanner reads, else with Codable.
+    func decode(_ message: ArraySlice<UInt8>) throws(VarlinkError) -> VarlinkCall {
+        try VarlinkCall.decode(message, scannable: scannable)
+    }
+
+    /// The synchronous answer to a one-shot call, when its method has one and it applies (a cache hit); nil sends
+    /// the call to ``dispatch(_:context:)``.
+    func immediateReply(_ call: VarlinkCall, peer: PeerCredentials) -> ImmediateReply? {
+        guard !call.more, !call.oneway, let handler = immediate[call.method] else { return nil }
+        return handler(call, peer)
     }
 
     /// Runs the call and returns its final reply (NUL-terminated), or nil when the call was cancelled.

@@ -3,6 +3,10 @@ import DiscoverAPI
 /// Collects routes while the daemon wires its components together; ``MethodRouter`` freezes them.
 public struct RouteTable: Sendable {
     var routes: [String: MethodRouter.Route] = [:]
+    /// Methods whose parameters ``VarlinkCallScanner`` can read, with their parameter types.
+    var scannable: [String: any ScannableParameters.Type] = [:]
+    /// Synchronous answers tried on the event loop before a method's handler runs in a task.
+    var immediate: [String: MethodRouter.ImmediateHandler] = [:]
 
     /// An empty table.
     public init() {}
@@ -21,10 +25,24 @@ public struct RouteTable: Sendable {
         _ method: VarlinkMethod<P, R>, requiresMore: Bool = false, whenReaderTooSlow: VarlinkError? = nil,
         _ body: @escaping @Sendable (P, CallContext) async throws -> R
     ) {
+        if let scannable = P.self as? any ScannableParameters.Type { self.scannable[method.name] = scannable }
         routes[method.name] = MethodRouter.Route(requiresMore: requiresMore, readerTooSlow: whenReaderTooSlow) {
             call, context in
             let parameters = try call.parameters(P.self)
             return try VarlinkReply.encode(try await body(parameters, context))
+        }
+    }
+
+    /// Registers a synchronous answer for one-shot calls of a method registered with ``register(_:requiresMore:whenReaderTooSlow:_:)``:
+    /// `body` runs on the connection's event loop and must not block. When it returns nil (a cache miss, or
+    /// parameters it does not handle) the call takes the method's normal handler, in a task, as if `body` did not
+    /// exist; so `body` must only answer what the handler would answer the same way.
+    public mutating func registerImmediate<P, R>(
+        _ method: VarlinkMethod<P, R>, _ body: @escaping @Sendable (P, PeerCredentials) -> ImmediateReply?
+    ) {
+        immediate[method.name] = { call, peer in
+            guard let parameters = try? call.parameters(P.self) else { return nil }
+            return body(parameters, peer)
         }
     }
 }

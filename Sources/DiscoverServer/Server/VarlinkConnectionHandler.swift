@@ -14,6 +14,10 @@ import NIOCore
 /// stream ends. Its task is cancelled and, when its method declares one (`Browse`: `SubscriberTooSlow`), that
 /// error is its final reply and the connection goes on; otherwise the connection is closed. Other connections
 /// never wait for it. All state is confined to the channel's event loop.
+///
+/// The hot path: a call the router can answer synchronously (a cache hit, see
+/// ``RouteTable/registerImmediate(_:_:)``) is answered here, without a `Task`, and queued in its slot like any
+/// other reply. Replies written while a read batch is being handled are flushed once, when the batch ends.
 final class VarlinkConnectionHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
@@ -54,6 +58,11 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
     private var closing = false
     /// The client shut down its write side: close once every call has answered.
     private var inputClosed = false
+    /// Inside `channelRead`: replies are written now and flushed once in `channelReadComplete`.
+    private var inReadBatch = false
+    private var flushPending = false
+    /// Work that waits until the replies before it are on their way (refreshes of stale answers).
+    private var afterFlush: [@Sendable () -> Void] = []
 
     /// - Parameter peer: who is calling until `SO_PEERCRED` says otherwise (tests over channels without a socket).
     init(
@@ -97,8 +106,26 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !closing else { return }
         let buffer = unwrapInboundIn(data)
+        inReadBatch = true
         framer.append(buffer.readableBytesView)
         decodeQueuedMessages(context: context)
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        inReadBatch = false
+        if flushPending {
+            flushPending = false
+            context.flush()
+        }
+        runAfterFlush()
+        context.fireChannelReadComplete()
+    }
+
+    private func runAfterFlush() {
+        guard !afterFlush.isEmpty else { return }
+        let work = afterFlush
+        afterFlush.removeAll()
+        for item in work { item() }
     }
 
     /// Turns buffered bytes into queued calls, up to the queue limit; the rest waits in the framer.
@@ -145,7 +172,7 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
         let id = nextSlotID
         nextSlotID += 1
         do {
-            let call = try VarlinkCall.decode(message)
+            let call = try router.decode(message)
             slots.append(Slot(id: id, call: call))
         } catch {
             // The framing is intact, so the connection stays usable: answer in order and go on.
@@ -175,6 +202,13 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
     private func start(at index: CircularBuffer<Slot>.Index) {
         guard let call = slots[index].call, let context else { return }
         slots[index].started = true
+        if let immediate = router.immediateReply(call, peer: peer) {
+            slots[index].output.append(immediate.bytes)
+            slots[index].outputBytes += immediate.bytes.count
+            slots[index].done = true
+            if let afterWrite = immediate.afterWrite { afterFlush.append(afterWrite) }
+            return
+        }
         let slotID = slots[index].id
         let loop = context.eventLoop
         let bound = NIOLoopBound(self, eventLoop: loop)
@@ -243,7 +277,10 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
             guard slots[head].done else { break }
             slots.removeFirst()
         }
-        if wrote { context.flush() }
+        if wrote {
+            if inReadBatch { flushPending = true } else { context.flush() }
+        }
+        if !inReadBatch { runAfterFlush() }
     }
 
     /// Ends the stream of slot `id` when its reader has fallen more than `maxSendBuffer` bytes behind.
@@ -286,6 +323,8 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
     }
 
     private func cancelAll() {
+        // Refreshes elected by answered stale hits still run: the cache waits for them.
+        runAfterFlush()
         for slot in slots { slot.task?.cancel() }
         slots.removeAll()
         openStreams = 0

@@ -84,12 +84,15 @@ public final class OptimisticCache<Value: Sendable & Codable>: Sendable {
     /// - Parameters:
     ///   - key: The name, type and class asked for.
     ///   - optimistic: When false (the API's `optimistic: false`), a stale entry is reported as a miss; it is kept.
+    ///   - counting: Whether the hit and miss counters count this lookup. A caller that may redo the lookup passes
+    ///     false and reports what it used with ``countHits(fresh:stale:)``.
     /// - Returns: `.fresh`, `.stale` (only when optimistic and the name is not opted out) or `.miss`.
-    public func lookup(_ key: CacheKey, optimistic: Bool = true) -> CacheLookup<Value> {
+    public func lookup(_ key: CacheKey, optimistic: Bool = true, counting: Bool = true) -> CacheLookup<Value> {
         let now = clock.now()
+        let unit: UInt64 = counting ? 1 : 0
         return state.withLock { state in
             guard let index = state.entries.index(forKey: key) else {
-                state.statistics.misses += 1
+                state.statistics.misses += unit
                 return .miss
             }
             state.tick &+= 1
@@ -97,19 +100,19 @@ public final class OptimisticCache<Value: Sendable & Codable>: Sendable {
             let remaining = entry.expires - now
             if remaining > 0 {
                 state.entries.values[index].lastUsed = state.tick
-                state.statistics.hits += 1
+                state.statistics.hits += unit
                 return .fresh(entry.answer, remainingTTL: wholeSeconds(remaining.rounded(.up)))
             }
             let staleFor = -remaining
             // RFC 8767 §5: past the maximum stale timer the data is not used at all.
             if staleFor > Double(state.policy.maxStale) {
                 state.entries.remove(at: index)
-                state.statistics.misses += 1
+                state.statistics.misses += unit
                 return .miss
             }
             let policy = state.policy
             if !optimistic || entry.optedOut || (entry.answer.isNegative && !policy.serveStaleNegative) {
-                state.statistics.misses += 1
+                state.statistics.misses += unit
                 return .miss
             }
             // One refresh at a time per key; after a failure none before the recheck time (RFC 8767 §5).
@@ -120,7 +123,7 @@ public final class OptimisticCache<Value: Sendable & Codable>: Sendable {
                 state.statistics.refreshes += 1
             }
             state.entries.values[index].lastUsed = state.tick
-            state.statistics.staleServed += 1
+            state.statistics.staleServed += unit
             // RFC 8767 §4: stale records go out with a TTL greater than zero (30 s recommended).
             return .stale(
                 entry.answer,
@@ -128,6 +131,14 @@ public final class OptimisticCache<Value: Sendable & Codable>: Sendable {
                 answerTTL: policy.staleAnswerTTL,
                 shouldRefresh: shouldRefresh
             )
+        }
+    }
+
+    /// Counts lookups made with `counting: false` whose answers were used.
+    public func countHits(fresh: UInt64, stale: UInt64) {
+        state.withLock { state in
+            state.statistics.hits += fresh
+            state.statistics.staleServed += stale
         }
     }
 

@@ -30,7 +30,7 @@ public final class DNSResolver: Sendable {
     /// What `Alt-Svc` headers said, per origin.
     public let altSvc: AltSvcStore
     let transport: any DNSTransport
-    private let configuration: Configuration
+    let configuration: Configuration
     private let logger: Logger
     /// One task per (name, type) being fetched from upstream: coalescing and the refreshes `more` waits for.
     private let inflight = Mutex<[CacheKey: Task<FetchOutcome, Never>]>([:])
@@ -137,6 +137,12 @@ public final class DNSResolver: Sendable {
         let start = ContinuousClock.now
         let host = try Self.validate(name)
         let (addresses, provenance) = try await addresses(host, family: family, optimistic: optimistic)
+        return try Self.addressResolution(host, addresses, provenance, since: start)
+    }
+
+    static func addressResolution(
+        _ host: String, _ addresses: TargetAddresses, _ provenance: Provenance, since start: ContinuousClock.Instant
+    ) throws(ResolverError) -> AddressResolution {
         if addresses.ipv4 == nil && addresses.ipv6 == nil {
             throw ResolverError(code: .noSuchName, name: host, attempts: provenance.attempts)
         }
@@ -307,61 +313,95 @@ public final class DNSResolver: Sendable {
     {
         var chain = AliasChain(start: queryName, maximumHops: configuration.maximumAliasHops)
         var provenance = Provenance()
-        var result = HTTPSResolution(
-            name: host, queryName: queryName, aliasChain: [], bindings: [], h3: false, fallbackTarget: host,
-            source: .cache, ttl: 0, staleSeconds: nil, attempts: [], elapsedMilliseconds: 0)
-        resolution: while true {
+        var result = Self.startResolution(host: host, queryName: queryName)
+        while true {
             let rrset = try await records(chain.current, type: type, optimistic: optimistic, provenance: &provenance)
-            do {
-                for alias in rrset.cnames { try chain.follow(to: alias) }
-            } catch {
-                result.note = error.description
-                break resolution
-            }
-            switch rrset.answer {
-            case .nxdomain:
-                // The host itself does not exist. A missing port-prefixed name, or a dangling alias target,
-                // only means there are no HTTPS records.
-                if chain.aliases.isEmpty && queryName == host {
-                    throw ResolverError(code: .noSuchName, name: host, attempts: provenance.attempts)
-                }
-                if !chain.aliases.isEmpty { result.fallbackTarget = chain.current }
-                break resolution
-            case .nodata:
-                if !chain.aliases.isEmpty { result.fallbackTarget = chain.current }
-                break resolution
-            case .records(let records, let owner):
-                switch HTTPSProcessing.process(records: records, ownerName: owner) {
-                case .alias(let target):
-                    do {
-                        try chain.follow(to: target)
-                    } catch {
-                        // RFC 9460 §2.4.2: a loop or an overlong chain leaves the client without SVCB records.
-                        result.note = error.description
-                        break resolution
-                    }
-                case .serviceUnavailable:
-                    result.note = "AliasMode \".\": the service is not available (RFC 9460 §2.5.1)"
-                    break resolution
-                case .malformed(let error):
-                    result.note = "malformed \(type) RRset ignored (RFC 9460 §2.2): \(error)"
-                    break resolution
-                case .bindings(let bindings):
-                    result.bindings = bindings
-                    result.fallbackTarget = chain.current
-                    let ignored = HTTPSProcessing.ignoredRecords(records: records, ownerName: owner)
-                    if !ignored.isEmpty { result.note = ignored.joined(separator: "; ") }
-                    break resolution
-                }
+            if try bindingStep(rrset, host: host, queryName: queryName, type: type, chain: &chain, result: &result, provenance: provenance) {
+                break
             }
         }
+        Self.complete(&result, chain: chain, provenance: provenance)
+        return (result, provenance)
+    }
+
+    /// A resolution of `queryName` before its first record is looked at.
+    static func startResolution(host: String, queryName: String) -> HTTPSResolution {
+        HTTPSResolution(
+            name: host, queryName: queryName, aliasChain: [], bindings: [], h3: false, fallbackTarget: host,
+            source: .cache, ttl: 0, staleSeconds: nil, attempts: [], elapsedMilliseconds: 0)
+    }
+
+    /// Fills in what the whole chain decides: aliases, h3, source, TTL.
+    static func complete(_ result: inout HTTPSResolution, chain: AliasChain, provenance: Provenance) {
         result.aliasChain = chain.aliases
         result.h3 = result.bindings.contains(where: \.supportsH3)
         result.source = provenance.source
         result.ttl = provenance.reportedTTL
         result.staleSeconds = provenance.staleSeconds
         result.attempts = provenance.attempts
-        return (result, provenance)
+    }
+
+    /// The RFC 9460 processing of an HTTPS/SVCB RRset and the notes about ignored records; the same for every hit
+    /// of a cache entry, so computed once per entry.
+    struct ProcessedRRset: Sendable {
+        var outcome: HTTPSRRSetOutcome
+        var ignored: [String]
+    }
+
+    /// One hop of RFC 9460 processing: applies the RRset of `chain.current` to `result`; true when the resolution
+    /// is complete, false when an alias leads on to `chain.current`.
+    func bindingStep(
+        _ rrset: RRsetResult, host: String, queryName: String, type: RRType, chain: inout AliasChain,
+        result: inout HTTPSResolution, provenance: Provenance
+    ) throws(ResolverError) -> Bool {
+        do {
+            for alias in rrset.cnames { try chain.follow(to: alias) }
+        } catch {
+            result.note = error.description
+            return true
+        }
+        switch rrset.answer {
+        case .nxdomain:
+            // The host itself does not exist. A missing port-prefixed name, or a dangling alias target,
+            // only means there are no HTTPS records.
+            if chain.aliases.isEmpty && queryName == host {
+                throw ResolverError(code: .noSuchName, name: host, attempts: provenance.attempts)
+            }
+            if !chain.aliases.isEmpty { result.fallbackTarget = chain.current }
+            return true
+        case .nodata:
+            if !chain.aliases.isEmpty { result.fallbackTarget = chain.current }
+            return true
+        case .records(let records, let owner):
+            let compute = {
+                ProcessedRRset(
+                    outcome: HTTPSProcessing.process(records: records, ownerName: owner),
+                    ignored: HTTPSProcessing.ignoredRecords(records: records, ownerName: owner))
+            }
+            let processed = rrset.memo?.derived(compute) ?? compute()
+            switch processed.outcome {
+            case .alias(let target):
+                do {
+                    try chain.follow(to: target)
+                } catch {
+                    // RFC 9460 §2.4.2: a loop or an overlong chain leaves the client without SVCB records.
+                    result.note = error.description
+                    return true
+                }
+                return false
+            case .serviceUnavailable:
+                result.note = "AliasMode \".\": the service is not available (RFC 9460 §2.5.1)"
+                return true
+            case .malformed(let error):
+                result.note = "malformed \(type) RRset ignored (RFC 9460 §2.2): \(error)"
+                return true
+            case .bindings(let bindings):
+                result.bindings = bindings
+                result.fallbackTarget = chain.current
+                if !processed.ignored.isEmpty { result.note = processed.ignored.joined(separator: "; ") }
+                return true
+            }
+        }
     }
 
     // MARK: - Addresses
@@ -378,6 +418,14 @@ public final class DNSResolver: Sendable {
             return try await self.addressRecords(name, type: .a, optimistic: optimistic)
         }
         let (six, four) = await (v6, v4)
+        return try Self.combine(six: six, four: four, family: family)
+    }
+
+    /// The addresses of both families together; throws the first failure when neither family has addresses.
+    static func combine(
+        six: Result<([String]?, Provenance), ResolverError>, four: Result<([String]?, Provenance), ResolverError>,
+        family: AddressFamilies
+    ) throws(ResolverError) -> (TargetAddresses, Provenance) {
         var provenance = Provenance()
         var addresses = TargetAddresses()
         var failure: ResolverError?
@@ -413,12 +461,17 @@ public final class DNSResolver: Sendable {
     {
         var provenance = Provenance()
         let rrset = try await records(name, type: type, optimistic: optimistic, provenance: &provenance)
+        return (Self.addressList(rrset, type: type), provenance)
+    }
+
+    /// The address texts of an A or AAAA RRset (computed once per cache entry); nil for NXDOMAIN, empty for NODATA.
+    static func addressList(_ rrset: RRsetResult, type: RRType) -> [String]? {
         switch rrset.answer {
-        case .nxdomain: return (nil, provenance)
-        case .nodata: return ([], provenance)
+        case .nxdomain: return nil
+        case .nodata: return []
         case .records(let records, _):
-            let addresses = records.compactMap { try? (type == .a ? $0.ipv4Address() : $0.ipv6Address()) }
-            return (addresses, provenance)
+            let compute = { records.compactMap { try? (type == .a ? $0.ipv4Address() : $0.ipv6Address()) } }
+            return rrset.memo?.derived(compute) ?? compute()
         }
     }
 
@@ -434,6 +487,8 @@ public final class DNSResolver: Sendable {
         var answer: RRsetAnswer
         /// CNAME targets followed from the asked name.
         var cnames: [String]
+        /// The memo of the cache entry the records came from.
+        var memo: CacheEntryMemo?
     }
 
     /// The records of `type` at `name`, following CNAMEs (also across separate queries when an answer stops
@@ -443,26 +498,40 @@ public final class DNSResolver: Sendable {
     {
         var chain = AliasChain(start: name, maximumHops: configuration.maximumAliasHops)
         while true {
-            let current = chain.current
-            let entry = try await fetch(current, type: type, optimistic: optimistic, provenance: &provenance)
-            switch entry {
-            case .nxdomain: return RRsetResult(answer: .nxdomain, cnames: chain.aliases)
-            case .nodata: return RRsetResult(answer: .nodata, cnames: chain.aliases)
-            case .positive(let rrset):
-                var local = AliasChain(start: current, maximumHops: configuration.maximumAliasHops)
-                let matching: [ResourceRecord]
-                do {
-                    matching = try local.followCNAMEs(type: type, in: rrset.records)
-                    for alias in local.aliases { try chain.follow(to: alias) }
-                } catch {
-                    throw ResolverError(
-                        code: .upstreamFailure, name: name, rcode: "CNAME \(error.code.rawValue)",
-                        attempts: provenance.attempts)
-                }
-                if !matching.isEmpty { return RRsetResult(answer: .records(matching, owner: chain.current), cnames: chain.aliases) }
-                if local.aliases.isEmpty { return RRsetResult(answer: .nodata, cnames: chain.aliases) }
-                // The answer ended at a CNAME: ask for its target.
+            let entry = try await fetch(chain.current, type: type, optimistic: optimistic, provenance: &provenance)
+            if let result = try cnameStep(entry, name: name, type: type, chain: &chain, provenance: provenance) {
+                return result
             }
+        }
+    }
+
+    /// One hop of following CNAMEs: the records of `type` in the entry for `chain.current`, or nil when the entry
+    /// ends at a CNAME whose target must be asked next (then `chain.current` is that target).
+    func cnameStep(
+        _ entry: CacheAnswer<CachedRRset>, name: String, type: RRType, chain: inout AliasChain, provenance: Provenance
+    ) throws(ResolverError) -> RRsetResult? {
+        let current = chain.current
+        switch entry {
+        case .nxdomain: return RRsetResult(answer: .nxdomain, cnames: chain.aliases)
+        case .nodata: return RRsetResult(answer: .nodata, cnames: chain.aliases)
+        case .positive(let rrset):
+            var local = AliasChain(start: current, maximumHops: configuration.maximumAliasHops)
+            let matching: [ResourceRecord]
+            do {
+                matching = try local.followCNAMEs(type: type, in: rrset.records)
+                for alias in local.aliases { try chain.follow(to: alias) }
+            } catch {
+                throw ResolverError(
+                    code: .upstreamFailure, name: name, rcode: "CNAME \(error.code.rawValue)",
+                    attempts: provenance.attempts)
+            }
+            if !matching.isEmpty {
+                return RRsetResult(
+                    answer: .records(matching, owner: chain.current), cnames: chain.aliases, memo: rrset.memo)
+            }
+            if local.aliases.isEmpty { return RRsetResult(answer: .nodata, cnames: chain.aliases) }
+            // The answer ended at a CNAME: ask for its target.
+            return nil
         }
     }
 
@@ -471,31 +540,44 @@ public final class DNSResolver: Sendable {
         async throws(ResolverError) -> CacheAnswer<CachedRRset>
     {
         let key = CacheKey(name: name, type: type.rawValue)
-        switch cache.lookup(key, optimistic: optimistic) {
+        let lookup = cache.lookup(key, optimistic: optimistic)
+        if let answer = Self.account(lookup, key: key, provenance: &provenance) {
+            if lookup.shouldRefresh { _ = upstreamTask(for: key, name: name, type: type, isRefresh: true) }
+            return answer
+        }
+        let outcome = await upstreamTask(for: key, name: name, type: type, isRefresh: false).value
+        switch outcome {
+        case .answer(let answer, let ttl, let attempts):
+            provenance.sources.insert(.network)
+            provenance.ttl = min(provenance.ttl, ttl)
+            provenance.attempts += attempts
+            return answer
+        case .failure(let error):
+            var error = error
+            error.attempts = provenance.attempts + error.attempts
+            throw error
+        }
+    }
+
+    /// Records a cache answer (fresh or stale) in `provenance` and returns it; nil for a miss.
+    static func account(_ lookup: CacheLookup<CachedRRset>, key: CacheKey, provenance: inout Provenance)
+        -> CacheAnswer<CachedRRset>?
+    {
+        switch lookup {
         case .fresh(let answer, let remaining):
             provenance.sources.insert(.cache)
             provenance.ttl = min(provenance.ttl, remaining)
+            provenance.memos.append(answer.payload?.memo)
             return answer
-        case .stale(let answer, let staleSeconds, let answerTTL, let shouldRefresh):
-            if shouldRefresh { _ = upstreamTask(for: key, name: name, type: type, isRefresh: true) }
+        case .stale(let answer, let staleSeconds, let answerTTL, _):
             provenance.sources.insert(.expiredCache)
             provenance.ttl = min(provenance.ttl, answerTTL)
             provenance.staleSeconds = max(provenance.staleSeconds ?? 0, staleSeconds)
             provenance.staleKeys.append(key)
+            provenance.memos.append(answer.payload?.memo)
             return answer
         case .miss:
-            let outcome = await upstreamTask(for: key, name: name, type: type, isRefresh: false).value
-            switch outcome {
-            case .answer(let answer, let ttl, let attempts):
-                provenance.sources.insert(.network)
-                provenance.ttl = min(provenance.ttl, ttl)
-                provenance.attempts += attempts
-                return answer
-            case .failure(let error):
-                var error = error
-                error.attempts = provenance.attempts + error.attempts
-                throw error
-            }
+            return nil
         }
     }
 

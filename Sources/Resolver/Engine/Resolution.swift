@@ -16,6 +16,8 @@ struct Provenance: Sendable {
     var attempts: [QueryAttempt] = []
     /// Keys answered from expired cache: their refreshes are what a `more` caller waits for.
     var staleKeys: [CacheKey] = []
+    /// The memos of the cache entries used, in lookup order; nil for a negative entry without data.
+    var memos: [CacheEntryMemo?] = []
 
     var source: ResolutionSource {
         if sources.contains(.expiredCache) { return .expiredCache }
@@ -29,6 +31,7 @@ struct Provenance: Sendable {
         if let stale = other.staleSeconds { staleSeconds = max(staleSeconds ?? 0, stale) }
         attempts += other.attempts
         staleKeys += other.staleKeys
+        memos += other.memos
     }
 
     var reportedTTL: UInt32 { ttl == .max ? 0 : ttl }
@@ -145,6 +148,8 @@ public struct CachedRRset: Sendable, Codable, Hashable {
     /// The upstream was asked with the DO bit (RFC 3225), so the RRSIGs and NSEC proofs it sent are here; an
     /// entry without them is fetched again for a client that sets DO.
     public let dnssecOK: Bool
+    /// What hits derived from this entry (processed records, encoded replies); new for every stored answer.
+    public let memo = CacheEntryMemo()
 
     public init(records: [ResourceRecord], authority: [ResourceRecord] = [], dnssecOK: Bool = false) {
         self.records = records

@@ -119,8 +119,13 @@ final class StallingWriter: ChannelOutboundHandler, Sendable {
     typealias OutboundIn = ByteBuffer
     // Only touched on the channel's event loop, or before the handler is added.
     private let state = NIOLockedValueBox((stalled: false, pendingFlush: false))
+    private let flushes = NIOLockedValueBox(0)
+
+    /// How many flushes the connection handler issued.
+    var flushCount: Int { flushes.withLockedValue { $0 } }
 
     func flush(context: ChannelHandlerContext) {
+        flushes.withLockedValue { $0 += 1 }
         let stalled = state.withLockedValue { state -> Bool in
             if state.stalled { state.pendingFlush = true }
             return state.stalled

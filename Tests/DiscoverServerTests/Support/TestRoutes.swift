@@ -44,6 +44,8 @@ final class Gates: Sendable {
         }
     }
 
+    func isOpen(_ gate: String) -> Bool { state.withLockedValue { $0.open.contains(gate) } }
+
     func open(_ gate: String) {
         let waiting = state.withLockedValue { state in
             state.open.insert(gate)
@@ -64,6 +66,9 @@ enum TestMethods {
     static let flood = VarlinkMethod<GateParameters, GateReply>("io.discoverd.Test.Flood")
     /// Like `flood`, without a too-slow error: a slow reader loses its connection.
     static let floodWithoutError = VarlinkMethod<GateParameters, GateReply>("io.discoverd.Test.FloodWithoutError")
+
+    /// Answered synchronously (like a cache hit) when its gate is already open, else like `wait`.
+    static let instant = VarlinkMethod<GateParameters, GateReply>("io.discoverd.Test.Instant")
 
     static func routes(_ gates: Gates) -> RouteTable {
         var routes = RouteTable()
@@ -87,6 +92,18 @@ enum TestMethods {
             while true { try await Task.sleep(for: .seconds(1)) }
         }
         routes.register(flood, whenReaderTooSlow: .subscriberTooSlow, floodBody)
+        routes.register(instant) { parameters, _ in
+            gates.markStarted(parameters.gate)
+            await gates.wait(parameters.gate)
+            return GateReply(gate: parameters.gate)
+        }
+        routes.registerImmediate(instant) { parameters, _ in
+            guard gates.isOpen(parameters.gate) else { return nil }
+            gates.markStarted("immediate " + parameters.gate)
+            return ImmediateReply(
+                bytes: try! VarlinkReply.encode(GateReply(gate: parameters.gate)),
+                afterWrite: { gates.markStarted("after " + parameters.gate) })
+        }
         routes.register(floodWithoutError, floodBody)
         return routes
     }

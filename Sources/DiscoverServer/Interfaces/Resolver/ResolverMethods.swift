@@ -29,6 +29,8 @@ public enum ResolverMethods {
     ) {
         @Sendable func optimistic(_ requested: Bool?) -> Bool { (requested ?? true) && options.optimistic }
 
+        ResolverCacheHits.register(into: &routes, resolver: resolver, optimistic: optimistic)
+
         routes.register(Methods.resolveHTTPS) { parameters, context in
             let port = parameters.port ?? 443
             guard context.more else {

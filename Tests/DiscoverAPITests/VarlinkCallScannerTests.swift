@@ -1,0 +1,197 @@
+import Foundation
+import Testing
+
+@testable import DiscoverAPI
+
+/// The one-pass scanner of the hot methods against the Codable path: every shape it accepts decodes to the same
+/// call and parameters, and everything else falls back so the reply (the error in particular) is the same.
+@Suite("Varlink call scanner")
+struct VarlinkCallScannerTests {
+    static let scannable: [String: any ScannableParameters.Type] = [
+        "io.discoverd.Resolver.ResolveHTTPS": ResolveHTTPSParameters.self,
+        "io.discoverd.Resolver.ResolveAddresses": ResolveAddressesParameters.self,
+        "io.discoverd.Resolver.ConnectionPlan": ConnectionPlanParameters.self,
+    ]
+    static let https = "io.discoverd.Resolver.ResolveHTTPS"
+    static let addresses = "io.discoverd.Resolver.ResolveAddresses"
+    static let plan = "io.discoverd.Resolver.ConnectionPlan"
+
+    private static func bytes(_ text: String) -> ArraySlice<UInt8> { ArraySlice(Array(text.utf8)) }
+
+    /// The call both ways: scanned (when it can be) and with Codable only.
+    private static func both(_ text: String) throws -> (fast: VarlinkCall, codable: VarlinkCall) {
+        (try VarlinkCall.decode(bytes(text), scannable: scannable), try VarlinkCall.decode(bytes(text)))
+    }
+
+    private static func parameters<P: VarlinkParameters>(_ call: VarlinkCall, _ type: P.Type) -> Result<P, VarlinkError> {
+        Result { () throws(VarlinkError) -> P in try call.parameters(P.self) }
+    }
+
+    // MARK: - Accepted shapes
+
+    static let acceptedHTTPS: [(String, ResolveHTTPSParameters)] = [
+        (#"{"method":"\#(https)","parameters":{"name":"h3.lab.test"}}"#, .init(name: "h3.lab.test")),
+        (#"{"parameters":{"name":"a.test","port":8443},"method":"\#(https)"}"#, .init(name: "a.test", port: 8443)),
+        (#"{"method":"\#(https)","parameters":{"optimistic":false,"name":"a.test"}}"#, .init(name: "a.test", optimistic: false)),
+        (#"{"method":"\#(https)","parameters":{"name":"a.test","port":null,"optimistic":null}}"#, .init(name: "a.test")),
+        (#"{"method":"\#(https)","parameters":{"name":"a.test","port":-1}}"#, .init(name: "a.test", port: -1)),
+        (#"{"method":"\#(https)","parameters":{"name":"a.test","port":0}}"#, .init(name: "a.test", port: 0)),
+        (#"{"method":"\#(https)","parameters":{"name":""}}"#, .init(name: "")),
+        (" {\n\t\"method\" : \"\(https)\" , \"parameters\" : { \"name\" : \"a.test\" , \"port\" : 443 } } \r\n",
+            .init(name: "a.test", port: 443)),
+        (#"{"method":"\#(https)","more":false,"oneway":null,"parameters":{"name":"a.test"}}"#, .init(name: "a.test")),
+    ]
+
+    @Test(arguments: acceptedHTTPS.indices)
+    func acceptedResolveHTTPSShapesDecodeLikeCodable(index: Int) throws {
+        let (text, expected) = Self.acceptedHTTPS[index]
+        let (fast, codable) = try Self.both(text)
+        #expect(fast.decodedParameters != nil, "the scanner read it")
+        #expect(try fast.parameters(ResolveHTTPSParameters.self) == expected)
+        #expect(try codable.parameters(ResolveHTTPSParameters.self) == expected)
+        #expect(fast.method == codable.method && fast.more == codable.more && fast.oneway == codable.oneway)
+        #expect(fast.parameterKeys == codable.parameterKeys)
+    }
+
+    @Test func acceptedResolveAddressesAndConnectionPlanShapes() throws {
+        let cases: [(String, any VarlinkParameters & Equatable)] = [
+            (#"{"method":"\#(Self.addresses)","parameters":{"name":"a.test"}}"#, ResolveAddressesParameters(name: "a.test")),
+            (#"{"method":"\#(Self.addresses)","parameters":{"name":"a.test","family":"ipv6","optimistic":true}}"#,
+                ResolveAddressesParameters(name: "a.test", family: .ipv6, optimistic: true)),
+            (#"{"method":"\#(Self.addresses)","parameters":{"family":null,"name":"a.test"}}"#,
+                ResolveAddressesParameters(name: "a.test")),
+            (#"{"method":"\#(Self.plan)","parameters":{"host":"a.test"}}"#, ConnectionPlanParameters(host: "a.test")),
+            (#"{"method":"\#(Self.plan)","parameters":{"host":"a.test","port":8443,"assumeH3":true,"optimistic":false}}"#,
+                ConnectionPlanParameters(host: "a.test", port: 8443, optimistic: false, assumeH3: true)),
+        ]
+        for (text, expected) in cases {
+            let (fast, codable) = try Self.both(text)
+            #expect(fast.decodedParameters != nil, "\(text)")
+            if let expected = expected as? ResolveAddressesParameters {
+                #expect(try fast.parameters(ResolveAddressesParameters.self) == expected)
+                #expect(try codable.parameters(ResolveAddressesParameters.self) == expected)
+            } else if let expected = expected as? ConnectionPlanParameters {
+                #expect(try fast.parameters(ConnectionPlanParameters.self) == expected)
+                #expect(try codable.parameters(ConnectionPlanParameters.self) == expected)
+            }
+        }
+    }
+
+    @Test func moreAndOnewayAreRead() throws {
+        let call = try VarlinkCall.decode(
+            Self.bytes(#"{"method":"\#(Self.https)","more":true,"oneway":true,"parameters":{"name":"a.test"}}"#),
+            scannable: Self.scannable)
+        #expect(call.decodedParameters != nil)
+        #expect(call.more && call.oneway)
+    }
+
+    // MARK: - Everything else falls back, with the Codable path's outcome
+
+    /// Messages the scanner or the parameter initializers do not take; the reply must be what Codable says.
+    static let fallbacks: [String] = [
+        #"{"method":"\#(https)","parameters":{"nmae":"a.test"}}"#,  // unknown parameter
+        #"{"method":"\#(https)","parameters":{"name":"a.test","extra":1}}"#,
+        #"{"method":"\#(https)","parameters":{}}"#,  // missing name
+        #"{"method":"\#(https)"}"#,
+        #"{"method":"\#(https)","parameters":null}"#,
+        #"{"method":"\#(https)","parameters":{"name":42}}"#,  // wrong types
+        #"{"method":"\#(https)","parameters":{"name":null}}"#,
+        #"{"method":"\#(https)","parameters":{"name":true}}"#,
+        #"{"method":"\#(https)","parameters":{"name":"a.test","port":"443"}}"#,
+        #"{"method":"\#(https)","parameters":{"name":"a.test","port":true}}"#,
+        #"{"method":"\#(https)","parameters":{"name":"a.test","port":443.5}}"#,
+        #"{"method":"\#(https)","parameters":{"name":"a.test","port":443.0}}"#,
+        #"{"method":"\#(https)","parameters":{"name":"a.test","port":4e2}}"#,
+        #"{"method":"\#(https)","parameters":{"name":"a.test","port":99999999999999999999}}"#,
+        #"{"method":"\#(https)","parameters":{"name":"a.test","optimistic":1}}"#,
+        #"{"method":"\#(https)","parameters":{"name":"a.test","optimistic":"yes"}}"#,
+        #"{"method":"\#(https)","parameters":{"name":["a.test"]}}"#,  // nested values
+        #"{"method":"\#(https)","parameters":{"name":{"x":1}}}"#,
+        #"{"method":"\#(https)","parameters":{"name":"a\u002etest"}}"#,  // escapes and non-ASCII text
+        #"{"method":"\#(https)","parameters":{"name":"a\"b"}}"#,
+        #"{"method":"\#(https)","parameters":{"name":"bücher.test"}}"#,
+        #"{"method":"\#(https)","parameters":{"name":"a.test","name":"b.test"}}"#,  // repeated key
+        #"{"method":"\#(addresses)","parameters":{"name":"a.test","family":"ipv5"}}"#,
+        #"{"method":"\#(addresses)","parameters":{"name":"a.test","family":4}}"#,
+        #"{"method":"\#(plan)","parameters":{"name":"a.test"}}"#,
+        #"{"method":"\#(plan)","parameters":{"host":"a.test","assumeH3":"true"}}"#,
+        #"{"method":"\#(https)","parameters":{"name":"a.test"},"more":1}"#,  // envelope
+        #"{"method":"\#(https)","parameters":{"name":"a.test"},"upgrade":true}"#,
+        #"{"method":"\#(https)","parameters":{"name":"a.test"}} x"#,
+        #"{"method":"\#(https)","parameters":{"name":"a.test"}"#,
+        #"{"method":"io.discoverd.Daemon.Status","parameters":{}}"#,  // cold method
+        #"["method"]"#,
+        "",
+    ]
+
+    @Test(arguments: fallbacks)
+    func everythingElseGetsTheCodableOutcome(text: String) throws {
+        let fastCall: Result<VarlinkCall, VarlinkError> = Result { () throws(VarlinkError) in
+            try VarlinkCall.decode(Self.bytes(text), scannable: Self.scannable)
+        }
+        let codableCall: Result<VarlinkCall, VarlinkError> = Result { () throws(VarlinkError) in
+            try VarlinkCall.decode(Self.bytes(text))
+        }
+        switch (fastCall, codableCall) {
+        case (.failure(let fast), .failure(let codable)):
+            #expect(fast == codable)
+        case (.success(let fast), .success(let codable)):
+            #expect(fast.decodedParameters == nil, "the scanner left it to Codable")
+            #expect(fast.method == codable.method && fast.more == codable.more)
+            for type in Self.scannable.values {
+                #expect(Self.outcome(fast, type) == Self.outcome(codable, type), "\(type)")
+            }
+        default:
+            Issue.record("one path decoded the envelope and the other did not: \(fastCall) vs \(codableCall)")
+        }
+    }
+
+    /// A call's parameters as type `type`, or the error, in a comparable form.
+    private static func outcome(_ call: VarlinkCall, _ type: any ScannableParameters.Type) -> String {
+        func decode<P: VarlinkParameters>(_: P.Type) -> String {
+            switch parameters(call, P.self) {
+            case .success(let value): "\(value)"
+            case .failure(let error): "\(error.name) \(error.parameters)"
+            }
+        }
+        return decode(type)
+    }
+
+    @Test func unknownAndMistypedParametersStillNameTheParameter() throws {
+        let cases = [
+            (#"{"method":"\#(Self.https)","parameters":{"nmae":"a.test"}}"#, "nmae"),
+            (#"{"method":"\#(Self.https)","parameters":{"name":"a.test","port":"443"}}"#, "port"),
+            (#"{"method":"\#(Self.addresses)","parameters":{"name":"a.test","family":"ipv5"}}"#, "family"),
+            (#"{"method":"\#(Self.plan)","parameters":{"host":"a.test","assumeH3":1}}"#, "assumeH3"),
+        ]
+        for (text, parameter) in cases {
+            let call = try VarlinkCall.decode(Self.bytes(text), scannable: Self.scannable)
+            let name = call.method
+            let error: VarlinkError
+            switch name {
+            case Self.addresses: error = Self.failure(call, ResolveAddressesParameters.self)
+            case Self.plan: error = Self.failure(call, ConnectionPlanParameters.self)
+            default: error = Self.failure(call, ResolveHTTPSParameters.self)
+            }
+            #expect(error == .invalidParameter(parameter), "\(text)")
+        }
+    }
+
+    private static func failure<P: VarlinkParameters>(_ call: VarlinkCall, _ type: P.Type) -> VarlinkError {
+        if case .failure(let error) = parameters(call, type) { return error }
+        return .invalidParameter("(decoded)")
+    }
+
+    @Test func scannerReadsTheEnvelopeAndFlatObjectOnly() {
+        #expect(
+            VarlinkCallScanner.scan(#"{"method":"x.Y","parameters":{"a":"b","n":-12,"t":true,"z":null}}"#)
+                == VarlinkCallScanner.Call(
+                    method: "x.Y", more: false, oneway: false,
+                    parameters: ScannedParameters([("a", .string("b")), ("n", .int(-12)), ("t", .bool(true)), ("z", .null)])))
+        #expect(VarlinkCallScanner.scan(#"{"method":"x.Y"}"#)?.parameters == nil)
+        #expect(VarlinkCallScanner.scan(#"{"method":"x.Y","parameters":{"a":truex}}"#) == nil)
+        #expect(VarlinkCallScanner.scan(#"{"method":"x.Y","parameters":{"a":-0}}"#) == nil)
+        #expect(VarlinkCallScanner.scan(#"{"method":"x.Y","parameters":{"a":01}}"#) == nil)
+        #expect(VarlinkCallScanner.scan(#"{}"#) == nil, "no method")
+    }
+}

@@ -1,0 +1,94 @@
+import Testing
+
+@testable import Resolver
+
+/// Synchronous cache answers (the API's hot path) against the async methods they stand in for.
+@Suite("Cache hits")
+struct CacheHitTests {
+    static func resolver(_ script: [String: ScriptedTransport.Reply]) -> (DNSResolver, ScriptedTransport, ManualClock) {
+        let transport = ScriptedTransport(script)
+        let clock = ManualClock()
+        return (DNSResolver(transport: transport, clock: clock), transport, clock)
+    }
+
+    static let script: [String: ScriptedTransport.Reply] = [
+        ScriptedTransport.key("h3.test", .https): .answer([httpsRecord("h3.test.", priority: 1, target: ".", alpn: ["h3", "h2"])]),
+        ScriptedTransport.key("alias.test", .https): .answer([httpsRecord("alias.test.", priority: 0, target: "h3.test.")]),
+        ScriptedTransport.key("h3.test", .a): .answer([aRecord("h3.test.", [192, 0, 2, 1])]),
+        ScriptedTransport.key("h3.test", .aaaa): .answer([]),
+    ]
+
+    @Test func aMissIsNilAndQueriesNothing() {
+        let (resolver, transport, _) = Self.resolver(Self.script)
+        #expect(resolver.cachedHTTPS("h3.test") == nil)
+        #expect(resolver.cachedAddresses("h3.test") == nil)
+        #expect(resolver.cachedHTTPS("not a name!") == nil)
+        #expect(transport.total == 0)
+    }
+
+    @Test(arguments: ["h3.test", "alias.test", "H3.Test."])
+    func aHitEqualsTheAsyncAnswer(name: String) async throws {
+        let (resolver, transport, _) = Self.resolver(Self.script)
+        _ = try await resolver.resolveHTTPS(name)
+        var expected = try await resolver.resolveHTTPS(name)
+        let queries = transport.total
+        var hit = try #require(resolver.cachedHTTPS(name))
+        #expect(transport.total == queries)
+        expected.elapsedMilliseconds = 0
+        hit.value.elapsedMilliseconds = 0
+        #expect(hit.value == expected)
+        #expect(hit.value.source == .cache)
+        #expect(hit.memos.count == (name == "alias.test" ? 2 : 1))
+        #expect(hit.refreshes.isEmpty)
+    }
+
+    @Test func anAddressHitEqualsTheAsyncAnswer() async throws {
+        let (resolver, _, _) = Self.resolver(Self.script)
+        var expected = try await resolver.resolveAddresses("h3.test")
+        var hit = try #require(resolver.cachedAddresses("h3.test"))
+        expected.elapsedMilliseconds = 0
+        hit.value.elapsedMilliseconds = 0
+        expected.source = .cache
+        expected.attempts = []
+        expected.ttl = hit.value.ttl
+        #expect(hit.value == expected)
+        #expect(resolver.cachedAddresses("h3.test", family: .ipv4)?.value.addresses == ["192.0.2.1"])
+    }
+
+    @Test func aStaleHitLeavesItsRefreshToTheCaller() async throws {
+        let (resolver, transport, clock) = Self.resolver(Self.script)
+        _ = try await resolver.resolveHTTPS("h3.test")
+        clock.advance(400)
+        let hit = try #require(resolver.cachedHTTPS("h3.test"))
+        #expect(hit.value.source == .expiredCache)
+        #expect(hit.value.staleSeconds == 100)
+        #expect(!hit.refreshes.isEmpty)
+        #expect(transport.count("h3.test", .https) == 1, "no refresh before the caller starts it")
+        #expect(resolver.cachedHTTPS("h3.test")?.refreshes.isEmpty == true, "one refresh is elected")
+        resolver.startRefreshes(hit.refreshes)
+        for _ in 0..<500 where transport.count("h3.test", .https) < 2 { try await Task.sleep(for: .milliseconds(2)) }
+        #expect(transport.count("h3.test", .https) == 2)
+    }
+
+    @Test func aRefreshedEntryHasANewMemo() async throws {
+        let (resolver, _, clock) = Self.resolver(Self.script)
+        _ = try await resolver.resolveHTTPS("h3.test")
+        let before = try #require(resolver.cachedHTTPS("h3.test")?.memos.first ?? nil)
+        #expect(resolver.cachedHTTPS("h3.test")?.memos.first??.generation == before.generation, "same entry, same memo")
+        clock.advance(400)
+        _ = try await resolver.resolveHTTPS("h3.test", optimistic: false)
+        let after = try #require(resolver.cachedHTTPS("h3.test")?.memos.first ?? nil)
+        #expect(after.generation != before.generation)
+    }
+
+    @Test func statisticsCountAnAnsweredHitOnceAndAnAbandonedOneNotAtAll() async throws {
+        let (resolver, _, _) = Self.resolver(Self.script)
+        #expect(resolver.cachedHTTPS("h3.test") == nil)
+        #expect(resolver.cache.statistics.misses == 0, "the async path that follows counts the miss")
+        _ = try await resolver.resolveHTTPS("h3.test")
+        let before = resolver.cache.statistics
+        #expect(resolver.cachedHTTPS("h3.test") != nil)
+        #expect(resolver.cache.statistics.hits == before.hits + 1)
+        #expect(resolver.cache.statistics.misses == before.misses)
+    }
+}
