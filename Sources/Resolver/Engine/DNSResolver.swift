@@ -34,6 +34,8 @@ public final class DNSResolver: Sendable {
     private let logger: Logger
     /// One task per (name, type) being fetched from upstream: coalescing and the refreshes `more` waits for.
     private let inflight = Mutex<[CacheKey: Task<FetchOutcome, Never>]>([:])
+    /// Recent negative-answer payloads (SOA and proofs), shared by every entry that carries the same one.
+    private let negativePayloads = Mutex<[CachedRRset: CachedRRset]>([:])
 
     /// Creates a resolver.
     /// - Parameters:
@@ -626,10 +628,10 @@ public final class DNSResolver: Sendable {
                     dnssecOK: dnssecOK))
             ttl = message.answer.map(\.ttl).min() ?? 0
         case .noError:
-            answer = .nodata(Self.negativeAuthority(message, dnssecOK: dnssecOK))
+            answer = .nodata(negativeAuthority(message, dnssecOK: dnssecOK))
             ttl = message.negativeCacheTTL ?? configuration.negativeTTLWithoutSOA
         case .nxDomain:
-            answer = .nxdomain(Self.negativeAuthority(message, dnssecOK: dnssecOK))
+            answer = .nxdomain(negativeAuthority(message, dnssecOK: dnssecOK))
             ttl = message.negativeCacheTTL ?? configuration.negativeTTLWithoutSOA
         default:
             return .failure(
@@ -642,9 +644,19 @@ public final class DNSResolver: Sendable {
 
     /// What a negative answer keeps of its authority section: the SOA (RFC 2308 §3) and, when the query asked
     /// for them, the NSEC/NSEC3 proofs and their signatures.
-    static func negativeAuthority(_ message: DNSMessage, dnssecOK: Bool) -> CachedRRset? {
+    func negativeAuthority(_ message: DNSMessage, dnssecOK: Bool) -> CachedRRset? {
         let kept = message.authority.filter { $0.type == .soa || EncodedSections.isDNSSEC($0.type) }
-        return kept.isEmpty && !dnssecOK ? nil : CachedRRset(records: [], authority: kept, dnssecOK: dnssecOK)
+        if kept.isEmpty && !dnssecOK { return nil }
+        let fresh = CachedRRset(records: [], authority: kept, dnssecOK: dnssecOK)
+        // Every NXDOMAIN and NODATA of a zone carries the same SOA: keep its storage once (a cache full of
+        // negative answers would otherwise hold 100,000 copies of it).
+        let shared = negativePayloads.withLock { payloads -> CachedRRset in
+            if let known = payloads[fresh] { return known }
+            if payloads.count >= 256 { payloads.removeAll(keepingCapacity: true) }
+            payloads[fresh] = fresh
+            return fresh
+        }
+        return CachedRRset(sharingDataOf: shared)
     }
 
     /// The signatures of a positive answer's delegation or wildcard proofs, kept for DO clients.

@@ -158,6 +158,15 @@ public struct CachedRRset: Sendable, Codable, Hashable {
         self.wire = EncodedSections(answer: records, authority: authority)
     }
 
+    /// The same data with storage shared (arrays are copy-on-write) and a memo of its own: what a negative answer
+    /// of a zone repeats for every name (its SOA) is kept once, while hits derived per entry stay per entry.
+    public init(sharingDataOf other: CachedRRset) {
+        self.records = other.records
+        self.authority = other.authority
+        self.dnssecOK = other.dnssecOK
+        self.wire = other.wire
+    }
+
     private enum CodingKeys: String, CodingKey { case records, authority, dnssecOK }
 
     public init(from decoder: any Decoder) throws {
