@@ -1,5 +1,7 @@
+// `indirect`: the cache dictionary stores one pointer per bucket instead of the whole payload inline, so its empty
+// buckets (a hashed table keeps a quarter or more free) cost 8 bytes, not the size of a CachedRRset.
 /// What the cache holds for a key: a positive answer or a negative one (RFC 2308).
-public enum CacheAnswer<Value: Sendable & Codable>: Sendable {
+public indirect enum CacheAnswer<Value: Sendable & Codable>: Sendable {
     /// The name and type exist; `Value` is the caller's parsed answer.
     case positive(Value)
     /// The name does not exist (RCODE 3, RFC 2308 §2.1). The value, when present, holds what the DNS stub

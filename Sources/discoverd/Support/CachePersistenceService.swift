@@ -85,7 +85,7 @@ final class CachePersistenceService: ServiceLifecycle.Service, Sendable {
             // With no interval, look again now and then: a reload may set one.
             let seconds = interval
             do {
-                try await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(seconds > 0 ? seconds : 5)) }
+                try await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(seconds > 0 ? seconds : 1)) }
             } catch {
                 break
             }
