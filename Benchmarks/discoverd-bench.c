@@ -1,39 +1,53 @@
 /*
  * discoverd-bench: load generator and latency probe for discoverd's varlink
- * socket, with a plain DNS/UDP client so that Unbound is measured by the same
- * code, the same clock and the same process model (fair against dnsperf).
+ * socket, with a plain DNS/UDP client so that Unbound and discoverd's DNS stub
+ * are measured by the same code, the same clock and the same process model.
  *
  * Build: cc -O2 -Wall -o discoverd-bench Benchmarks/discoverd-bench.c -lm
  *        (Scripts/bench does this; no dependencies beyond libc.)
  *
  * Modes (JSON result on stdout, one human line on stderr):
  *
- *   qps      --socket PATH --conns N --depth P --duration S
+ *   qps      --socket PATH --conns N --depth P (--duration S | --total K)
  *            [--names FILE | --name NAME]... [--method M]
  *       N connections, each keeping P calls in flight (varlink pipelining),
- *       for S seconds, calling ResolveHTTPS {name} round-robin over the
- *       names. Counts replies/s in the window; every reply must be a
+ *       for S seconds (or until K calls were sent: a fixed amount of work,
+ *       e.g. under callgrind), calling ResolveHTTPS {name} round-robin over
+ *       the names. Counts replies/s in the window; every reply must be a
  *       non-error (errors are counted, printed, and make the exit status 1).
  *       One thread, epoll: like dnsperf -T 1.
  *
- *   latency  (--socket PATH [--method M] [--params JSON] | --dns ADDR --name N [--qtype T])
+ *   latency  (--socket PATH [--method M] [--params JSON] | --dns ADDR[:PORT] --name N [--qtype T])
  *            [--count K] [--warmup W] [--flush-before] [--gap-ms G]
  *       One call at a time on one kept-alive connection (or UDP socket);
  *       percentiles of the round trip in microseconds. --flush-before sends
  *       io.discoverd.Resolver.Flush {} (untimed) before each timed call:
  *       every call is then cold.
  *
- *   stale    --socket PATH --dns ADDR --name N [--samples K] [--ttl S]
- *            [--delay-ms D] [--margin-ms M]
- *       Side by side expired-answer latency. Per round: poll both until each
- *       holds a fresh copy (discoverd: source cache/network; Unbound: TTL <=
- *       --ttl), sleep until it has surely expired in both (largest remaining
- *       TTL + 1 s + M ms; Unbound counts whole seconds and serves TTL 0 as
- *       fresh), then time the first query after expiry to each (order
- *       alternates per round) and check it was answered stale: discoverd says
- *       source "expiredCache"; Unbound's stale answers carry
- *       serve-expired-reply-ttl (30), never the zone's TTL. Then wait D ms
- *       (the upstream delay of the refreshes) and start the next round.
+ *   stale    --name N [--dns [LABEL=]ADDR[:PORT]]... [--socket PATH [--socket-name N2]
+ *            [--socket-label L]] [--qtype T] [--samples K] [--ttl S] [--delay-ms D] [--margin-ms M]
+ *       Side by side expired-answer latency of several servers with one client
+ *       loop: DNS servers over UDP (each --dns, asked N) and the varlink socket
+ *       (ResolveHTTPS N2, default N; give the API its own name when it shares
+ *       its cache with a DNS server under test). Per round: poll all until each
+ *       holds a fresh copy (varlink: source cache/network; DNS: TTL <= --ttl),
+ *       sleep until it has surely expired everywhere (largest remaining TTL +
+ *       1 s + M ms; Unbound counts whole seconds and serves TTL 0 as fresh),
+ *       then time the first query after expiry to each, the order rotating per
+ *       round, and check it was answered stale: varlink says source
+ *       "expiredCache"; a DNS server's stale answers carry the stale TTL (30),
+ *       never the zone's. Then wait D ms (the upstream delay of the refreshes)
+ *       and start the next round.
+ *
+ *   gai      --name N... [--count C] [--getent] [--warm-name W --warmup K] [--dns ADDR --ttl S] [--gap-ms G]
+ *       The system resolver as programs use it: each name looked up C times
+ *       (default once) with getaddrinfo and getent ahosts' hints (AF_UNSPEC,
+ *       AI_ADDRCONFIG | AI_CANONNAME), or with --getent by running
+ *       `getent ahosts N` (wall time from spawn to exit). Run it in a mount
+ *       namespace whose /etc/resolv.conf names the server. K untimed lookups of
+ *       W first (resolver initialisation). With --dns, an A query to ADDR right
+ *       after each lookup checks the entry was still stale (TTL > S), i.e. the
+ *       lookup found it expired and its refresh was still under way.
  *
  * Clock: CLOCK_MONOTONIC around write()/read() of one request/reply.
  */
@@ -42,9 +56,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -53,10 +69,13 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #define IO_TIMEOUT_MS 5000
+
+extern char **environ;
 
 static void die(const char *fmt, ...) {
     va_list ap;
@@ -83,12 +102,13 @@ static void sleep_us(double us) {
 /* ------------------------------------------------------------ options */
 
 static const char *opt_socket, *opt_dns, *opt_method = "io.discoverd.Resolver.ResolveHTTPS", *opt_params;
-static const char *opt_qtype = "HTTPS";
+static const char *opt_qtype = "HTTPS", *opt_socket_label = "varlink", *opt_socket_name, *opt_warm_name;
 static char **names;
 static int nnames, names_cap;
 static int opt_conns = 1, opt_depth = 1, opt_count = 1000, opt_warmup = 100, opt_samples = 30;
 static double opt_duration = 10, opt_ttl = 2, opt_delay_ms = 500, opt_margin_ms = 300, opt_gap_ms = 0;
-static int opt_flush_before;
+static int opt_flush_before, opt_getent, opt_count_given;
+static long opt_total; /* qps: stop after this many calls (0: run for --duration) */
 
 static void add_name(const char *n) {
     if (nnames == names_cap) {
@@ -201,12 +221,21 @@ static int qtype_code(const char *t) {
     if (!strcasecmp(t, "SVCB")) return 64;
     if (!strcasecmp(t, "A")) return 1;
     if (!strcasecmp(t, "AAAA")) return 28;
+    if (!strcasecmp(t, "TXT")) return 16;
+    if (!strcasecmp(t, "MX")) return 15;
+    if (!strcasecmp(t, "SRV")) return 33;
+    if (!strcasecmp(t, "PTR")) return 12;
+    if (!strcasecmp(t, "NS")) return 2;
+    if (!strcasecmp(t, "SOA")) return 6;
+    if (!strcasecmp(t, "CNAME")) return 5;
     return atoi(t);
 }
 
 static int dns_connect(const char *addr) {
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(53)};
     char host[64];
+    const char *eq = strchr(addr, '='); /* LABEL=ADDR[:PORT] */
+    if (eq) addr = eq + 1;
     snprintf(host, sizeof host, "%s", addr);
     char *colon = strchr(host, ':');
     if (colon) *colon = 0, sa.sin_port = htons((uint16_t)atoi(colon + 1));
@@ -348,9 +377,11 @@ struct conn {
 
 static char **calls;
 static size_t *call_len;
+static long issued; /* calls queued so far (for --total) */
 
 static void conn_queue(struct conn *c, int k) {
-    for (int i = 0; i < k; i++) {
+    if (opt_total && issued + k > opt_total) k = (int)(opt_total - issued);
+    for (int i = 0; i < k; i++, issued++) {
         unsigned j = c->next++ % (unsigned)nnames;
         if (c->wlen + call_len[j] > c->wcap) {
             c->wcap = (c->wlen + call_len[j]) * 2;
@@ -400,16 +431,16 @@ static int mode_qps(void) {
     long ok = 0, errors = 0, ok_window = 0, late = 0;
     long cache_sources = 0;
     char first_error[300] = "";
-    double t0 = now_us(), end = t0 + opt_duration * 1e6, stop_at = 0;
+    double t0 = now_us(), end = opt_total ? INFINITY : t0 + opt_duration * 1e6, stop_at = 0;
     for (int i = 0; i < opt_conns; i++) conn_queue(&cs[i], opt_depth), conn_flush(&cs[i], ep);
     struct epoll_event evs[256];
-    long total_inflight = (long)opt_conns * opt_depth;
+    long total_inflight = opt_total && opt_total < (long)opt_conns * opt_depth ? opt_total : (long)opt_conns * opt_depth;
     int sending = 1;
     while (total_inflight > 0) {
         double now = now_us();
-        if (sending && now >= end) sending = 0, stop_at = now;
+        if (sending && (opt_total ? issued >= opt_total : now >= end)) sending = 0, stop_at = now;
         if (!sending && now - stop_at > IO_TIMEOUT_MS * 1e3) die("%ld calls unanswered %d ms after the end", total_inflight, IO_TIMEOUT_MS);
-        int timeout = sending ? (int)((end - now) / 1e3) + 1 : 100;
+        int timeout = sending && !opt_total ? (int)((end - now) / 1e3) + 1 : 100;
         int n = epoll_wait(ep, evs, 256, timeout);
         if (n < 0 && errno != EINTR) die("epoll: %s", strerror(errno));
         now = now_us();
@@ -452,8 +483,9 @@ static int mode_qps(void) {
             c->inflight -= replies;
             total_inflight -= replies;
             if (sending && replies) {
+                long before = issued;
                 conn_queue(c, replies);
-                total_inflight += replies;
+                total_inflight += issued - before;
                 conn_flush(c, ep);
             }
         }
@@ -543,88 +575,223 @@ static long reply_ttl(const char *m) {
     return t ? atol(t + 6) : -1;
 }
 
-/* Polls both until each answers fresh (discoverd: source cache/network; Unbound: TTL <= the zone's),
- * i.e. the refresh has landed in both; returns the larger remaining TTL in seconds, or -1 on timeout. */
-static long settle(struct reader *rd, const char *call, size_t clen, int dfd, const char *name, int qt) {
+/* One server timed by the stale mode: a DNS server over UDP, or the varlink socket (ResolveHTTPS). */
+struct stale_target {
+    int varlink;
+    const char *label, *where, *name;
+    int fd;
+    struct reader rd;
+    char *call;
+    size_t clen;
+    double *v, *rounds; /* samples; per round (-1: not answered stale) */
+    int n, not_stale;
+    char first_bad[400];
+};
+
+#define MAX_TARGETS 8
+static struct stale_target targets[MAX_TARGETS];
+static int ntargets;
+
+static void add_dns_target(const char *spec) {
+    if (ntargets == MAX_TARGETS) die("at most %d targets", MAX_TARGETS);
+    struct stale_target *t = &targets[ntargets++];
+    const char *eq = strchr(spec, '=');
+    if (eq) t->label = strndup(spec, (size_t)(eq - spec)), t->where = eq + 1;
+    else {
+        char *l = NULL;
+        if (asprintf(&l, "dns%d", ntargets) < 0) die("out of memory");
+        t->label = l, t->where = spec;
+    }
+}
+
+/* Is the target's answer fresh (the refresh has landed)? *ttl gets its remaining TTL. */
+static int probe_fresh(struct stale_target *t, int qt, long *ttl) {
+    if (t->varlink) {
+        write_all(t->rd.fd, t->call, t->clen);
+        char *m = read_reply(&t->rd);
+        *ttl = reply_ttl(m);
+        return !is_error_reply(m) && (strstr(m, "\"source\":\"cache\"") || strstr(m, "\"source\":\"network\""));
+    }
+    double us;
+    int rc = dns_exchange_t(t->fd, t->name, qt, ttl, &us, 3000);
+    return rc == 0 && *ttl >= 0 && *ttl <= (long)opt_ttl;
+}
+
+/* Polls every target until each answers fresh (varlink: source cache/network; DNS: TTL <= the zone's), i.e. the
+ * refresh has landed everywhere; returns the largest remaining TTL in seconds, or -1 on timeout. */
+static long settle(int qt) {
     double deadline = now_us() + 20e6;
     while (now_us() < deadline) {
-        write_all(rd->fd, call, clen);
-        char *m = read_reply(rd);
-        int fresh_d = !is_error_reply(m) && (strstr(m, "\"source\":\"cache\"") || strstr(m, "\"source\":\"network\""));
-        long ttl_d = reply_ttl(m), ttl_u;
-        double us;
-        int rc = dns_exchange_t(dfd, name, qt, &ttl_u, &us, 3000);
-        int fresh_u = rc == 0 && ttl_u >= 0 && ttl_u <= (long)opt_ttl;
-        if (fresh_d && fresh_u) return ttl_d > ttl_u ? ttl_d : ttl_u;
+        long worst = 0, ttl;
+        int all = 1;
+        for (int i = 0; i < ntargets; i++) {
+            if (!probe_fresh(&targets[i], qt, &ttl)) all = 0;
+            else if (ttl > worst) worst = ttl;
+        }
+        if (all) return worst;
         sleep_us(200e3);
     }
     return -1;
 }
 
+/* Times the first query after expiry to target t and checks it was answered stale. */
+static void time_stale(struct stale_target *t, int qt, int round) {
+    double us;
+    int stale;
+    if (t->varlink) {
+        double t0 = now_us();
+        write_all(t->rd.fd, t->call, t->clen);
+        char *m = read_reply(&t->rd);
+        us = now_us() - t0;
+        stale = !is_error_reply(m) && strstr(m, "\"expiredCache\"");
+        if (!stale && !t->not_stale) snprintf(t->first_bad, sizeof t->first_bad, "%.380s", m);
+    } else {
+        long ttl;
+        int rc = dns_exchange_t(t->fd, t->name, qt, &ttl, &us, 3000);
+        /* stale answers carry serve-expired-reply-ttl / stale-ttl (30), never the zone's TTL */
+        stale = rc == 0 && ttl > (long)opt_ttl;
+        if (!stale && !t->not_stale) snprintf(t->first_bad, sizeof t->first_bad, "rcode %d ttl %ld", rc, ttl);
+    }
+    if (stale) t->v[t->n++] = us, t->rounds[round] = us;
+    else t->not_stale++, t->rounds[round] = -1;
+}
+
 static int mode_stale(void) {
-    if (!opt_socket || !opt_dns || !nnames) die("stale needs --socket, --dns and --name");
-    const char *name = names[0];
+    if (!nnames) die("stale needs --name");
+    if (opt_socket) {
+        if (ntargets == MAX_TARGETS) die("at most %d targets", MAX_TARGETS);
+        struct stale_target *t = &targets[ntargets++];
+        t->varlink = 1, t->label = opt_socket_label, t->where = opt_socket;
+        t->name = opt_socket_name ? opt_socket_name : names[0];
+    }
+    if (ntargets < 1) die("stale needs --socket and/or --dns");
     int qt = qtype_code(opt_qtype);
-    struct reader rd = {.fd = varlink_connect(opt_socket)};
-    int dfd = dns_connect(opt_dns);
-    size_t clen;
-    char *call = resolve_call(name, &clen);
-    double *vd = calloc((size_t)opt_samples, sizeof *vd), *vu = calloc((size_t)opt_samples, sizeof *vu);
-    int nd = 0, nu = 0, notstale_d = 0, notstale_u = 0;
-    char first_bad_d[400] = "";
-    long bad_ttl_u = -2, ttl;
-    double dt, t_start = now_us();
-    /* Prime, wait until both hold a fresh copy, then until it has surely expired in both: a reported
-     * remaining TTL r (whole seconds, Unbound serves TTL 0 as fresh) means expired within r + 1 s. */
-    long r = settle(&rd, call, clen, dfd, name, qt);
-    if (r < 0) die("%s never became fresh in both caches", name);
+    for (int i = 0; i < ntargets; i++) {
+        struct stale_target *t = &targets[i];
+        if (!t->name) t->name = names[0];
+        if (t->varlink) t->rd.fd = varlink_connect(t->where), t->call = resolve_call(t->name, &t->clen);
+        else t->fd = dns_connect(t->where);
+        t->v = calloc((size_t)opt_samples, sizeof *t->v);
+        t->rounds = calloc((size_t)opt_samples, sizeof *t->rounds);
+        if (!t->v || !t->rounds) die("out of memory");
+    }
+    double t_start = now_us();
+    /* Prime, wait until every target holds a fresh copy, then until it has surely expired everywhere: a reported
+     * remaining TTL r (whole seconds; Unbound serves TTL 0 as fresh) means expired within r + 1 s. */
+    long r = settle(qt);
+    if (r < 0) die("%s never became fresh in every cache", names[0]);
     for (int i = 0; i < opt_samples; i++) {
         sleep_us((r + 1) * 1e6 + opt_margin_ms * 1e3);
-        for (int k = 0; k < 2; k++) {
-            int d_first = (i % 2 == 0);
-            if ((k == 0) == d_first) {
-                double t0 = now_us();
-                write_all(rd.fd, call, clen);
-                char *m = read_reply(&rd);
-                double us = now_us() - t0;
-                if (!is_error_reply(m) && strstr(m, "\"expiredCache\"")) vd[nd++] = us;
-                else if (!notstale_d++) snprintf(first_bad_d, sizeof first_bad_d, "%.380s", m);
-            } else {
-                int rc = dns_exchange_t(dfd, name, qt, &ttl, &dt, 3000);
-                if (rc == 0 && ttl > (long)opt_ttl) vu[nu++] = dt;
-                else if (!notstale_u++) bad_ttl_u = rc == 0 ? ttl : -100 + rc;
-            }
-        }
+        /* the order rotates per round, so each target is first, second, ... equally often */
+        for (int k = 0; k < ntargets; k++) time_stale(&targets[(i + k) % ntargets], qt, i);
         fprintf(stderr, "stale: round %d/%d\n", i + 1, opt_samples);
         if (i + 1 == opt_samples) break;
         sleep_us(opt_delay_ms * 1e3 + 50e3); /* the refreshes are delayed this long upstream */
-        r = settle(&rd, call, clen, dfd, name, qt);
-        if (r < 0) die("%s: a refresh never landed in both caches", name);
+        r = settle(qt);
+        if (r < 0) die("a refresh never landed in every cache");
     }
-    struct summary sd = summarize(vd, nd), su = summarize(vu, nu);
-    printf("{\"mode\":\"stale\",\"name\":");
-    json_str(stdout, name);
-    printf(",\"samples\":%d,\"upstream_delay_ms\":%.0f,\"seconds\":%.1f,\"discoverd_not_stale\":%d,\"unbound_not_stale\":%d,",
-           opt_samples, opt_delay_ms, (now_us() - t_start) / 1e6, notstale_d, notstale_u);
-    json_summary(stdout, "discoverd", sd);
-    putchar(',');
-    json_summary(stdout, "unbound", su);
-    printf(",\"ratio_p50\":%.3f,\"ratio_p90\":%.3f", sd.p50 / su.p50, sd.p90 / su.p90);
-    if (notstale_d) printf(",\"discoverd_first_not_stale\":"), json_str(stdout, first_bad_d);
-    if (notstale_u) printf(",\"unbound_first_not_stale_ttl\":%ld", bad_ttl_u);
-    printf("}\n");
-    fprintf(stderr,
-            "stale %s: discoverd p50 %.1f us p90 %.1f us (n=%d) | unbound p50 %.1f us p90 %.1f us (n=%d) | ratio p50 %.2f\n",
-            name, sd.p50, sd.p90, nd, su.p50, su.p90, nu, sd.p50 / su.p50);
-    if (notstale_d) fprintf(stderr, "discoverd answered %d rounds not stale, e.g. %s\n", notstale_d, first_bad_d);
-    if (notstale_u) fprintf(stderr, "unbound answered %d rounds not stale (ttl, or -100+rc: %ld)\n", notstale_u, bad_ttl_u);
+    printf("{\"mode\":\"stale\",\"qtype\":");
+    json_str(stdout, opt_qtype);
+    printf(",\"samples\":%d,\"upstream_delay_ms\":%.0f,\"seconds\":%.1f,\"targets\":[", opt_samples, opt_delay_ms,
+           (now_us() - t_start) / 1e6);
+    for (int i = 0; i < ntargets; i++) {
+        struct stale_target *t = &targets[i];
+        printf("%s{\"label\":", i ? "," : "");
+        json_str(stdout, t->label);
+        printf(",\"kind\":\"%s\",\"target\":", t->varlink ? "varlink" : "dns");
+        json_str(stdout, t->where);
+        printf(",\"name\":");
+        json_str(stdout, t->name);
+        printf(",\"not_stale\":%d,", t->not_stale);
+        if (t->not_stale) printf("\"first_not_stale\":"), json_str(stdout, t->first_bad), putchar(',');
+        printf("\"rounds_us\":[");
+        for (int k = 0; k < opt_samples; k++) printf("%s%.1f", k ? "," : "", t->rounds[k]);
+        printf("],");
+        json_summary(stdout, "latency", summarize(t->v, t->n)); /* sorts t->v, not t->rounds */
+        putchar('}');
+    }
+    printf("]}\n");
+    for (int i = 0; i < ntargets; i++) {
+        struct stale_target *t = &targets[i];
+        struct summary s = summarize(t->v, t->n);
+        fprintf(stderr, "stale %s (%s, %s): p50 %.1f us, p90 %.1f us (n=%d, not stale %d)\n", t->label, t->where,
+                t->name, s.p50, s.p90, s.n, t->not_stale);
+        if (t->not_stale) fprintf(stderr, "  first answer not stale: %s\n", t->first_bad);
+    }
     return 0;
+}
+
+/* ------------------------------------------------------------ gai */
+
+/* The system resolver as programs see it: getaddrinfo with getent ahosts' hints (AF_UNSPEC, AI_ADDRCONFIG |
+ * AI_CANONNAME), in this process, or `getent ahosts NAME` itself as a child process (wall time from spawn to exit).
+ * Run it in a mount namespace whose /etc/resolv.conf names the server under test. */
+static int lookup(const char *name, int use_getent, double *us) {
+    double t0 = now_us();
+    int rc;
+    if (use_getent) {
+        char *argv[] = {"getent", "ahosts", (char *)name, NULL};
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+        pid_t pid;
+        if (posix_spawnp(&pid, "getent", &fa, NULL, argv, environ) != 0) die("cannot run getent");
+        posix_spawn_file_actions_destroy(&fa);
+        int st;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+        rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+    } else {
+        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_flags = AI_ADDRCONFIG | AI_CANONNAME}, *res = NULL;
+        rc = getaddrinfo(name, NULL, &hints, &res);
+        if (res) freeaddrinfo(res);
+    }
+    *us = now_us() - t0;
+    return rc;
+}
+
+static int mode_gai(void) {
+    if (!nnames) die("gai needs --name or --names");
+    if (!opt_count_given) opt_count = 1; /* each name once: the first lookup after expiry */
+    int n = nnames * opt_count, k = 0, errors = 0, checked_stale = 0, checked_fresh = 0, dfd = -1;
+    double *v = calloc((size_t)n, sizeof *v), us;
+    char first_error[300] = "";
+    if (opt_dns) dfd = dns_connect(opt_dns);
+    for (int i = 0; i < opt_warmup; i++) lookup(opt_warm_name ? opt_warm_name : names[0], opt_getent, &us);
+    for (int i = 0; i < nnames; i++) {
+        for (int c = 0; c < opt_count; c++) {
+            if (opt_gap_ms > 0) sleep_us(opt_gap_ms * 1e3);
+            int rc = lookup(names[i], opt_getent, &us);
+            v[k++] = us;
+            if (rc && !errors++) snprintf(first_error, sizeof first_error, "%s: %s %d", names[i], opt_getent ? "getent exit" : "getaddrinfo", rc);
+            if (dfd >= 0) {
+                /* Right after the timed lookup: does the server still hold the entry as stale (TTL > the zone's),
+                 * i.e. had it expired and is its refresh still under way? */
+                long ttl;
+                double dt;
+                int drc = dns_exchange_t(dfd, names[i], 1, &ttl, &dt, 3000);
+                if (drc == 0 && ttl > (long)opt_ttl) checked_stale++;
+                else checked_fresh++;
+            }
+        }
+    }
+    struct summary s = summarize(v, k);
+    printf("{\"mode\":\"gai\",\"how\":\"%s\",\"names\":%d,\"count\":%d,\"errors\":%d,", opt_getent ? "getent" : "getaddrinfo",
+           nnames, opt_count, errors);
+    if (dfd >= 0) printf("\"checked_stale\":%d,\"checked_fresh\":%d,", checked_stale, checked_fresh);
+    json_summary(stdout, "latency", s);
+    if (errors) printf(",\"first_error\":"), json_str(stdout, first_error);
+    printf("}\n");
+    fprintf(stderr, "gai %s: n=%d p50 %.1f us, p90 %.1f us, max %.1f us (%d errors%s)\n", opt_getent ? "getent" : "getaddrinfo",
+            s.n, s.p50, s.p90, s.max, errors, dfd >= 0 ? ", stale check below" : "");
+    if (dfd >= 0) fprintf(stderr, "  entry stale right after the lookup: %d of %d\n", checked_stale, checked_stale + checked_fresh);
+    if (errors) fprintf(stderr, "first error: %s\n", first_error);
+    return errors ? 1 : 0;
 }
 
 /* ------------------------------------------------------------ main */
 
 static void usage(void) {
-    fputs("usage: discoverd-bench qps|latency|stale [options]  (see the comment at the top of the source)\n", stderr);
+    fputs("usage: discoverd-bench qps|latency|stale|gai [options]  (see the comment at the top of the source)\n", stderr);
     exit(2);
 }
 
@@ -637,7 +804,12 @@ int main(int argc, char **argv) {
         const char *a = argv[i];
 #define ARG() (i + 1 < argc ? argv[++i] : (die("%s needs a value", a), ""))
         if (!strcmp(a, "--socket")) opt_socket = ARG();
-        else if (!strcmp(a, "--dns")) opt_dns = ARG();
+        else if (!strcmp(a, "--dns")) add_dns_target(opt_dns = ARG());
+        else if (!strcmp(a, "--socket-label")) opt_socket_label = ARG();
+        else if (!strcmp(a, "--socket-name")) opt_socket_name = ARG();
+        else if (!strcmp(a, "--total")) opt_total = atol(ARG());
+        else if (!strcmp(a, "--getent")) opt_getent = 1;
+        else if (!strcmp(a, "--warm-name")) opt_warm_name = ARG();
         else if (!strcmp(a, "--method")) opt_method = ARG();
         else if (!strcmp(a, "--params")) opt_params = ARG();
         else if (!strcmp(a, "--name")) add_name(ARG());
@@ -646,7 +818,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--conns")) opt_conns = atoi(ARG());
         else if (!strcmp(a, "--depth")) opt_depth = atoi(ARG());
         else if (!strcmp(a, "--duration")) opt_duration = atof(ARG());
-        else if (!strcmp(a, "--count")) opt_count = atoi(ARG());
+        else if (!strcmp(a, "--count")) opt_count = atoi(ARG()), opt_count_given = 1;
         else if (!strcmp(a, "--warmup")) opt_warmup = atoi(ARG());
         else if (!strcmp(a, "--samples")) opt_samples = atoi(ARG());
         else if (!strcmp(a, "--ttl")) opt_ttl = atof(ARG());
@@ -661,5 +833,6 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "qps")) return mode_qps();
     if (!strcmp(mode, "latency")) return mode_latency();
     if (!strcmp(mode, "stale")) return mode_stale();
+    if (!strcmp(mode, "gai")) return mode_gai();
     usage();
 }
