@@ -39,7 +39,7 @@
  *       never the zone's. Then wait D ms (the upstream delay of the refreshes)
  *       and start the next round.
  *
- *   gai      --name N... [--count C] [--getent] [--warm-name W --warmup K] [--dns ADDR --ttl S] [--gap-ms G]
+ *   gai      --name N... [--label L] [--count C] [--getent] [--warm-name W --warmup K] [--dns ADDR --ttl S] [--gap-ms G]
  *       The system resolver as programs use it: each name looked up C times
  *       (default once) with getaddrinfo and getent ahosts' hints (AF_UNSPEC,
  *       AI_ADDRCONFIG | AI_CANONNAME), or with --getent by running
@@ -102,7 +102,7 @@ static void sleep_us(double us) {
 /* ------------------------------------------------------------ options */
 
 static const char *opt_socket, *opt_dns, *opt_method = "io.discoverd.Resolver.ResolveHTTPS", *opt_params;
-static const char *opt_qtype = "HTTPS", *opt_socket_label = "varlink", *opt_socket_name, *opt_warm_name;
+static const char *opt_qtype = "HTTPS", *opt_socket_label = "varlink", *opt_socket_name, *opt_warm_name, *opt_label = "";
 static char **names;
 static int nnames, names_cap;
 static int opt_conns = 1, opt_depth = 1, opt_count = 1000, opt_warmup = 100, opt_samples = 30;
@@ -775,13 +775,15 @@ static int mode_gai(void) {
         }
     }
     struct summary s = summarize(v, k);
-    printf("{\"mode\":\"gai\",\"how\":\"%s\",\"names\":%d,\"count\":%d,\"errors\":%d,", opt_getent ? "getent" : "getaddrinfo",
+    printf("{\"mode\":\"gai\",\"label\":");
+    json_str(stdout, opt_label);
+    printf(",\"how\":\"%s\",\"names\":%d,\"count\":%d,\"errors\":%d,", opt_getent ? "getent" : "getaddrinfo",
            nnames, opt_count, errors);
     if (dfd >= 0) printf("\"checked_stale\":%d,\"checked_fresh\":%d,", checked_stale, checked_fresh);
     json_summary(stdout, "latency", s);
     if (errors) printf(",\"first_error\":"), json_str(stdout, first_error);
     printf("}\n");
-    fprintf(stderr, "gai %s: n=%d p50 %.1f us, p90 %.1f us, max %.1f us (%d errors%s)\n", opt_getent ? "getent" : "getaddrinfo",
+    fprintf(stderr, "gai %s %s: n=%d p50 %.1f us, p90 %.1f us, max %.1f us (%d errors%s)\n", opt_label, opt_getent ? "getent" : "getaddrinfo",
             s.n, s.p50, s.p90, s.max, errors, dfd >= 0 ? ", stale check below" : "");
     if (dfd >= 0) fprintf(stderr, "  entry stale right after the lookup: %d of %d\n", checked_stale, checked_stale + checked_fresh);
     if (errors) fprintf(stderr, "first error: %s\n", first_error);
@@ -810,6 +812,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--total")) opt_total = atol(ARG());
         else if (!strcmp(a, "--getent")) opt_getent = 1;
         else if (!strcmp(a, "--warm-name")) opt_warm_name = ARG();
+        else if (!strcmp(a, "--label")) opt_label = ARG();
         else if (!strcmp(a, "--method")) opt_method = ARG();
         else if (!strcmp(a, "--params")) opt_params = ARG();
         else if (!strcmp(a, "--name")) add_name(ARG());
