@@ -27,6 +27,11 @@ public enum LocalZones {
         ["a", "e", "f", "ip6", "arpa"], ["b", "e", "f", "ip6", "arpa"],
     ].map { $0.map { Array($0.utf8) } }
 
+    /// A cheap test on the presentation text before ``isLocal(_:)``: false means certainly not local.
+    public static func mayBeLocal(_ text: String) -> Bool {
+        text.hasSuffix("local.") || text.hasSuffix(".arpa.")
+    }
+
     /// Whether `name` belongs to mDNS and must never go to a unicast upstream.
     public static func isLocal(_ name: DNSName) -> Bool {
         let labels = name.labels

@@ -13,8 +13,8 @@ public struct StubQuery: Sendable, Hashable {
     public var checkingDisabled: Bool
     /// QNAME, QTYPE and QCLASS as received.
     public var questionWire: [UInt8]
-    /// QNAME lowercased and absolute.
-    public var name: DNSName
+    /// QNAME lowercased and absolute, in presentation format (the cache key's spelling).
+    public var nameText: String
     public var type: RRType
     public var `class`: RRClass
     /// The client's OPT record, when it sent one.
@@ -57,12 +57,17 @@ extension StubQuery {
             .formatError(id: id, recursionDesired: rd, question: question, reason: reason)
         }
         guard qd == 1 else { throw formErr("QDCOUNT is \(qd), not 1") }
-        let name: DNSName
+        let nameText: String
         var offset: Int
-        do {
-            (name, offset) = try DNSName.read(wire: bytes, at: 12)
-        } catch {
-            throw formErr("question name: \(error)")
+        if let (text, end) = Self.plainName(bytes, at: 12) {
+            (nameText, offset) = (text, end)
+        } else {
+            do {
+                let (name, end) = try DNSName.read(wire: bytes, at: 12)
+                (nameText, offset) = (name.text, end)
+            } catch {
+                throw formErr("question name: \(error)")
+            }
         }
         guard offset + 4 <= bytes.count else { throw formErr("question cut short") }
         let type = RRType(UInt16(bytes[offset]) << 8 | UInt16(bytes[offset + 1]))
@@ -89,8 +94,55 @@ extension StubQuery {
             throw formErr(error.reason, question)
         }
         return StubQuery(
-            id: id, recursionDesired: rd, checkingDisabled: flags & 0x0010 != 0, questionWire: question, name: name,
-            type: type, class: rrClass, edns: edns)
+            id: id, recursionDesired: rd, checkingDisabled: flags & 0x0010 != 0, questionWire: question,
+            nameText: nameText, type: type, class: rrClass, edns: edns)
+    }
+
+    /// QNAME as a ``DNSName`` (labels), parsed again from the question: only the slow paths need it.
+    public var name: DNSName {
+        (try? DNSName.read(wire: questionWire, at: 0).name) ?? .root
+    }
+
+    /// The hot path's name decoding: a name of letters, digits, `-` and `_` only (nearly every query) becomes its
+    /// lowercased presentation text in one allocation; anything else (escapes, compression, bad lengths) returns
+    /// nil and goes through ``DNSName``, which also validates.
+    static func plainName(_ bytes: [UInt8], at start: Int) -> (String, Int)? {
+        var index = start
+        var length = 0
+        while true {
+            guard index < bytes.count else { return nil }
+            let label = Int(bytes[index])
+            if label == 0 { break }
+            guard label <= 63, index + 1 + label < bytes.count else { return nil }
+            for offset in (index + 1)...(index + label) {
+                let byte = bytes[offset]
+                let plain = (byte >= 0x61 && byte <= 0x7A) || (byte >= 0x41 && byte <= 0x5A)
+                    || (byte >= 0x30 && byte <= 0x39) || byte == 0x2D || byte == 0x5F
+                guard plain else { return nil }
+            }
+            length += label + 1
+            guard length < 255 else { return nil }
+            index += 1 + label
+        }
+        let end = index + 1
+        if length == 0 { return (".", end) }
+        let text = String(unsafeUninitializedCapacity: length) { buffer in
+            var out = 0
+            var at = start
+            while bytes[at] != 0 {
+                let label = Int(bytes[at])
+                for offset in (at + 1)...(at + label) {
+                    let byte = bytes[offset]
+                    buffer[out] = byte >= 0x41 && byte <= 0x5A ? byte + 32 : byte
+                    out += 1
+                }
+                buffer[out] = UInt8(ascii: ".")
+                out += 1
+                at += 1 + label
+            }
+            return out
+        }
+        return (text, end)
     }
 }
 

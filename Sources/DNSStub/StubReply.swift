@@ -62,6 +62,10 @@ public enum StubReply {
         to query: StubQuery, code: Code, parts: [AnswerPart] = [], includeDNSSEC: Bool = false,
         error ede: ExtendedDNSError? = nil, limit: Int
     ) -> (bytes: [UInt8], truncated: Bool) {
+        let opt = query.edns.map { optRecord(code: code, dnssecOK: $0.dnssecOK, error: ede) } ?? []
+        if includeDNSSEC || !parts.contains(where: { $0.sections.hasDNSSECRecords }) {
+            return direct(to: query, code: code, parts: parts, opt: opt, limit: limit)
+        }
         var answerCount = 0
         var authorityCount = 0
         var records: [UInt8] = []
@@ -73,7 +77,6 @@ public enum StubReply {
             authorityCount += append(part.sections.authority, ttlOffsets: part.sections.authorityTTLOffsets,
                 ttl: part.ttl, to: &authority, count: Int(part.sections.authorityCount), dropDNSSEC: filter)
         }
-        let opt = query.edns.map { optRecord(code: code, dnssecOK: $0.dnssecOK, error: ede) } ?? []
         var truncated = false
         let full = 12 + query.questionWire.count + records.count + authority.count + opt.count
         if full > limit {
@@ -91,6 +94,49 @@ public enum StubReply {
         out.append(contentsOf: query.questionWire)
         out.append(contentsOf: records)
         out.append(contentsOf: authority)
+        out.append(contentsOf: opt)
+        return (out, truncated)
+    }
+
+    /// The common case, nothing to leave out: the stored sections are copied once into a reply of the right size
+    /// and their TTLs patched in place (one allocation per reply).
+    private static func direct(to query: StubQuery, code: Code, parts: [AnswerPart], opt: [UInt8], limit: Int)
+        -> (bytes: [UInt8], truncated: Bool)
+    {
+        var answerBytes = 0
+        var authorityBytes = 0
+        var answerCount = 0
+        var authorityCount = 0
+        for part in parts {
+            answerBytes += part.sections.answer.count
+            authorityBytes += part.sections.authority.count
+            answerCount += Int(part.sections.answerCount)
+            authorityCount += Int(part.sections.authorityCount)
+        }
+        let head = 12 + query.questionWire.count
+        let truncated = head + answerBytes + authorityBytes + opt.count > limit
+        if truncated {
+            answerCount = 0
+            authorityCount = 0
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(head + (truncated ? 0 : answerBytes + authorityBytes) + opt.count)
+        header(
+            into: &out, id: query.id, rd: query.recursionDesired, cd: query.checkingDisabled, tc: truncated,
+            rcode: UInt8(code.rawValue & 0x0F), qd: 1, an: answerCount, ns: authorityCount, ar: opt.isEmpty ? 0 : 1)
+        out.append(contentsOf: query.questionWire)
+        if !truncated {
+            for part in parts {
+                let base = out.count
+                out.append(contentsOf: part.sections.answer)
+                for offset in part.sections.answerTTLOffsets { writeTTL(part.ttl, into: &out, at: base + offset) }
+            }
+            for part in parts {
+                let base = out.count
+                out.append(contentsOf: part.sections.authority)
+                for offset in part.sections.authorityTTLOffsets { writeTTL(part.ttl, into: &out, at: base + offset) }
+            }
+        }
         out.append(contentsOf: opt)
         return (out, truncated)
     }

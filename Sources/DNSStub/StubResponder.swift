@@ -69,6 +69,23 @@ public final class StubResponder: Sendable {
         return access.withLock { $0.allowed.contains { $0.contains(bytes) } }
     }
 
+    /// 127.0.0.0/8, ::1 and ::ffff:127.x: always allowed, decided without a lock or an allocation.
+    static func isLoopback(_ address: SocketAddress?) -> Bool {
+        switch address {
+        case .v4(let v4):
+            return UInt32(bigEndian: v4.address.sin_addr.s_addr) >> 24 == 127
+        case .v6(let v6):
+            return withUnsafeBytes(of: v6.address.sin6_addr) { raw in
+                let zeros = raw[0..<10].allSatisfy { $0 == 0 }
+                let plain = zeros && raw[10] == 0 && raw[11] == 0 && raw[12..<15].allSatisfy { $0 == 0 } && raw[15] == 1
+                let mapped = zeros && raw[10] == 0xFF && raw[11] == 0xFF && raw[12] == 127
+                return plain || mapped
+            }
+        default:
+            return false
+        }
+    }
+
     static func addressBytes(_ address: SocketAddress) -> [UInt8]? {
         switch address {
         case .v4(let v4): withUnsafeBytes(of: v4.address.sin_addr) { Array($0) }
@@ -98,9 +115,10 @@ public final class StubResponder: Sendable {
             guard isAllowed(client), let reply = StubReply.problem(error) else { return .drop }
             return .reply(reply)
         }
+        let loopback = Self.isLoopback(client)
         let (settings, allowed) = access.withLock { state in
-            (state.settings, client.flatMap(Self.addressBytes).map { bytes in state.allowed.contains { $0.contains(bytes) } }
-                ?? false)
+            (state.settings, loopback || (client.flatMap(Self.addressBytes).map { bytes in
+                state.allowed.contains { $0.contains(bytes) } } ?? false))
         }
         let limit = StubReply.sizeLimit(for: query, overTCP: overTCP)
         guard allowed else {
@@ -113,7 +131,10 @@ public final class StubResponder: Sendable {
             return .reply(finish(query, code: .badVers, limit: limit))
         }
         if let immediate = special(query, limit: limit) { return .reply(immediate) }
-        if !settings.proxy.domains.isEmpty, let zone = DiscoveryProxy.zone(of: query.name, in: settings.proxy.domains) {
+        if !settings.proxy.domains.isEmpty,
+            settings.proxy.domains.contains(where: { query.nameText.hasSuffix($0.text) }),
+            let zone = DiscoveryProxy.zone(of: query.name, in: settings.proxy.domains)
+        {
             let running = proxyLookups.wrappingAdd(1, ordering: .relaxed).newValue
             guard running <= settings.proxy.maxConcurrent else {
                 proxyLookups.wrappingSubtract(1, ordering: .relaxed)
@@ -127,7 +148,7 @@ public final class StubResponder: Sendable {
             }
             return .pending
         }
-        if LocalZones.isLocal(query.name) {
+        if LocalZones.mayBeLocal(query.nameText), LocalZones.isLocal(query.name) {
             guard settings.answerLocal else {
                 return .reply(
                     finish(query, code: .nxDomain, error: .notSupported(".local look-ups are off ([stub] local = no)"),
@@ -136,7 +157,8 @@ public final class StubResponder: Sendable {
             startTask(later) { await self.answerLocal(query, limit: limit, timeout: settings.localTimeout) }
             return .pending
         }
-        if settings.answerLocal, query.type == .ptr, let address = LocalZones.reverseAddress(query.name),
+        if settings.answerLocal, query.type == .ptr, query.nameText.hasSuffix(".arpa."),
+            let address = LocalZones.reverseAddress(query.name),
             access.withLock({ $0.linkSubnets.contains { $0.contains(address) } })
         {
             // A host on our own link: its name is best known to mDNS (RFC 6762 §4); unicast DNS if nobody answers.
@@ -146,7 +168,7 @@ public final class StubResponder: Sendable {
             }
             return .pending
         }
-        let name = query.name.text
+        let name = query.nameText
         let dnssecOK = query.edns?.dnssecOK ?? false
         if let cached = resolver.cachedRecords(
             name, type: query.type, class: query.class, optimistic: settings.optimistic, dnssecOK: dnssecOK),
@@ -191,7 +213,7 @@ public final class StubResponder: Sendable {
     private func resolve(_ query: StubQuery, optimistic: Bool, limit: Int) async -> [UInt8] {
         let dnssecOK = query.edns?.dnssecOK ?? false
         var parts: [RecordAnswer] = []
-        var name = query.name.text
+        var name = query.nameText
         var visited: Set<String> = []
         // RFC 1034 §3.6.2: follow CNAMEs, bounded, each hop from the cache or the upstreams.
         for _ in 0..<9 {

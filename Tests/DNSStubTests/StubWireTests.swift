@@ -234,3 +234,25 @@ enum Wire {
         #expect(!LocalZones.isLocal(try DNSName("2.2.0.192.in-addr.arpa")))
     }
 }
+
+@Suite struct StubNameFastPathTests {
+    @Test(arguments: [
+        (["Www", "Example", "COM"], "www.example.com."),
+        (["_443", "_https", "h3-x", "lab"], "_443._https.h3-x.lab."),
+        ([String](), "."),
+    ])
+    func plainNamesMatchDNSName(_ labels: [String], _ text: String) throws {
+        let query = try StubQuery.parse(Wire.query(labels, type: 1))
+        #expect(query.nameText == text)
+        #expect(query.name.text == text)
+    }
+
+    @Test func otherNamesTakeTheValidatingPath() throws {
+        // A space and a dot inside labels: escaped exactly as DNSName writes them.
+        let query = try StubQuery.parse(Wire.query(["My Printer", "a.b", "local"], type: 12))
+        #expect(query.nameText == "my\\032printer.a\\.b.local.")
+        #expect(query.nameText == query.name.text)
+        #expect(StubQuery.plainName(Wire.name(["ok"]) + [], at: 0)?.0 == "ok.")
+        #expect(StubQuery.plainName([3, 97, 98], at: 0) == nil)  // no root label
+    }
+}
