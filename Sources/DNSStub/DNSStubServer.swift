@@ -130,9 +130,6 @@ public final class DNSStubServer: ServiceLifecycle.Service, Sendable {
         var bootstrap = DatagramBootstrap(group: loop ?? group.next())
             .channelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
             .channelOption(ChannelOptions.datagramVectorReadMessageCount, value: Self.datagramsPerRead)
-            // One recvmmsg per wake-up, then the replies go out: a lone query is answered without first waiting
-            // for an empty read (EAGAIN), and under load each wake-up still takes up to 32 datagrams.
-            .channelOption(ChannelOptions.maxMessagesPerRead, value: 1)
             // NIO divides the receive buffer evenly among the datagrams of one vector read: each gets 4 KiB, more
             // than any query we answer (EDNS payloads above 1232 are not expected from stub clients).
             .channelOption(

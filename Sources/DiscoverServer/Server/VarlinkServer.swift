@@ -64,9 +64,6 @@ public final class VarlinkServer: ServiceLifecycle.Service, Sendable {
             .serverChannelOption(ChannelOptions.backlog, value: 1024)
             // A client may send its calls and shut down its write side (`echo ... | socat`): answer them all.
             .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
-            // One read per wake-up, then the replies are flushed: a lone call is answered without first waiting for
-            // an empty read (EAGAIN); a pipelining client's batch still arrives in one read of up to 64 KiB.
-            .childChannelOption(ChannelOptions.maxMessagesPerRead, value: 1)
             .childChannelInitializer { [self] channel in
                 channel.eventLoop.makeCompletedFuture { try self.initialize(channel) }
             }
