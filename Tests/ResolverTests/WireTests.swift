@@ -306,3 +306,31 @@ struct WireTests {
         for (input, output) in vectors { #expect(Base64.encode(Array(input.utf8)) == output) }
     }
 }
+
+@Suite struct PlainNameFastPathTests {
+    @Test func agreesWithTheFullParser() throws {
+        var generator = SystemRandomNumberGenerator()
+        let alphabet = Array("abcXYZ09-_.".utf8)
+        for _ in 0..<20_000 {
+            let count = Int.random(in: 1...40, using: &generator)
+            let text = String(decoding: (0..<count).map { _ in alphabet.randomElement(using: &generator)! }, as: UTF8.self)
+            let full = (try? DNSName(text)).flatMap { $0.isRoot ? nil : $0.text }
+            if let plain = DNSName.plainNormalized(text) {
+                #expect(plain == full, "\(text)")
+            }
+        }
+    }
+
+    @Test(arguments: [
+        ("www.Example.COM", "www.example.com."), ("h3.lab.test.", "h3.lab.test."), ("_443._https.x", "_443._https.x."),
+    ])
+    func plainNames(_ text: String, _ expected: String) {
+        #expect(DNSName.plainNormalized(text) == expected)
+    }
+
+    @Test(arguments: [".", "", "a..b", ".a", "my printer.local", "a\\.b", "caf\u{E9}.example",
+        String(repeating: "a", count: 64) + ".x", Array(repeating: "abcdefghi", count: 26).joined(separator: ".")])
+    func otherNamesGoToTheFullParser(_ text: String) {
+        #expect(DNSName.plainNormalized(text) == nil)
+    }
+}

@@ -693,6 +693,9 @@ public final class DNSResolver: Sendable {
 
     /// Validates a host name and returns it absolute and lowercased.
     static func validate(_ name: String) throws(ResolverError) -> String {
+        // Nearly every name asked for is plain (letters, digits, `-`, `_`): checked and lowercased without building
+        // labels, often without copying. Everything else takes the full parser, which also explains the error.
+        if let plain = DNSName.plainNormalized(name) { return plain }
         let parsed: DNSName
         do {
             parsed = try DNSName(name)

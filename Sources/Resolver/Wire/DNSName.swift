@@ -226,6 +226,43 @@ public struct DNSName: Hashable, Sendable, CustomStringConvertible {
         return combined
     }
 
+    /// The normalised text (lowercase, trailing dot) of a name made only of letters, digits, `-` and `_` in valid
+    /// labels; nil for anything else (escapes, empty labels, over-long labels or names, the root), which the full
+    /// parser handles. Equal to `DNSName(text).text` whenever it is not nil.
+    public static func plainNormalized(_ text: String) -> String? {
+        let result: (needsCopy: Bool, absolute: Bool)? = text.utf8.withContiguousStorageIfAvailable { bytes in
+            guard !bytes.isEmpty, bytes[0] != UInt8(ascii: ".") else { return nil }
+            var label = 0
+            var upper = false
+            for byte in bytes {
+                if byte == UInt8(ascii: ".") {
+                    guard label > 0 else { return nil }
+                    label = 0
+                    continue
+                }
+                let lower = byte >= 0x61 && byte <= 0x7A
+                let capital = byte >= 0x41 && byte <= 0x5A
+                guard lower || capital || (byte >= 0x30 && byte <= 0x39) || byte == 0x2D || byte == 0x5F else {
+                    return nil
+                }
+                upper = upper || capital
+                label += 1
+                guard label <= maximumLabelLength else { return nil }
+            }
+            let absolute = bytes.last == UInt8(ascii: ".")
+            // Wire length: the text's octets, one more leading length octet, one more root if not absolute.
+            guard bytes.count + (absolute ? 1 : 2) <= maximumWireLength else { return nil }
+            return (upper || !absolute, absolute)
+        } ?? nil
+        // nil: not plain, or not contiguous (a bridged string): the full parser decides.
+        guard let result else { return nil }
+        if !result.needsCopy { return text }
+        var bytes = Array(text.utf8)
+        for index in bytes.indices where bytes[index] >= 0x41 && bytes[index] <= 0x5A { bytes[index] += 32 }
+        if !result.absolute { bytes.append(UInt8(ascii: ".")) }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
     /// Normalises presentation text (lowercase, trailing dot) when it is a valid name, else returns it unchanged.
     static func normalized(_ text: String) -> String {
         (try? DNSName(text))?.text ?? text
