@@ -1,3 +1,5 @@
+import Resolver
+
 /// The settings of the DNS stub (`[stub]` in discoverd.conf, `--stub-listen`).
 public struct StubSettings: Sendable, Hashable {
     /// Where to listen, UDP and TCP each; empty turns the stub off (`listen = none`).
@@ -51,33 +53,15 @@ public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
 
     /// Parses `ADDR[:PORT]`, `[V6]:PORT` or a bare IPv6 address; the port defaults to 53.
     public init(parsing text: String) throws(AddressRangeError) {
-        var host = text
-        var port = 53
-        if text.hasPrefix("[") {
-            guard let close = text.firstIndex(of: "]") else {
-                throw AddressRangeError(text: text, reason: "missing ]")
-            }
-            host = String(text[text.index(after: text.startIndex)..<close])
-            let rest = text[text.index(after: close)...]
-            if !rest.isEmpty {
-                guard rest.hasPrefix(":"), let value = Int(rest.dropFirst()) else {
-                    throw AddressRangeError(text: text, reason: "expected [ADDR]:PORT")
-                }
-                port = value
-            }
-        } else if text.filter({ $0 == ":" }).count == 1, let colon = text.firstIndex(of: ":") {
-            host = String(text[..<colon])
-            guard let value = Int(text[text.index(after: colon)...]) else {
-                throw AddressRangeError(text: text, reason: "port is not a number")
-            }
-            port = value
+        let parsed: HostAndPort
+        do { parsed = try HostAndPort(parsing: text) } catch {
+            throw AddressRangeError(text: text, reason: error.reason)
         }
-        guard AddressRange.parseAddress(host) != nil else {
+        guard AddressRange.parseAddress(parsed.host) != nil else {
             throw AddressRangeError(text: text, reason: "not a numeric IPv4 or IPv6 address")
         }
-        guard (1...65535).contains(port) else { throw AddressRangeError(text: text, reason: "port must be 1...65535") }
-        self.host = host
-        self.port = port
+        self.host = parsed.host
+        self.port = parsed.port
     }
 
     public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }

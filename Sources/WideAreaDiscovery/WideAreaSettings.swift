@@ -1,3 +1,5 @@
+import Resolver
+
 /// The `[wide-area]` settings of the daemon.
 public struct WideAreaSettings: Hashable, Sendable {
     /// `browse-domain`: domains to browse and enumerate besides the resolv.conf search domains.
@@ -46,29 +48,12 @@ public struct UpdateServerAddress: Hashable, Sendable, CustomStringConvertible {
     /// Parses `ADDR`, `ADDR:PORT`, `[V6]:PORT` or a bare IPv6 address.
     /// - Throws: `invalidParameter` naming what is wrong.
     public init(parsing text: String) throws(WideAreaError) {
-        var host = text
-        var port = 53
-        if text.hasPrefix("["), let close = text.firstIndex(of: "]") {
-            host = String(text[text.index(after: text.startIndex)..<close])
-            let rest = text[text.index(after: close)...]
-            if !rest.isEmpty {
-                guard rest.hasPrefix(":"), let value = Int(rest.dropFirst()) else {
-                    throw WideAreaError(.invalidParameter, "update server '\(text)': expected [ADDRESS]:PORT")
-                }
-                port = value
-            }
-        } else if text.filter({ $0 == ":" }).count == 1, let colon = text.firstIndex(of: ":") {
-            host = String(text[..<colon])
-            guard let value = Int(text[text.index(after: colon)...]) else {
-                throw WideAreaError(.invalidParameter, "update server '\(text)': port is not a number")
-            }
-            port = value
+        do {
+            let parsed = try HostAndPort(parsing: text)
+            (host, port) = (parsed.host, parsed.port)
+        } catch {
+            throw WideAreaError(.invalidParameter, "update server '\(text)': \(error.reason)")
         }
-        guard (1...65535).contains(port), !host.isEmpty else {
-            throw WideAreaError(.invalidParameter, "update server '\(text)': expected ADDRESS[:PORT]")
-        }
-        self.host = host
-        self.port = port
     }
 
     public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }

@@ -334,3 +334,19 @@ struct WireTests {
         #expect(DNSName.plainNormalized(text) == nil)
     }
 }
+
+@Suite struct HostAndPortTests {
+    @Test(arguments: [
+        ("192.0.2.53", "192.0.2.53", 53), ("192.0.2.53:5353", "192.0.2.53", 5353), ("[2001:db8::1]", "2001:db8::1", 53),
+        ("[2001:db8::1]:853", "2001:db8::1", 853), ("2001:db8::1", "2001:db8::1", 53), (" ns.example:54 ", "ns.example", 54),
+    ])
+    func parses(_ text: String, _ host: String, _ port: Int) throws {
+        let parsed = try HostAndPort(parsing: text)
+        #expect(parsed.host == host && parsed.port == port)
+    }
+
+    @Test(arguments: ["", "[::1", "[::1]x", "[::1]:", "a:b", "a:0", "a:65536", ":53"])
+    func refuses(_ text: String) {
+        #expect(throws: HostAndPort.ParseError.self) { try HostAndPort(parsing: text) }
+    }
+}

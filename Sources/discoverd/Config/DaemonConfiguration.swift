@@ -100,34 +100,15 @@ struct Upstream: Sendable, Equatable, CustomStringConvertible {
 
     /// Parses `ADDR`, `ADDR:PORT`, `[V6]`, `[V6]:PORT` or a bare IPv6 address.
     init(parsing text: String) throws(ConfigurationError) {
-        let text = text.trimmingCharacters(in: .whitespaces)
-        var host = text
-        var port = 53
-        if text.hasPrefix("[") {
-            guard let close = text.firstIndex(of: "]") else {
-                throw ConfigurationError("upstream '\(text)': missing ']'")
-            }
-            host = String(text[text.index(after: text.startIndex)..<close])
-            let rest = text[text.index(after: close)...]
-            if !rest.isEmpty {
-                guard rest.hasPrefix(":"), let value = Int(rest.dropFirst()) else {
-                    throw ConfigurationError("upstream '\(text)': expected [ADDRESS]:PORT")
-                }
-                port = value
-            }
-        } else if text.filter({ $0 == ":" }).count == 1, let colon = text.firstIndex(of: ":") {
-            host = String(text[..<colon])
-            guard let value = Int(text[text.index(after: colon)...]) else {
-                throw ConfigurationError("upstream '\(text)': port is not a number")
-            }
-            port = value
+        let parsed: HostAndPort
+        do { parsed = try HostAndPort(parsing: text) } catch {
+            throw ConfigurationError("upstream '\(text)': \(error.reason)")
         }
-        guard (1...65535).contains(port) else { throw ConfigurationError("upstream '\(text)': port out of range") }
-        guard Self.isIPAddress(host) else {
+        guard Self.isIPAddress(parsed.host) else {
             throw ConfigurationError("upstream '\(text)': not an IPv4 or IPv6 address (host names are not allowed)")
         }
-        self.host = host
-        self.port = port
+        self.host = parsed.host
+        self.port = parsed.port
     }
 
     var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
