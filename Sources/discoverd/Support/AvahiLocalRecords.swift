@@ -13,11 +13,9 @@ struct AvahiLocalRecords: LocalRecordSource {
     let discovery: DiscoveryService
     var grace: Duration = .milliseconds(60)
 
-    private struct Collected {
-        var records: [MDNSRecord] = []
-        var firstAt: ContinuousClock.Instant?
-        var allForNow = false
-        var failure: (any Error)?
+    /// What the reader has collected so far, shared with the look-up that returns it.
+    private final class Collected: Sendable {
+        let records = Mutex<[MDNSRecord]>([])
     }
 
     func lookup(name: DNSName, type: RRType, class rrClass: RRClass, interface: Int32?, window timeout: Duration)
@@ -31,38 +29,43 @@ struct AvahiLocalRecords: LocalRecordSource {
             throw Self.error(error)
         }
         let unique = Self.isUnique(type: type, name: name)
-        let state = Mutex(Collected())
-        let reader = Task {
-            do {
-                for try await event in stream {
-                    switch event {
-                    case .added(let record):
-                        state.withLock { collected in
-                            collected.records.append(record)
-                            if collected.firstAt == nil { collected.firstAt = .now }
+        let grace = self.grace
+        let state = Collected()
+        let (firstRecord, firstSeen) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        defer { firstSeen.finish() }
+        // Whichever ends first ends the look-up: all-for-now from Avahi, the window, or (records with one owner)
+        // the grace after the first answer. Ending it cancels the reader, which frees the record browser.
+        do {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    for try await event in stream {
+                        switch event {
+                        case .added(let record):
+                            state.records.withLock { $0.append(record) }
+                            firstSeen.yield()
+                        case .removed(let record):
+                            state.records.withLock { $0.removeAll { $0 == record } }
+                        case .allForNow:
+                            return
                         }
-                    case .removed(let record):
-                        state.withLock { $0.records.removeAll { $0 == record } }
-                    case .allForNow:
-                        state.withLock { $0.allForNow = true }
-                        return
                     }
                 }
-            } catch {
-                state.withLock { $0.failure = error }
+                group.addTask { try? await Task.sleep(for: timeout) }
+                if unique {
+                    group.addTask {
+                        for await _ in firstRecord {
+                            try? await Task.sleep(for: grace)
+                            return
+                        }
+                    }
+                }
+                _ = try await group.next()
+                group.cancelAll()
             }
+        } catch {
+            throw Self.error(error)
         }
-        defer { reader.cancel() }
-        let deadline = ContinuousClock.now + timeout
-        while true {
-            let collected = state.withLock { $0 }
-            if let failure = collected.failure { throw Self.error(failure) }
-            let now = ContinuousClock.now
-            if collected.allForNow || now >= deadline { break }
-            if unique, let first = collected.firstAt, now >= first + grace { break }
-            do { try await Task.sleep(for: .milliseconds(5)) } catch { break }
-        }
-        return state.withLock { $0.records }.map { record in
+        return state.records.withLock { $0 }.map { record in
             ResourceRecord(
                 name: record.name, type: RRType(record.type), class: RRClass(record.dnsClass), ttl: record.ttl,
                 rdata: record.rdata)
