@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "WideAreaDiscovery", targets: ["WideAreaDiscovery"]),
     ],
     dependencies: [
+
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
@@ -26,6 +27,7 @@ let package = Package(
     targets: [
         // C shims: system libraries found with pkg-config.
         .systemLibrary(name: "CAvahi", pkgConfig: "avahi-client", providers: [.apt(["libavahi-client-dev"])]),
+        .target(name: "CStubIO"),
         .systemLibrary(name: "CLDNS", pkgConfig: "ldns", providers: [.apt(["libldns-dev"])]),
 
         // Wire types and varlink framing: no C, no NIO, usable by any client.
@@ -48,6 +50,7 @@ let package = Package(
             name: "DNSStub",
             dependencies: [
                 "Resolver",
+                "CStubIO",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

@@ -10,8 +10,9 @@ import Glibc
 
 /// The DNS stub's sockets: UDP and TCP on each listen address, served until graceful shutdown.
 ///
-/// UDP gets one socket per event loop (SO_REUSEPORT), so every core answers; each reads batches of datagrams
-/// (recvmmsg) and flushes once per batch. A listen address that cannot be bound (in use, not permitted) is one
+/// UDP gets one socket and one thread per core (SO_REUSEPORT), so every core answers; each thread blocks in
+/// recvmmsg for a batch of datagrams and sends the batch's replies with one sendmmsg (``StubUDPWorker``). TCP is
+/// served by the event loops. A listen address that cannot be bound (in use, not permitted) is one
 /// warning naming it and the reason; the daemon goes on serving everything else.
 public final class DNSStubServer: ServiceLifecycle.Service, Sendable {
     /// A socket handed over by the service manager (socket activation, `LISTEN_FDS`).
@@ -24,9 +25,6 @@ public final class DNSStubServer: ServiceLifecycle.Service, Sendable {
         }
     }
 
-    /// Datagrams read per wake-up (recvmmsg).
-    static let datagramsPerRead = 32
-
     private let responder: StubResponder
     private let listen: [ListenAddress]
     private let inherited: [InheritedSocket]
@@ -35,6 +33,7 @@ public final class DNSStubServer: ServiceLifecycle.Service, Sendable {
     private let group: any EventLoopGroup
     private let logger: Logger
     private let channels = Mutex<[any Channel]>([])
+    private let workers = Mutex<[StubUDPWorker]>([])
     private let bound = Mutex<[String]>([])
     /// `bind()` ran (whatever it managed to bind): `run()` does not try again.
     private let didBind = Atomic<Bool>(false)
@@ -65,8 +64,15 @@ public final class DNSStubServer: ServiceLifecycle.Service, Sendable {
                     let channel = try await tcpBootstrap().withBoundSocket(socket.descriptor).get()
                     adopt(channel, "tcp \(channel.localAddress.map(Self.describe) ?? "fd \(socket.descriptor)")")
                 } else {
-                    let channel = try await udpBootstrap(reusePort: false).withBoundSocket(socket.descriptor).get()
-                    adopt(channel, "udp \(channel.localAddress.map(Self.describe) ?? "fd \(socket.descriptor)")")
+                    // Blocking reads: the workers wait in recvmmsg.
+                    let flags = fcntl(socket.descriptor, F_GETFL)
+                    guard flags >= 0, fcntl(socket.descriptor, F_SETFL, flags & ~O_NONBLOCK) == 0 else {
+                        throw IOError(errnoCode: errno, reason: "fcntl")
+                    }
+                    let udp = StubUDPSocket(descriptor: socket.descriptor)
+                    // Several threads may read one socket: the kernel hands each datagram to one of them.
+                    try startWorkers(Array(repeating: udp, count: Self.threads))
+                    bound.withLock { $0.append("udp \(udp.localDescription ?? "fd \(socket.descriptor)")") }
                 }
             } catch {
                 logger.warning(
@@ -81,16 +87,18 @@ public final class DNSStubServer: ServiceLifecycle.Service, Sendable {
 
     private func bind(_ address: ListenAddress) async {
         var failures: [(transport: String, reason: String)] = []
-        var udp: [any Channel] = []
         do {
-            // One UDP socket per event loop, all on the same port (SO_REUSEPORT): the kernel spreads datagrams.
-            for loop in group.makeIterator() {
-                udp.append(try await udpBootstrap(reusePort: true, on: loop).bind(host: address.host, port: address.port).get())
+            // One UDP socket per core, all on the same port (SO_REUSEPORT): the kernel spreads datagrams.
+            var sockets: [StubUDPSocket] = []
+            do {
+                for _ in 0..<Self.threads { sockets.append(try StubUDPSocket.bind(address)) }
+                try startWorkers(sockets)
+            } catch {
+                for socket in sockets { socket.close() }
+                throw error
             }
-            for channel in udp { adopt(channel, nil) }
             bound.withLock { $0.append("udp \(address)") }
         } catch {
-            for channel in udp { try? await channel.close() }
             failures.append(("UDP", Self.reason(error)))
         }
         do {
@@ -125,24 +133,37 @@ public final class DNSStubServer: ServiceLifecycle.Service, Sendable {
         if let description { bound.withLock { $0.append(description) } }
     }
 
-    private func udpBootstrap(reusePort: Bool, on loop: (any EventLoop)? = nil) -> DatagramBootstrap {
-        let responder = self.responder
-        var bootstrap = DatagramBootstrap(group: loop ?? group.next())
-            .channelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
-            .channelOption(ChannelOptions.datagramVectorReadMessageCount, value: Self.datagramsPerRead)
-            // NIO divides the receive buffer evenly among the datagrams of one vector read: each gets 4 KiB, more
-            // than any query we answer (EDNS payloads above 1232 are not expected from stub clients).
-            .channelOption(
-                ChannelOptions.recvAllocator,
-                value: FixedSizeRecvByteBufferAllocator(capacity: Self.datagramsPerRead * 4096))
-            .channelOption(ChannelOptions.socketOption(.so_rcvbuf), value: 1 << 21)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(StubUDPHandler(responder: responder))
-                }
+    /// UDP threads per socket address: one per core.
+    static var threads: Int { max(1, System.coreCount) }
+
+    /// Starts one worker per socket (all or none).
+    private func startWorkers(_ sockets: [StubUDPSocket]) throws {
+        var started: [StubUDPWorker] = []
+        let number = workers.withLock { $0.count }
+        for (index, socket) in sockets.enumerated() {
+            let worker = StubUDPWorker(
+                socket: socket, responder: responder, name: "dns-udp-\(number + index)", logger: logger)
+            do {
+                try worker.start()
+            } catch {
+                // Unwind the ones already running; the sockets are closed by the caller.
+                for worker in started { _ = worker }
+                workers.withLock { $0.append(contentsOf: started) }
+                throw error
             }
-        if reusePort { bootstrap = bootstrap.channelOption(ChannelOptions.socket(SocketOptionLevel(SOL_SOCKET), SocketOptionName(SO_REUSEPORT)), value: 1) }
-        return bootstrap
+            started.append(worker)
+        }
+        workers.withLock { $0.append(contentsOf: started) }
+    }
+
+    /// Stops every UDP thread, then closes the sockets.
+    private func stopWorkers() async {
+        let all = workers.withLock { list in
+            defer { list = [] }
+            return list
+        }
+        for worker in all { await worker.stop() }
+        for worker in all { worker.socket.close() }
     }
 
     private func tcpBootstrap() -> ServerBootstrap {
@@ -172,15 +193,19 @@ public final class DNSStubServer: ServiceLifecycle.Service, Sendable {
     public func run() async throws {
         if !didBind.load(ordering: .relaxed) { await bind() }
         let open = channels.withLock { $0 }
-        if !open.isEmpty {
+        let serving = !open.isEmpty || workers.withLock { !$0.isEmpty }
+        if serving {
             logger.info("DNS stub listening", metadata: ["on": "\(listening.joined(separator: ", "))"])
         }
         await withGracefulShutdownHandler {
             for channel in open { try? await channel.closeFuture.get() }
+            // The UDP threads have no future to wait on: wait for the shutdown itself.
+            if serving { try? await gracefulShutdown() }
         } onGracefulShutdown: {
             for channel in open { channel.close(promise: nil) }
         }
-        if open.isEmpty { try? await gracefulShutdown() }
+        await stopWorkers()
+        if !serving { try? await gracefulShutdown() }
     }
 
     static func describe(_ address: SocketAddress) -> String {

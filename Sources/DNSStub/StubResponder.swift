@@ -64,39 +64,16 @@ public final class StubResponder: Sendable {
     }
 
     /// Whether `client` may use the stub: loopback, the machine's own addresses, `[stub] allow`.
-    func isAllowed(_ client: SocketAddress?) -> Bool {
-        guard let bytes = client.flatMap(Self.addressBytes) else { return false }
+    func isAllowed(_ client: StubClient) -> Bool {
+        if client.isLoopback { return true }
+        guard let bytes = client.bytes else { return false }
         return access.withLock { $0.allowed.contains { $0.contains(bytes) } }
-    }
-
-    /// 127.0.0.0/8, ::1 and ::ffff:127.x: always allowed, decided without a lock or an allocation.
-    static func isLoopback(_ address: SocketAddress?) -> Bool {
-        switch address {
-        case .v4(let v4):
-            return UInt32(bigEndian: v4.address.sin_addr.s_addr) >> 24 == 127
-        case .v6(let v6):
-            return withUnsafeBytes(of: v6.address.sin6_addr) { raw in
-                let zeros = raw[0..<10].allSatisfy { $0 == 0 }
-                let plain = zeros && raw[10] == 0 && raw[11] == 0 && raw[12..<15].allSatisfy { $0 == 0 } && raw[15] == 1
-                let mapped = zeros && raw[10] == 0xFF && raw[11] == 0xFF && raw[12] == 127
-                return plain || mapped
-            }
-        default:
-            return false
-        }
-    }
-
-    static func addressBytes(_ address: SocketAddress) -> [UInt8]? {
-        switch address {
-        case .v4(let v4): withUnsafeBytes(of: v4.address.sin_addr) { Array($0) }
-        case .v6(let v6): withUnsafeBytes(of: v6.address.sin6_addr) { Array($0) }
-        case .unixDomainSocket: nil
-        }
     }
 
     // MARK: - Answering
 
-    /// Answers one message.
+    /// Answers one message; a refresh the answer elected is started before this returns (see the variant with
+    /// `refreshes` to send the answer first).
     /// - Parameters:
     ///   - bytes: the DNS message (for TCP without its length prefix).
     ///   - client: where it came from, for `allow`.
@@ -104,6 +81,18 @@ public final class StubResponder: Sendable {
     ///   - later: receives the reply when it is not immediate (called once, on any thread).
     public func handle(
         _ bytes: [UInt8], client: SocketAddress?, overTCP: Bool, later: @escaping @Sendable ([UInt8]) -> Void
+    ) -> Immediate {
+        var refreshes = PendingRefreshes()
+        let outcome = handle(bytes, client: StubClient(client), overTCP: overTCP, refreshes: &refreshes, later: later)
+        startRefreshes(refreshes)
+        return outcome
+    }
+
+    /// Answers one message. A stale answer's refresh is added to `refreshes` instead of started: the caller
+    /// sends the answer, then calls ``startRefreshes(_:)``.
+    public func handle(
+        _ bytes: [UInt8], client: StubClient, overTCP: Bool, refreshes: inout PendingRefreshes,
+        later: @escaping @Sendable ([UInt8]) -> Void
     ) -> Immediate {
         if overTCP { counters.tcpQueries.bump() } else { counters.udpQueries.bump() }
         let query: StubQuery
@@ -115,9 +104,9 @@ public final class StubResponder: Sendable {
             guard isAllowed(client), let reply = StubReply.problem(error) else { return .drop }
             return .reply(reply)
         }
-        let loopback = Self.isLoopback(client)
+        let loopback = client.isLoopback
         let (settings, allowed) = access.withLock { state in
-            (state.settings, loopback || (client.flatMap(Self.addressBytes).map { bytes in
+            (state.settings, loopback || (client.bytes.map { bytes in
                 state.allowed.contains { $0.contains(bytes) } } ?? false))
         }
         let limit = StubReply.sizeLimit(for: query, overTCP: overTCP)
@@ -170,14 +159,24 @@ public final class StubResponder: Sendable {
         }
         let name = query.nameText
         let dnssecOK = query.edns?.dnssecOK ?? false
+        var elected = PendingRefreshes()
         if let cached = resolver.cachedRecords(
-            name, type: query.type, class: query.class, optimistic: settings.optimistic, dnssecOK: dnssecOK),
+            name, type: query.type, class: query.class, optimistic: settings.optimistic, dnssecOK: dnssecOK,
+            refreshes: &elected),
             chaseTarget(cached.answer, name: name, type: query.type) == nil
         {
+            refreshes.merge(elected)
             return .reply(reply(query, parts: [cached], code: code(of: cached.answer), limit: limit))
         }
+        // Not answered here: the task below looks the name up again (and waits for this refresh if it must).
+        resolver.startRefreshes(elected)
         startTask(later) { await self.resolve(query, optimistic: settings.optimistic, limit: limit) }
         return .pending
+    }
+
+    /// Starts the refreshes that ``handle(_:client:overTCP:refreshes:later:)`` handed out.
+    public func startRefreshes(_ refreshes: PendingRefreshes) {
+        if !refreshes.isEmpty { resolver.startRefreshes(refreshes) }
     }
 
     private func startTask(_ later: @escaping @Sendable ([UInt8]) -> Void, _ body: @escaping @Sendable () async -> [UInt8]) {

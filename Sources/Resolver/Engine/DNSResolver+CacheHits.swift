@@ -16,12 +16,21 @@ public struct PendingRefreshes: Sendable {
         var key: CacheKey
         var name: String
         var type: RRType
+        var rrClass: RRClass = .in
+        var dnssecOK = false
     }
 
     var items: [Refresh] = []
 
     /// No refresh is due.
     public var isEmpty: Bool { items.isEmpty }
+
+    public init() {}
+
+    /// Adds `other`'s refreshes to these.
+    public mutating func merge(_ other: PendingRefreshes) {
+        items.append(contentsOf: other.items)
+    }
 }
 
 extension DNSResolver {
@@ -103,7 +112,9 @@ extension DNSResolver {
     /// Starts the refreshes a synchronous cache answer was elected to run.
     public func startRefreshes(_ refreshes: PendingRefreshes) {
         for refresh in refreshes.items {
-            _ = upstreamTask(for: refresh.key, name: refresh.name, type: refresh.type, isRefresh: true)
+            _ = upstreamTask(
+                for: refresh.key, name: refresh.name, type: refresh.type, class: refresh.rrClass,
+                dnssecOK: refresh.dnssecOK, isRefresh: true)
         }
     }
 

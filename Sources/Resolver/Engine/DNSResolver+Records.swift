@@ -24,6 +24,20 @@ extension DNSResolver {
     public func cachedRecords(
         _ name: String, type: RRType, class rrClass: RRClass = .in, optimistic: Bool = true, dnssecOK: Bool = false
     ) -> RecordAnswer? {
+        var refreshes = PendingRefreshes()
+        let answer = cachedRecords(
+            name, type: type, class: rrClass, optimistic: optimistic, dnssecOK: dnssecOK, refreshes: &refreshes)
+        startRefreshes(refreshes)
+        return answer
+    }
+
+    /// ``cachedRecords(_:type:class:optimistic:dnssecOK:)`` that hands the refresh it was elected to run to the
+    /// caller instead of starting it: the caller sends the stale answer first, then calls ``startRefreshes(_:)``
+    /// (DESIGN.md: a stale answer is written before any work for its refresh begins).
+    public func cachedRecords(
+        _ name: String, type: RRType, class rrClass: RRClass = .in, optimistic: Bool = true, dnssecOK: Bool = false,
+        refreshes: inout PendingRefreshes
+    ) -> RecordAnswer? {
         let key = CacheKey(name: name, type: type.rawValue, dnsClass: rrClass.rawValue)
         let lookup = cache.lookup(key, optimistic: optimistic)
         // An entry fetched without DO lacks the signatures a DO client asks for: fetch it again, with DO.
@@ -33,7 +47,7 @@ extension DNSResolver {
             return RecordAnswer(answer: answer, ttl: remaining, source: .cache, staleSeconds: nil, attempts: [])
         case .stale(let answer, let staleSeconds, let answerTTL, let shouldRefresh):
             if shouldRefresh {
-                _ = upstreamTask(for: key, name: name, type: type, class: rrClass, dnssecOK: dnssecOK, isRefresh: true)
+                refreshes.items.append(.init(key: key, name: name, type: type, rrClass: rrClass, dnssecOK: dnssecOK))
             }
             return RecordAnswer(
                 answer: answer, ttl: answerTTL, source: .expiredCache, staleSeconds: staleSeconds, attempts: [])

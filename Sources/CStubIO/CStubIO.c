@@ -1,0 +1,127 @@
+#define _GNU_SOURCE
+#include "CStubIO.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+struct cstub_batch {
+    unsigned count;
+    size_t slot;
+    unsigned queued;
+    uint8_t *in_data;
+    uint8_t *out_data;
+    struct sockaddr_storage *names;
+    struct iovec *in_vectors;
+    struct iovec *out_vectors;
+    struct mmsghdr *in_headers;
+    struct mmsghdr *out_headers;
+};
+
+cstub_batch *cstub_batch_new(unsigned count, size_t slot) {
+    cstub_batch *batch = calloc(1, sizeof *batch);
+    if (!batch) return NULL;
+    batch->count = count;
+    batch->slot = slot;
+    batch->in_data = malloc(count * slot);
+    batch->out_data = malloc(count * slot);
+    batch->names = calloc(count, sizeof *batch->names);
+    batch->in_vectors = calloc(count, sizeof *batch->in_vectors);
+    batch->out_vectors = calloc(count, sizeof *batch->out_vectors);
+    batch->in_headers = calloc(count, sizeof *batch->in_headers);
+    batch->out_headers = calloc(count, sizeof *batch->out_headers);
+    if (!batch->in_data || !batch->out_data || !batch->names || !batch->in_vectors || !batch->out_vectors
+        || !batch->in_headers || !batch->out_headers) {
+        cstub_batch_free(batch);
+        return NULL;
+    }
+    for (unsigned i = 0; i < count; i++) {
+        batch->in_vectors[i].iov_base = batch->in_data + i * slot;
+        batch->in_vectors[i].iov_len = slot;
+    }
+    return batch;
+}
+
+void cstub_batch_free(cstub_batch *batch) {
+    if (!batch) return;
+    free(batch->in_data);
+    free(batch->out_data);
+    free(batch->names);
+    free(batch->in_vectors);
+    free(batch->out_vectors);
+    free(batch->in_headers);
+    free(batch->out_headers);
+    free(batch);
+}
+
+int cstub_batch_receive(cstub_batch *batch, int fd) {
+    batch->queued = 0;
+    for (unsigned i = 0; i < batch->count; i++) {
+        struct msghdr *header = &batch->in_headers[i].msg_hdr;
+        memset(header, 0, sizeof *header);
+        header->msg_name = &batch->names[i];
+        header->msg_namelen = sizeof batch->names[i];
+        header->msg_iov = &batch->in_vectors[i];
+        header->msg_iovlen = 1;
+        batch->in_headers[i].msg_len = 0;
+    }
+    int received = recvmmsg(fd, batch->in_headers, batch->count, MSG_WAITFORONE, NULL);
+    return received < 0 ? -errno : received;
+}
+
+const uint8_t *cstub_batch_datagram(const cstub_batch *batch, unsigned index, size_t *length) {
+    *length = batch->in_headers[index].msg_len;
+    return batch->in_data + index * batch->slot;
+}
+
+const void *cstub_batch_sender(const cstub_batch *batch, unsigned index, uint32_t *length) {
+    *length = batch->in_headers[index].msg_hdr.msg_namelen;
+    return &batch->names[index];
+}
+
+int cstub_batch_queue_reply(cstub_batch *batch, unsigned index, const uint8_t *bytes, size_t length) {
+    if (length > batch->slot || batch->queued >= batch->count) return -1;
+    unsigned at = batch->queued++;
+    uint8_t *slot = batch->out_data + at * batch->slot;
+    memcpy(slot, bytes, length);
+    batch->out_vectors[at].iov_base = slot;
+    batch->out_vectors[at].iov_len = length;
+    struct msghdr *header = &batch->out_headers[at].msg_hdr;
+    memset(header, 0, sizeof *header);
+    header->msg_name = &batch->names[index];
+    header->msg_namelen = batch->in_headers[index].msg_hdr.msg_namelen;
+    header->msg_iov = &batch->out_vectors[at];
+    header->msg_iovlen = 1;
+    return 0;
+}
+
+int cstub_batch_send(cstub_batch *batch, int fd) {
+    unsigned sent = 0, went = 0;
+    while (sent < batch->queued) {
+        int result = sendmmsg(fd, batch->out_headers + sent, batch->queued - sent, MSG_DONTWAIT);
+        if (result > 0) {
+            sent += (unsigned)result;
+            went += (unsigned)result;
+        } else if (result < 0 && errno == EINTR) {
+            continue;
+        } else {
+            sent += 1;  // this reply cannot go (full buffer, unreachable client): drop it, send the rest
+        }
+    }
+    batch->queued = 0;
+    return (int)went;
+}
+
+int cstub_send_to(int fd, const uint8_t *bytes, size_t length, const void *address, uint32_t address_length) {
+    ssize_t result = sendto(fd, bytes, length, MSG_DONTWAIT, (const struct sockaddr *)address, address_length);
+    return result < 0 ? -errno : 0;
+}
+
+void cstub_set_thread_name(const char *name) {
+    char short_name[16];
+    strncpy(short_name, name, sizeof short_name - 1);
+    short_name[sizeof short_name - 1] = 0;
+    pthread_setname_np(pthread_self(), short_name);
+}

@@ -1,0 +1,248 @@
+import CStubIO
+import Logging
+import NIOCore
+import Resolver
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A UDP socket of the stub, shared by the workers that read it and by late replies (misses answered from a
+/// task). Late replies and `close()` take the lock, so a reply never goes to a descriptor number that was closed
+/// and reused.
+final class StubUDPSocket: Sendable {
+    let descriptor: CInt
+    /// False for a socket the service manager passed: closing our copy is still right at shutdown.
+    private let open = Mutex<Bool>(true)
+
+    init(descriptor: CInt) {
+        self.descriptor = descriptor
+    }
+
+    /// Binds a new UDP socket on `address` with SO_REUSEPORT, so that one socket per worker shares the port.
+    /// - Throws: `IOError` with the errno of the step that failed.
+    static func bind(_ address: ListenAddress) throws -> StubUDPSocket {
+        let socketAddress = try SocketAddress(ipAddress: address.host, port: address.port)
+        let family = socketAddress.protocol.rawValue
+        let fd = Glibc.socket(family, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw IOError(errnoCode: errno, reason: "socket") }
+        func option(_ level: CInt, _ name: CInt, _ value: CInt) {
+            var value = value
+            _ = setsockopt(fd, level, name, &value, socklen_t(MemoryLayout<CInt>.size))
+        }
+        option(SOL_SOCKET, SO_REUSEADDR, 1)
+        option(SOL_SOCKET, SO_REUSEPORT, 1)
+        option(SOL_SOCKET, SO_RCVBUF, 1 << 21)
+        let result: CInt
+        switch socketAddress {
+        case .v4(let v4):
+            var raw = v4.address
+            result = withUnsafePointer(to: &raw) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+        case .v6(let v6):
+            var raw = v6.address
+            result = withUnsafePointer(to: &raw) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size))
+                }
+            }
+        case .unixDomainSocket:
+            result = -1
+            errno = EAFNOSUPPORT
+        }
+        guard result == 0 else {
+            let code = errno
+            Glibc.close(fd)
+            throw IOError(errnoCode: code, reason: "bind")
+        }
+        return StubUDPSocket(descriptor: fd)
+    }
+
+    /// The bound address, as `ADDR:PORT`.
+    var localDescription: String? {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let result = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
+        }
+        guard result == 0 else { return nil }
+        let address: SocketAddress?
+        switch Int32(storage.ss_family) {
+        case AF_INET:
+            address = withUnsafeBytes(of: storage) { SocketAddress($0.load(as: sockaddr_in.self), host: "") }
+        case AF_INET6:
+            address = withUnsafeBytes(of: storage) { SocketAddress($0.load(as: sockaddr_in6.self), host: "") }
+        default:
+            address = nil
+        }
+        return address.map(DNSStubServer.describe)
+    }
+
+    /// Sends one reply from any thread (never blocks: a full send buffer drops it, as a lost datagram would).
+    func send(_ reply: [UInt8], to peer: Peer) {
+        open.withLock { open in
+            guard open else { return }
+            var address = peer.address
+            _ = reply.withUnsafeBufferPointer { bytes in
+                withUnsafeBytes(of: &address) {
+                    cstub_send_to(descriptor, bytes.baseAddress, bytes.count, $0.baseAddress, peer.length)
+                }
+            }
+        }
+    }
+
+    /// A client's address, copied out of a receive batch for a late reply.
+    struct Peer: Sendable {
+        var address: sockaddr_storage
+        var length: UInt32
+
+        init(_ pointer: UnsafeRawPointer, length: UInt32) {
+            var address = sockaddr_storage()
+            withUnsafeMutableBytes(of: &address) {
+                $0.copyMemory(from: UnsafeRawBufferPointer(start: pointer, count: Int(min(length, UInt32($0.count)))))
+            }
+            self.address = address
+            self.length = length
+        }
+    }
+
+    func close() {
+        open.withLock { open in
+            guard open else { return }
+            open = false
+            Glibc.close(descriptor)
+        }
+    }
+}
+
+/// One thread serving DNS over UDP on one socket, without an event loop.
+///
+/// It blocks in `recvmmsg(MSG_WAITFORONE)` until at least one datagram is there and takes up to
+/// ``batch`` at once; answers each (cache hits on this thread, from stored bytes); sends every reply of the
+/// batch with one `sendmmsg`; and only then starts the refreshes its stale answers elected. An idle stub
+/// answers a query with two system calls (receive, send) where an event loop needs four (wait, read, an empty
+/// read, send); a busy one moves 32 datagrams per call each way. Misses are answered later from a task through
+/// ``StubUDPSocket/send(_:to:length:)``.
+final class StubUDPWorker: @unchecked Sendable {
+    /// Datagrams per receive and per send.
+    static let batch = 32
+    /// Bytes per datagram slot: a query larger than this is cut (and then malformed); a UDP reply is at most
+    /// ``StubReply/ourPayloadSize``.
+    static let slotSize = 4096
+
+    let socket: StubUDPSocket
+    private let responder: StubResponder
+    private let logger: Logger
+    private let stopping = Atomic<Bool>(false)
+    private let exited = Atomic<Bool>(false)
+    private var thread = pthread_t()
+    private let name: String
+
+    init(socket: StubUDPSocket, responder: StubResponder, name: String, logger: Logger) {
+        self.socket = socket
+        self.responder = responder
+        self.name = name
+        self.logger = logger
+    }
+
+    /// Starts the thread.
+    func start() throws {
+        Self.installWakeSignal()
+        let box = Unmanaged.passRetained(self)
+        let result = pthread_create(&thread, nil, { argument in
+            let worker = Unmanaged<StubUDPWorker>.fromOpaque(argument!).takeRetainedValue()
+            worker.run()
+            return nil
+        }, box.toOpaque())
+        guard result == 0 else {
+            box.release()
+            throw IOError(errnoCode: result, reason: "pthread_create")
+        }
+    }
+
+    /// Stops the thread and waits for it (a few milliseconds at most): the flag, then the wake signal until it
+    /// has left its receive call.
+    func stop() async {
+        stopping.store(true, ordering: .sequentiallyConsistent)
+        while !exited.load(ordering: .sequentiallyConsistent) {
+            // The thread is joinable and not joined yet, so its handle stays valid even while it exits.
+            _ = pthread_kill(thread, Self.wakeSignal)
+            try? await Task.sleep(for: .milliseconds(2))
+        }
+        pthread_join(thread, nil)
+    }
+
+    /// A real-time signal with an empty handler installed without SA_RESTART: delivered to a worker, it makes
+    /// its blocking `recvmmsg` return EINTR so that it sees the stop flag.
+    static let wakeSignal: CInt = __libc_current_sigrtmin() + 5
+
+    private static let installed = Mutex<Bool>(false)
+
+    private static func installWakeSignal() {
+        installed.withLock { installed in
+            guard !installed else { return }
+            installed = true
+            var action = sigaction()
+            action.__sigaction_handler.sa_handler = { _ in }
+            sigemptyset(&action.sa_mask)
+            action.sa_flags = 0
+            sigaction(wakeSignal, &action, nil)
+        }
+    }
+
+    private func run() {
+        defer { exited.store(true, ordering: .sequentiallyConsistent) }
+        // The wake signal must reach this thread even if the creating thread had it blocked.
+        var mask = sigset_t()
+        sigemptyset(&mask)
+        sigaddset(&mask, Self.wakeSignal)
+        pthread_sigmask(SIG_UNBLOCK, &mask, nil)
+
+        cstub_set_thread_name(name)
+        guard let batch = cstub_batch_new(UInt32(Self.batch), Self.slotSize) else {
+            logger.error("DNS stub: out of memory for a UDP worker")
+            return
+        }
+        defer { cstub_batch_free(batch) }
+        let fd = socket.descriptor
+        let socket = self.socket
+        var failures = 0
+
+        while !stopping.load(ordering: .relaxed) {
+            let received = cstub_batch_receive(batch, fd)
+            if received < 0 {
+                let code = -received
+                if code == EINTR || code == EAGAIN || code == EWOULDBLOCK { continue }
+                if code == EBADF || code == ENOTSOCK { return }
+                failures += 1
+                if failures == 1 || failures % 10_000 == 0 {
+                    logger.warning(
+                        "DNS stub: receiving failed", metadata: ["error": "\(String(cString: strerror(code)))"])
+                }
+                continue
+            }
+            var refreshes = PendingRefreshes()
+            for index in 0..<UInt32(received) {
+                var length = 0
+                let data = cstub_batch_datagram(batch, index, &length)
+                let bytes = [UInt8](UnsafeBufferPointer(start: data, count: length))
+                var senderLength: UInt32 = 0
+                guard let sender = cstub_batch_sender(batch, index, &senderLength) else { continue }
+                let client = StubClient(sockaddr: sender)
+                let outcome = responder.handle(bytes, client: client, overTCP: false, refreshes: &refreshes) {
+                    [peer = StubUDPSocket.Peer(sender, length: senderLength)] reply in
+                    socket.send(reply, to: peer)
+                }
+                guard case .reply(let reply) = outcome else { continue }
+                let queued = reply.withUnsafeBufferPointer { cstub_batch_queue_reply(batch, index, $0.baseAddress, $0.count) }
+                if queued != 0 { socket.send(reply, to: StubUDPSocket.Peer(sender, length: senderLength)) }
+            }
+            _ = cstub_batch_send(batch, fd)
+            responder.startRefreshes(refreshes)
+        }
+    }
+}
