@@ -1,0 +1,135 @@
+import Logging
+import NIOCore
+import Resolver
+import Testing
+
+@testable import DNSStub
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An upstream that never answers: every miss ends in SERVFAIL, which the worker sends late (from a task).
+private struct SilentTransport: DNSTransport {
+    func query(_ question: DNSQuestion) async throws(DNSTransportError) -> DNSExchange {
+        throw DNSTransportError(code: .timeout, message: "no upstream in this test")
+    }
+}
+
+/// The stub's UDP thread on a real loopback socket: batched replies, late replies, stopping.
+@Suite struct StubUDPWorkerTests {
+    /// A client socket on loopback with a receive timeout, so a missing reply fails the test instead of hanging.
+    struct Client {
+        let fd: CInt
+        let server: sockaddr_in
+
+        init(port: UInt16) throws {
+            fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+            try #require(fd >= 0)
+            var timeout = timeval(tv_sec: 5, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = port.bigEndian
+            address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+            server = address
+        }
+
+        func send(_ bytes: [UInt8]) {
+            var address = server
+            _ = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    sendto(fd, bytes, bytes.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+        }
+
+        func receive() -> [UInt8]? {
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            let count = recv(fd, &buffer, buffer.count, 0)
+            return count < 0 ? nil : Array(buffer[0..<count])
+        }
+    }
+
+    static func serve() throws -> (StubUDPWorker, UInt16) {
+        let settings = StubSettings(listen: [], answerLocal: false)
+        let responder = StubResponder(
+            resolver: DNSResolver(transport: SilentTransport()), local: nil, settings: settings,
+            logger: Logger(label: "test"))
+        let socket = try StubUDPSocket.bind(ListenAddress(host: "127.0.0.1", port: 0))
+        let description = try #require(socket.localDescription)
+        let port = try #require(UInt16(description.split(separator: ":").last ?? ""))
+        let worker = StubUDPWorker(socket: socket, responder: responder, name: "test-udp", logger: Logger(label: "test"))
+        try worker.start()
+        return (worker, port)
+    }
+
+    @Test func answersABurstLargerThanOneBatch() async throws {
+        let (worker, port) = try Self.serve()
+        let client = try Client(port: port)
+        // ANY is answered at once (RFC 8482): 80 queries in flight, more than two receive batches of 32.
+        let ids = (1...80).map { UInt16($0) }
+        for id in ids { client.send(Wire.header(id: id) + Wire.name(["burst", "test"]) + [0, 255, 0, 1]) }
+        var answered: Set<UInt16> = []
+        for _ in ids {
+            let reply = try #require(client.receive())
+            #expect(reply[2] & 0x80 != 0)  // QR
+            #expect(reply[3] & 0x0F == 0)  // NOERROR
+            answered.insert(UInt16(reply[0]) << 8 | UInt16(reply[1]))
+        }
+        #expect(answered == Set(ids))
+        await worker.stop()
+        worker.socket.close()
+    }
+
+    @Test func aMissIsAnsweredLaterAndAMalformedQueryAtOnce() async throws {
+        let (worker, port) = try Self.serve()
+        let client = try Client(port: port)
+        client.send(Wire.header(id: 7) + Wire.name(["miss", "test"]) + [0, 1, 0, 1])
+        let late = try #require(client.receive())
+        #expect(Array(late[0..<2]) == [0, 7])
+        #expect(late[3] & 0x0F == 2)  // SERVFAIL: the upstream never answers
+        client.send(Wire.header(id: 8, qd: 2) + Wire.name(["bad"]) + [0, 1, 0, 1])
+        let formErr = try #require(client.receive())
+        #expect(Array(formErr[0..<2]) == [0, 8])
+        #expect(formErr[3] & 0x0F == 1)  // FORMERR
+        // A message with QR set gets no reply; the next query still does.
+        client.send(Wire.header(id: 9, flags: 0x8100) + Wire.name(["r"]) + [0, 1, 0, 1])
+        client.send(Wire.header(id: 10) + Wire.name(["after", "test"]) + [0, 255, 0, 1])
+        let next = try #require(client.receive())
+        #expect(Array(next[0..<2]) == [0, 10])
+        await worker.stop()
+        worker.socket.close()
+    }
+
+    @Test func stopEndsTheThreadWhileItWaits() async throws {
+        let (worker, _) = try Self.serve()
+        try await Task.sleep(for: .milliseconds(20))  // blocked in recvmmsg by now
+        await worker.stop()
+        worker.socket.close()
+        // A late reply after close goes nowhere and does not touch a reused descriptor.
+        worker.socket.send([1, 2, 3], to: .init([0, 0], length: 2))
+    }
+
+    @Test func clientAddresses() {
+        var v4 = sockaddr_in()
+        v4.sin_family = sa_family_t(AF_INET)
+        v4.sin_addr.s_addr = UInt32(0x7F00_0005).bigEndian
+        let loopback = withUnsafeBytes(of: v4) { StubClient(sockaddr: $0.baseAddress!) }
+        #expect(loopback.isLoopback)
+        #expect(loopback.bytes == [127, 0, 0, 5])
+        v4.sin_addr.s_addr = UInt32(0xC000_0207).bigEndian
+        let remote = withUnsafeBytes(of: v4) { StubClient(sockaddr: $0.baseAddress!) }
+        #expect(!remote.isLoopback)
+        #expect(remote.bytes == [192, 0, 2, 7])
+        let mapped = StubClient(try? SocketAddress(ipAddress: "::ffff:127.0.0.1", port: 53))
+        #expect(mapped.isLoopback)
+        #expect(StubClient(try? SocketAddress(ipAddress: "::1", port: 53)).isLoopback)
+        let six = StubClient(try? SocketAddress(ipAddress: "2001:db8::1", port: 53))
+        #expect(!six.isLoopback)
+        #expect(six.bytes?.count == 16)
+        #expect(StubClient(nil) == .unknown)
+        #expect(StubClient.unknown.bytes == nil)
+        #expect(!StubClient.unknown.isLoopback)
+    }
+}
