@@ -19,11 +19,18 @@ public final class StubResponder: Sendable {
         case drop
     }
 
-    private struct Access: Sendable {
-        var settings: StubSettings
-        var allowed: [AddressRange]
+    /// Immutable, replaced whole on Reload: the hot path takes one reference under the lock, copies nothing.
+    private final class Access: Sendable {
+        let settings: StubSettings
+        let allowed: [AddressRange]
         /// The networks of the machine's interfaces: reverse names of their hosts are asked on the link first.
-        var linkSubnets: [AddressRange]
+        let linkSubnets: [AddressRange]
+
+        init(settings: StubSettings, allowed: [AddressRange], linkSubnets: [AddressRange]) {
+            self.settings = settings
+            self.allowed = allowed
+            self.linkSubnets = linkSubnets
+        }
     }
 
     private let resolver: DNSResolver
@@ -50,7 +57,8 @@ public final class StubResponder: Sendable {
     public func update(_ settings: StubSettings) {
         let allowed = Self.allowList(settings)
         let subnets = AddressRange.linkSubnets()
-        access.withLock { $0 = Access(settings: settings, allowed: allowed, linkSubnets: subnets) }
+        let state = Access(settings: settings, allowed: allowed, linkSubnets: subnets)
+        access.withLock { $0 = state }
     }
 
     /// The settings in effect.
@@ -105,10 +113,9 @@ public final class StubResponder: Sendable {
             return .reply(reply)
         }
         let loopback = client.isLoopback
-        let (settings, allowed) = access.withLock { state in
-            (state.settings, loopback || (client.bytes.map { bytes in
-                state.allowed.contains { $0.contains(bytes) } } ?? false))
-        }
+        let state = access.withLock { $0 }
+        let settings = state.settings
+        let allowed = loopback || (client.bytes.map { bytes in state.allowed.contains { $0.contains(bytes) } } ?? false)
         let limit = StubReply.sizeLimit(for: query, overTCP: overTCP)
         guard allowed else {
             counters.refused.bump()
@@ -148,7 +155,7 @@ public final class StubResponder: Sendable {
         }
         if settings.answerLocal, query.type == .ptr, query.nameText.hasSuffix(".arpa."),
             let address = LocalZones.reverseAddress(query.name),
-            access.withLock({ $0.linkSubnets.contains { $0.contains(address) } })
+            state.linkSubnets.contains(where: { $0.contains(address) })
         {
             // A host on our own link: its name is best known to mDNS (RFC 6762 §4); unicast DNS if nobody answers.
             startTask(later) {

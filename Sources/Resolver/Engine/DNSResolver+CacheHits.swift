@@ -29,7 +29,7 @@ public struct PendingRefreshes: Sendable {
 
     /// Adds `other`'s refreshes to these.
     public mutating func merge(_ other: PendingRefreshes) {
-        items.append(contentsOf: other.items)
+        if !other.items.isEmpty { items.append(contentsOf: other.items) }
     }
 }
 
