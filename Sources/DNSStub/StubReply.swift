@@ -167,10 +167,16 @@ public enum StubReply {
         if tc { flags |= 0x0200 }
         if cd { flags |= 0x0010 }
         flags |= UInt16(rcode & 0x0F)
-        for value in [UInt16(id), flags, UInt16(qd), UInt16(clamping: an), UInt16(clamping: ns), UInt16(ar)] {
+        func put(_ value: UInt16) {
             out.append(UInt8(value >> 8))
             out.append(UInt8(value & 0xFF))
         }
+        put(id)
+        put(flags)
+        put(UInt16(qd))
+        put(UInt16(clamping: an))
+        put(UInt16(clamping: ns))
+        put(UInt16(ar))
     }
 
     /// Copies encoded records with every TTL set to `ttl`; returns how many were copied.
@@ -214,21 +220,25 @@ public enum StubReply {
     /// Our OPT record (RFC 6891 §6.1.2): payload 1232, the upper rcode bits, version 0, DO copied (RFC 3225 §3),
     /// and an EDE option when there is one. The client's options are not echoed.
     static func optRecord(code: Code, dnssecOK: Bool, error ede: ExtendedDNSError?) -> [UInt8] {
-        var out: [UInt8] = [0, 0, 41, UInt8(ourPayloadSize >> 8), UInt8(ourPayloadSize & 0xFF)]
-        out.append(UInt8(code.rawValue >> 4))  // extended RCODE
-        out.append(0)  // version
-        out.append(dnssecOK ? 0x80 : 0)
-        out.append(0)
-        var options: [UInt8] = []
-        if let ede {
-            let text = Array(ede.text.utf8.prefix(400))
-            let length = 2 + text.count
-            options += [0, 15, UInt8(length >> 8), UInt8(length & 0xFF), UInt8(ede.code >> 8), UInt8(ede.code & 0xFF)]
-            options += text
+        let text = ede.map { Array($0.text.utf8.prefix(400)) }
+        let options = text.map { 6 + $0.count } ?? 0
+        return [UInt8](unsafeUninitializedCapacity: 11 + options) { out, count in
+            // Owner root, TYPE 41, CLASS = our payload size, TTL = extended RCODE, version 0, DO, zero.
+            let fixed: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) = (
+                0, 0, 41, UInt8(ourPayloadSize >> 8), UInt8(ourPayloadSize & 0xFF), UInt8(code.rawValue >> 4), 0,
+                dnssecOK ? 0x80 : 0, 0, UInt8(options >> 8), UInt8(options & 0xFF)
+            )
+            withUnsafeBytes(of: fixed) { bytes in
+                for index in 0..<11 { out[index] = bytes[index] }
+            }
+            count = 11
+            if let ede, let text {
+                let length = 2 + text.count
+                for byte in [0, 15, UInt8(length >> 8), UInt8(length & 0xFF), UInt8(ede.code >> 8), UInt8(ede.code & 0xFF)] + text {
+                    out[count] = byte
+                    count += 1
+                }
+            }
         }
-        out.append(UInt8(options.count >> 8))
-        out.append(UInt8(options.count & 0xFF))
-        out += options
-        return out
     }
 }
