@@ -63,8 +63,32 @@ public struct JSONWriter {
 
     public mutating func int(_ value: Int) {
         separate()
-        bytes.append(contentsOf: String(value).utf8)
+        if value < 0 {
+            // `Int.min` has no positive counterpart: the standard library writes it.
+            guard value != .min else {
+                bytes.append(contentsOf: String(value).utf8)
+                needsComma = true
+                return
+            }
+            bytes.append(UInt8(ascii: "-"))
+        }
+        writeDigits(UInt64(value.magnitude))
         needsComma = true
+    }
+
+    /// The decimal digits of `value`, without building a String (a number per field of every hot reply).
+    private mutating func writeDigits(_ value: UInt64) {
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes, enough for 20 digits
+        var count = 0
+        var rest = value
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            repeat {
+                count += 1
+                buffer[24 - count] = UInt8(ascii: "0") + UInt8(rest % 10)
+                rest /= 10
+            } while rest > 0
+            bytes.append(contentsOf: buffer[(24 - count)...])
+        }
     }
 
     public mutating func bool(_ value: Bool) {
@@ -82,8 +106,35 @@ public struct JSONWriter {
     /// A finite number; NaN and infinities (not JSON) are written as 0.
     public mutating func double(_ value: Double) {
         separate()
-        bytes.append(contentsOf: (value.isFinite ? String(value) : "0").utf8)
+        if !writeThousandths(value) {
+            bytes.append(contentsOf: (value.isFinite ? String(value) : "0").utf8)
+        }
         needsComma = true
+    }
+
+    /// Writes a positive number with at most three decimals, below 10^9 (every `totalMs` and `ms` of a reply, which
+    /// are rounded to microseconds), as `String(value)` would: the shortest text that reads back as the same
+    /// Double. Here that is the decimal itself, trailing zeros dropped, at least one digit after the point; no other
+    /// decimal that short is within half a unit of the last place of the value. False for any other value.
+    private mutating func writeThousandths(_ value: Double) -> Bool {
+        guard value.sign == .plus, value < 1e9 else { return false }
+        let scaled = (value * 1000).rounded()
+        guard scaled / 1000 == value else { return false }
+        let thousandths = UInt64(scaled)
+        writeDigits(thousandths / 1000)
+        bytes.append(UInt8(ascii: "."))
+        var fraction = thousandths % 1000
+        if fraction == 0 {
+            bytes.append(UInt8(ascii: "0"))
+            return true
+        }
+        var divisor: UInt64 = 100
+        while fraction > 0 {
+            bytes.append(UInt8(ascii: "0") + UInt8(fraction / divisor))
+            fraction %= divisor
+            divisor /= 10
+        }
+        return true
     }
 
     public mutating func field(_ name: String, _ value: String) {
@@ -199,7 +250,7 @@ extension ResolveHTTPSReply: JSONWritable {
         writer.field("h3", h3)
     }
 
-    /// The fields that change from call to call (``EncodedHTTPSReply`` patches them).
+    /// The fields that change from call to call (``EncodedResolverReply`` patches them).
     static func writePerCall(
         to writer: inout JSONWriter, source: AnswerSource, ttl: Int, staleSeconds: Int?, timing: Timing
     ) {
@@ -267,12 +318,16 @@ extension QueryTiming: JSONWritable {
 extension ResolveAddressesReply: JSONWritable {
     public func write(to writer: inout JSONWriter) {
         writer.beginObject()
+        writeConstantHead(to: &writer)
+        // The same per-call fields as ResolveHTTPS, without staleSeconds.
+        ResolveHTTPSReply.writePerCall(to: &writer, source: source, ttl: ttl, staleSeconds: nil, timing: timing)
+        writer.endObject()
+    }
+
+    /// The fields that are the same for every hit of the same cache entries (``EncodedResolverReply``).
+    func writeConstantHead(to writer: inout JSONWriter) {
         writer.field("name", name)
         writer.field("addresses", strings: addresses)
-        writer.field("source", source.rawValue)
-        writer.field("ttl", ttl)
-        writer.field("timing", timing)
-        writer.endObject()
     }
 }
 
