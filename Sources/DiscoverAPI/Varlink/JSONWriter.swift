@@ -207,6 +207,17 @@ public struct JSONWriter {
     /// RFC 8259 §7: quote, backslash and control characters are escaped; NUL in particular, which would
     /// otherwise end a varlink message.
     private mutating func writeString(_ value: String) {
+        // Nearly every string (keys, names, addresses) needs no escape: copied in one piece.
+        let copied = value.utf8.withContiguousStorageIfAvailable { text -> Bool in
+            for byte in text where byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 {
+                return false
+            }
+            bytes.append(UInt8(ascii: "\""))
+            bytes.append(contentsOf: text)
+            bytes.append(UInt8(ascii: "\""))
+            return true
+        }
+        if copied == true { return }
         bytes.append(UInt8(ascii: "\""))
         for byte in value.utf8 {
             switch byte {
