@@ -55,6 +55,17 @@ public struct JSONWriter {
         needsComma = false
     }
 
+    /// Writes `"key":` for a key spelt in the source (no escape needed), without examining it: the per-call fields
+    /// of the hot replies.
+    public mutating func staticKey(_ key: StaticString) {
+        separate()
+        bytes.append(UInt8(ascii: "\""))
+        key.withUTF8Buffer { bytes.append(contentsOf: $0) }
+        bytes.append(UInt8(ascii: "\""))
+        bytes.append(UInt8(ascii: ":"))
+        needsComma = false
+    }
+
     public mutating func string(_ value: String) {
         separate()
         writeString(value)
@@ -265,10 +276,16 @@ extension ResolveHTTPSReply: JSONWritable {
     static func writePerCall(
         to writer: inout JSONWriter, source: AnswerSource, ttl: Int, staleSeconds: Int?, timing: Timing
     ) {
-        writer.field("source", source.rawValue)
-        writer.field("ttl", ttl)
-        writer.field("staleSeconds", staleSeconds)
-        writer.field("timing", timing)
+        writer.staticKey("source")
+        writer.string(source.rawValue)
+        writer.staticKey("ttl")
+        writer.int(ttl)
+        if let staleSeconds {
+            writer.staticKey("staleSeconds")
+            writer.int(staleSeconds)
+        }
+        writer.staticKey("timing")
+        timing.write(to: &writer)
     }
 
     /// The constant fields after the per-call ones.
@@ -307,8 +324,12 @@ extension UnknownSvcParam: JSONWritable {
 extension Timing: JSONWritable {
     public func write(to writer: inout JSONWriter) {
         writer.beginObject()
-        writer.field("totalMs", totalMs)
-        writer.field("queries", array: queries)
+        writer.staticKey("totalMs")
+        writer.double(totalMs)
+        writer.staticKey("queries")
+        writer.beginArray()
+        for query in queries { query.write(to: &writer) }
+        writer.endArray()
         writer.endObject()
     }
 }
