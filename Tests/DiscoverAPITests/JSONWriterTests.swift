@@ -91,4 +91,33 @@ struct JSONWriterTests {
         writer.endObject()
         #expect(String(decoding: writer.bytes, as: UTF8.self) == #"{"a":0,"b":0}"#)
     }
+
+    /// Numbers are written without the standard library's formatting, with the same text.
+    @Test func numbersAreWrittenAsTheStandardLibraryWritesThem() {
+        var generator = SystemRandomNumberGenerator()
+        var ints: [Int] = [0, 1, -1, 9, 10, 99, 100, 299, -300, .max, .min, .min + 1, 1_000_000_007]
+        var doubles: [Double] = [
+            0, -0.0, 0.001, 0.01, 0.012, 0.1, 0.125, 1, 1.5, 3, 12.345, 302.5, 99_999.999, 999_999_999.999, 1e9, 1e15,
+            1e16, 0.0001, 0.0005, 1e-300, -1.5, 2.0 / 3, .pi, .nan, .infinity, -.infinity,
+            Double.leastNonzeroMagnitude, .greatestFiniteMagnitude,
+        ]
+        for _ in 0..<2000 {
+            ints.append(Int.random(in: .min ... .max, using: &generator))
+            ints.append(Int.random(in: -100_000...100_000, using: &generator))
+            // What Timing(attempts:milliseconds:) writes: milliseconds rounded to microseconds.
+            let milliseconds = Double.random(in: 0..<(Bool.random() ? 5 : 5_000_000), using: &generator)
+            doubles.append((milliseconds * 1000).rounded() / 1000)
+            doubles.append(milliseconds)
+        }
+        for value in ints {
+            var writer = JSONWriter()
+            writer.int(value)
+            #expect(String(decoding: writer.bytes, as: UTF8.self) == String(value))
+        }
+        for value in doubles {
+            var writer = JSONWriter()
+            writer.double(value)
+            #expect(String(decoding: writer.bytes, as: UTF8.self) == (value.isFinite ? String(value) : "0"), "\(value)")
+        }
+    }
 }

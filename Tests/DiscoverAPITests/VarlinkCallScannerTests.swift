@@ -50,7 +50,7 @@ struct VarlinkCallScannerTests {
         #expect(try fast.parameters(ResolveHTTPSParameters.self) == expected)
         #expect(try codable.parameters(ResolveHTTPSParameters.self) == expected)
         #expect(fast.method == codable.method && fast.more == codable.more && fast.oneway == codable.oneway)
-        #expect(fast.parameterKeys == codable.parameterKeys)
+        #expect(fast.parameterKeys.isEmpty, "read parameters need no key list")
     }
 
     @Test func acceptedResolveAddressesAndConnectionPlanShapes() throws {

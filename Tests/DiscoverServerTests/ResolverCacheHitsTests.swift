@@ -2,9 +2,11 @@ import DiscoverAPI
 @testable import DiscoverServer
 import Foundation
 import Resolver
+import Synchronization
 import Testing
 
-/// The `ResolveHTTPS` reply kept with a cache entry: patched per hit, and never served for newer data.
+/// Cache hits answered from a kept reply: patched per call, never served for other data, stale answers refreshed
+/// once, and the same answer as the full path.
 @Suite struct ResolverCacheHitsTests {
     struct NoUpstream: DNSTransport {
         func query(_ question: DNSQuestion) async throws(DNSTransportError) -> DNSExchange {
@@ -12,61 +14,181 @@ import Testing
         }
     }
 
-    /// HTTPS RDATA with priority 1, target "." and the given ALPN ids.
-    static func https(_ name: String, alpn: [String]) -> ResourceRecord {
-        let value = alpn.flatMap { [UInt8($0.utf8.count)] + Array($0.utf8) }
-        let rdata: [UInt8] = [0, 1, 0, 0, 1, UInt8(value.count >> 8), UInt8(value.count & 0xff)] + value
-        return ResourceRecord(name: name, type: .https, ttl: 300, rdata: rdata)
+    final class Clock: CacheClock {
+        private let time = Mutex<Double>(1_800_000_000)
+        func now() -> Double { time.withLock { $0 } }
+        func advance(_ seconds: Double) { time.withLock { $0 += seconds } }
     }
 
-    static func store(_ resolver: DNSResolver, alpn: [String]) {
-        resolver.cache.store(
-            .positive(CachedRRset(records: [https("h3.test.", alpn: alpn)])),
-            for: CacheKey(name: "h3.test.", type: RRType.https.rawValue), ttl: 300)
+    /// A resolver without upstream, the routes of its cache hits, and the replies they keep.
+    struct Fixture {
+        let clock = Clock()
+        let resolver: DNSResolver
+        let kept: KeptReplies
+        let routes: RouteTable
+
+        init(optimisticSetting: Bool = true, capacity: Int = 4096) {
+            resolver = DNSResolver(transport: NoUpstream(), clock: clock)
+            kept = KeptReplies(capacity: capacity)
+            var routes = RouteTable()
+            ResolverCacheHits.register(
+                into: &routes, resolver: resolver, optimistic: { ($0 ?? true) && optimisticSetting }, kept: kept)
+            self.routes = routes
+        }
+
+        /// HTTPS RDATA with priority 1, target "." and the given ALPN ids.
+        func storeHTTPS(_ name: String, alpn: [String], ttl: UInt32 = 300) {
+            let value = alpn.flatMap { [UInt8($0.utf8.count)] + Array($0.utf8) }
+            let rdata: [UInt8] = [0, 1, 0, 0, 1, UInt8(value.count >> 8), UInt8(value.count & 0xff)] + value
+            store(ResourceRecord(name: name, type: .https, ttl: ttl, rdata: rdata))
+        }
+
+        func store(_ record: ResourceRecord) {
+            resolver.cache.store(
+                .positive(CachedRRset(records: [record])),
+                for: CacheKey(name: record.name, type: record.type.rawValue), ttl: record.ttl)
+        }
+
+        func call(_ method: String, _ parameters: String) throws -> ImmediateReply? {
+            let message = Array(#"{"method":"\#(method)","parameters":\#(parameters)}"#.utf8)
+            let call = try VarlinkCall.decode(
+                ArraySlice(message),
+                scannable: [
+                    Methods.resolveHTTPS.name: ResolveHTTPSParameters.self,
+                    Methods.resolveAddresses.name: ResolveAddressesParameters.self,
+                ])
+            let handler = try #require(routes.immediate[method])
+            return handler(call, .unknown)
+        }
+
+        func https(_ parameters: String) throws -> ResolveHTTPSReply? {
+            try call(Methods.resolveHTTPS.name, parameters).map { try decode($0.bytes) }
+        }
+
+        func decode<R: Decodable>(_ message: [UInt8], as type: R.Type = R.self) throws -> R {
+            #expect(message.last == 0)
+            return try VarlinkReplyMessage.decode(message.dropLast()).parameters(R.self)
+        }
     }
 
-    static func decode(_ message: [UInt8]) throws -> ResolveHTTPSReply {
-        try VarlinkReplyMessage.decode(message.dropLast()).parameters(ResolveHTTPSReply.self)
+    /// The reply without its timing (the only field that differs between two equal answers).
+    static func untimed(_ reply: ResolveHTTPSReply) -> ResolveHTTPSReply {
+        var reply = reply
+        reply.timing = Timing(totalMs: 0)
+        return reply
     }
 
-    @Test func aHitIsServedFromTheKeptEncodingWithItsOwnFields() throws {
-        let resolver = DNSResolver(transport: NoUpstream())
-        Self.store(resolver, alpn: ["h3", "h2"])
-        let hit = try #require(resolver.cachedHTTPS("h3.test"))
-        let first = try #require(ResolverCacheHits.httpsMessage(hit, port: 443))
-        let memo = try #require(hit.memos.first ?? nil)
-        #expect(memo.encoded(443, as: EncodedHTTPSReply.self)?.generations == [memo.generation], "kept with the entry")
-        #expect(first == (try VarlinkReply.encode(hit.value.wire)), "the same bytes as encoding the reply")
-
-        var later = try #require(resolver.cachedHTTPS("h3.test"))
-        later.value.ttl = 17
-        later.value.elapsedMilliseconds = 0.25
-        let patched = try Self.decode(try #require(ResolverCacheHits.httpsMessage(later, port: 443)))
-        #expect(patched.ttl == 17)
-        #expect(patched.timing == Timing(totalMs: 0.25))
-        #expect(patched.source == .cache && patched.staleSeconds == nil)
-        #expect(patched.records.map(\.alpn) == [["h3", "h2"]])
-
-        later.value.source = .expiredCache
-        later.value.staleSeconds = 42
-        let stale = try Self.decode(try #require(ResolverCacheHits.httpsMessage(later, port: 443)))
-        #expect(stale.source == .expiredCache && stale.staleSeconds == 42)
+    @Test func aKeptReplyIsTheFullReplyWithThisCallsFields() throws {
+        let fixture = Fixture()
+        fixture.storeHTTPS("h3.test.", alpn: ["h3", "h2"])
+        let first = try #require(try fixture.https(#"{"name":"h3.test"}"#))
+        #expect(fixture.kept.count == 1)
+        fixture.clock.advance(10.5)
+        let message = try #require(try fixture.call(Methods.resolveHTTPS.name, #"{"name":"h3.test"}"#))
+        #expect(message.afterWrite == nil)
+        let second: ResolveHTTPSReply = try fixture.decode(message.bytes)
+        // What the full path answers now, written by the full encoder.
+        var expected = try #require(fixture.resolver.cachedHTTPS("h3.test")).value.wire
+        expected.timing = second.timing
+        #expect(message.bytes == (try VarlinkReply.encode(expected)), "byte for byte the full path's reply")
+        #expect(second.ttl == 290 && first.ttl == 300, "the TTL counts down")
+        #expect(second.source == .cache && second.staleSeconds == nil)
+        var unpatched = second
+        unpatched.ttl = first.ttl
+        #expect(Self.untimed(unpatched) == Self.untimed(first))
+        #expect(second.records.map(\.alpn) == [["h3", "h2"]])
     }
 
-    @Test func aRefreshedEntryIsNeverServedFromTheOldEncoding() throws {
-        let resolver = DNSResolver(transport: NoUpstream())
-        Self.store(resolver, alpn: ["h3"])
-        let old = try #require(resolver.cachedHTTPS("h3.test"))
-        #expect(try Self.decode(try #require(ResolverCacheHits.httpsMessage(old, port: 443))).h3)
-        Self.store(resolver, alpn: ["h2"])
-        let new = try #require(resolver.cachedHTTPS("h3.test"))
-        let reply = try Self.decode(try #require(ResolverCacheHits.httpsMessage(new, port: 443)))
+    @Test func newDataIsNeverServedFromAnOldReply() throws {
+        let fixture = Fixture()
+        fixture.storeHTTPS("h3.test.", alpn: ["h3"])
+        #expect(try fixture.https(#"{"name":"h3.test"}"#)?.h3 == true)
+        #expect(try fixture.https(#"{"name":"h3.test"}"#)?.h3 == true)
+        fixture.storeHTTPS("h3.test.", alpn: ["h2"])
+        let reply = try #require(try fixture.https(#"{"name":"h3.test"}"#))
         #expect(!reply.h3)
         #expect(reply.records.map(\.alpn) == [["h2"]])
-        // A hit holding the old entry's memo but newer generations does not reuse it either.
-        var mixed = old
-        mixed.memos = new.memos
-        mixed.value = new.value
-        #expect(try Self.decode(try #require(ResolverCacheHits.httpsMessage(mixed, port: 443))).records.map(\.alpn) == [["h2"]])
+        #expect(try fixture.https(#"{"name":"h3.test"}"#)?.records.map(\.alpn) == [["h2"]])
+        fixture.resolver.flush("h3.test")
+        #expect(try fixture.call(Methods.resolveHTTPS.name, #"{"name":"h3.test"}"#) == nil, "a flushed entry is a miss")
+    }
+
+    @Test func aChangedAliasTargetIsNeverServedFromAnOldReply() throws {
+        let fixture = Fixture()
+        // alias.test. HTTPS 0 h3.test.
+        let target = try DNSName("h3.test.").wire
+        fixture.store(ResourceRecord(name: "alias.test.", type: .https, ttl: 300, rdata: [0, 0] + target))
+        fixture.storeHTTPS("h3.test.", alpn: ["h3"])
+        let first = try #require(try fixture.https(#"{"name":"alias.test"}"#))
+        #expect(first.aliasChain == ["h3.test."] && first.h3)
+        #expect(try fixture.https(#"{"name":"alias.test"}"#)?.h3 == true)
+        fixture.storeHTTPS("h3.test.", alpn: ["h2"])
+        #expect(try fixture.https(#"{"name":"alias.test"}"#)?.h3 == false)
+    }
+
+    @Test func aStaleReplyElectsOneRefreshAndHonoursOptimism() throws {
+        let fixture = Fixture()
+        fixture.storeHTTPS("h3.test.", alpn: ["h3"])
+        _ = try fixture.https(#"{"name":"h3.test"}"#)
+        fixture.clock.advance(400)
+        #expect(try fixture.call(Methods.resolveHTTPS.name, #"{"name":"h3.test","optimistic":false}"#) == nil)
+        let stale = try #require(try fixture.call(Methods.resolveHTTPS.name, #"{"name":"h3.test"}"#))
+        let reply: ResolveHTTPSReply = try fixture.decode(stale.bytes)
+        #expect(reply.source == .expiredCache && reply.staleSeconds == 100 && reply.ttl == 30)
+        #expect(stale.afterWrite != nil, "this call starts the refresh, after its reply is written")
+        let next = try #require(try fixture.call(Methods.resolveHTTPS.name, #"{"name":"h3.test"}"#))
+        #expect(next.afterWrite == nil, "one refresh is elected")
+
+        let pessimistic = Fixture(optimisticSetting: false)
+        pessimistic.storeHTTPS("h3.test.", alpn: ["h3"])
+        _ = try pessimistic.https(#"{"name":"h3.test"}"#)
+        pessimistic.clock.advance(400)
+        #expect(try pessimistic.call(Methods.resolveHTTPS.name, #"{"name":"h3.test"}"#) == nil)
+    }
+
+    @Test func eachSpellingAndPortIsKeptApart() throws {
+        let fixture = Fixture()
+        fixture.storeHTTPS("h3.test.", alpn: ["h3"])
+        fixture.storeHTTPS("_8443._https.h3.test.", alpn: ["h2"])
+        let plain = try #require(try fixture.https(#"{"name":"h3.test"}"#))
+        let loud = try #require(try fixture.https(#"{"name":"H3.TEST."}"#))
+        let port = try #require(try fixture.https(#"{"name":"h3.test","port":8443}"#))
+        #expect(fixture.kept.count == 3)
+        #expect(Self.untimed(plain) == Self.untimed(loud))
+        #expect(try fixture.https(#"{"name":"H3.TEST."}"#).map(Self.untimed) == Self.untimed(loud))
+        #expect(port.queryName == "_8443._https.h3.test." && port.records.map(\.alpn) == [["h2"]])
+        #expect(try fixture.https(#"{"name":"h3.test","port":8443}"#).map(Self.untimed) == Self.untimed(port))
+    }
+
+    @Test func addressRepliesAreKeptPerFamily() throws {
+        let fixture = Fixture()
+        fixture.store(ResourceRecord(name: "h3.test.", type: .a, ttl: 300, rdata: [192, 0, 2, 1]))
+        fixture.store(ResourceRecord(name: "h3.test.", type: .aaaa, ttl: 100, rdata: [0x20, 0x01, 0x0d, 0xb8] + [UInt8](repeating: 0, count: 11) + [1]))
+        let method = Methods.resolveAddresses.name
+        let both: ResolveAddressesReply = try fixture.decode(try #require(try fixture.call(method, #"{"name":"h3.test"}"#)).bytes)
+        #expect(both.addresses == ["2001:db8::1", "192.0.2.1"] && both.ttl == 100)
+        fixture.clock.advance(50)
+        let again = try #require(try fixture.call(method, #"{"name":"h3.test"}"#))
+        let reply: ResolveAddressesReply = try fixture.decode(again.bytes)
+        #expect(reply.addresses == both.addresses && reply.ttl == 50 && reply.source == .cache)
+        var expected = try #require(fixture.resolver.cachedAddresses("h3.test")).value.wire
+        expected.timing = reply.timing
+        #expect(again.bytes == (try VarlinkReply.encode(expected)), "byte for byte the full path's reply")
+        let four: ResolveAddressesReply = try fixture.decode(
+            try #require(try fixture.call(method, #"{"name":"h3.test","family":"ipv4"}"#)).bytes)
+        #expect(four.addresses == ["192.0.2.1"] && four.ttl == 250)
+        #expect(fixture.kept.count == 2)
+        fixture.clock.advance(100)
+        let stale: ResolveAddressesReply = try fixture.decode(try #require(try fixture.call(method, #"{"name":"h3.test"}"#)).bytes)
+        #expect(stale.source == .expiredCache && stale.ttl == 30)
+    }
+
+    @Test func theTableStartsOverWhenFull() throws {
+        let fixture = Fixture(capacity: 2)
+        for name in ["a.test.", "b.test.", "c.test."] { fixture.storeHTTPS(name, alpn: ["h3"]) }
+        for name in ["a.test", "b.test", "c.test", "c.test"] {
+            #expect(try fixture.https(#"{"name":"\#(name)"}"#)?.name == name + ".")
+            #expect(fixture.kept.count <= 2)
+        }
     }
 }

@@ -38,7 +38,7 @@ struct CacheHitTests {
         hit.value.elapsedMilliseconds = 0
         #expect(hit.value == expected)
         #expect(hit.value.source == .cache)
-        #expect(hit.memos.count == (name == "alias.test" ? 2 : 1))
+        #expect(hit.dependencies.entries.count == (name == "alias.test" ? 2 : 1))
         #expect(hit.refreshes.isEmpty)
     }
 
@@ -73,12 +73,12 @@ struct CacheHitTests {
     @Test func aRefreshedEntryHasANewMemo() async throws {
         let (resolver, _, clock) = Self.resolver(Self.script)
         _ = try await resolver.resolveHTTPS("h3.test")
-        let before = try #require(resolver.cachedHTTPS("h3.test")?.memos.first ?? nil)
-        #expect(resolver.cachedHTTPS("h3.test")?.memos.first??.generation == before.generation, "same entry, same memo")
+        let before = try #require(resolver.cachedHTTPS("h3.test")?.dependencies.generations.first)
+        #expect(resolver.cachedHTTPS("h3.test")?.dependencies.generations.first == before, "same entry, same memo")
         clock.advance(400)
         _ = try await resolver.resolveHTTPS("h3.test", optimistic: false)
-        let after = try #require(resolver.cachedHTTPS("h3.test")?.memos.first ?? nil)
-        #expect(after.generation != before.generation)
+        let after = try #require(resolver.cachedHTTPS("h3.test")?.dependencies.generations.first)
+        #expect(after != before)
     }
 
     @Test func statisticsCountAnAnsweredHitOnceAndAnAbandonedOneNotAtAll() async throws {
@@ -90,5 +90,66 @@ struct CacheHitTests {
         #expect(resolver.cachedHTTPS("h3.test") != nil)
         #expect(resolver.cache.statistics.hits == before.hits + 1)
         #expect(resolver.cache.statistics.misses == before.misses)
+    }
+
+    // MARK: - Revalidating the entries of an earlier hit
+
+    @Test func unchangedEntriesGiveTheFieldsOfAHit() async throws {
+        let (resolver, _, clock) = Self.resolver(Self.script)
+        _ = try await resolver.resolveHTTPS("alias.test")
+        let hit = try #require(resolver.cachedHTTPS("alias.test"))
+        let dependencies = hit.dependencies
+        #expect(dependencies.entries.map(\.key.name) == ["alias.test.", "h3.test."])
+        clock.advance(100)
+        let before = resolver.cache.statistics
+        let fields = try #require(resolver.revalidate(dependencies))
+        let again = try #require(resolver.cachedHTTPS("alias.test"))
+        #expect(fields.source == again.value.source && fields.source == .cache)
+        #expect(fields.ttl == again.value.ttl && fields.ttl == 200, "the TTL counts down")
+        #expect(fields.staleSeconds == nil && fields.refreshes.isEmpty)
+        #expect(resolver.cache.statistics.hits == before.hits + 4, "two entries, counted as a hit counts them")
+    }
+
+    @Test func staleEntriesElectOneRefreshAndAreNotServedWithoutOptimism() async throws {
+        let (resolver, transport, clock) = Self.resolver(Self.script)
+        _ = try await resolver.resolveHTTPS("h3.test")
+        let dependencies = try #require(resolver.cachedHTTPS("h3.test")?.dependencies)
+        clock.advance(400)
+        #expect(resolver.revalidate(dependencies, optimistic: false) == nil)
+        let fields = try #require(resolver.revalidate(dependencies))
+        #expect(fields.source == .expiredCache && fields.staleSeconds == 100)
+        #expect(fields.ttl == resolver.cache.policy.staleAnswerTTL)
+        #expect(!fields.refreshes.isEmpty)
+        #expect(resolver.revalidate(dependencies)?.refreshes.isEmpty == true, "one refresh is elected")
+        #expect(transport.count("h3.test", .https) == 1, "no refresh before the caller starts it")
+        resolver.startRefreshes(fields.refreshes)
+        for _ in 0..<500 where transport.count("h3.test", .https) < 2 { try await Task.sleep(for: .milliseconds(2)) }
+        #expect(transport.count("h3.test", .https) == 2)
+    }
+
+    @Test func newDataOrAMissingEntryEndsTheRevalidation() async throws {
+        let (resolver, _, _) = Self.resolver(Self.script)
+        _ = try await resolver.resolveHTTPS("alias.test")
+        let dependencies = try #require(resolver.cachedHTTPS("alias.test")?.dependencies)
+        // The alias target is stored again: same records, new data.
+        resolver.cache.store(
+            .positive(CachedRRset(records: [httpsRecord("h3.test.", priority: 1, target: ".", alpn: ["h3", "h2"])])),
+            for: CacheKey(name: "h3.test.", type: RRType.https.rawValue), ttl: 300)
+        #expect(resolver.revalidate(dependencies) == nil)
+        let renewed = try #require(resolver.cachedHTTPS("alias.test")?.dependencies)
+        #expect(renewed != dependencies)
+        #expect(resolver.revalidate(renewed) != nil)
+        resolver.flush("alias.test")
+        #expect(resolver.revalidate(renewed) == nil)
+    }
+
+    @Test func addressHitsHaveDependenciesForEachFamilyAsked() async throws {
+        let (resolver, _, _) = Self.resolver(Self.script)
+        _ = try await resolver.resolveAddresses("h3.test")
+        let both = try #require(resolver.cachedAddresses("h3.test")?.dependencies)
+        #expect(both.entries.map(\.type) == [.aaaa, .a])
+        let four = try #require(resolver.cachedAddresses("h3.test", family: .ipv4)?.dependencies)
+        #expect(four.entries.map(\.type) == [.a])
+        #expect(resolver.revalidate(both)?.ttl == resolver.cachedAddresses("h3.test")?.value.ttl)
     }
 }

@@ -55,6 +55,17 @@ public struct JSONWriter {
         needsComma = false
     }
 
+    /// Writes `"key":` for a key spelt in the source (no escape needed), without examining it: the per-call fields
+    /// of the hot replies.
+    public mutating func staticKey(_ key: StaticString) {
+        separate()
+        bytes.append(UInt8(ascii: "\""))
+        key.withUTF8Buffer { bytes.append(contentsOf: $0) }
+        bytes.append(UInt8(ascii: "\""))
+        bytes.append(UInt8(ascii: ":"))
+        needsComma = false
+    }
+
     public mutating func string(_ value: String) {
         separate()
         writeString(value)
@@ -63,8 +74,32 @@ public struct JSONWriter {
 
     public mutating func int(_ value: Int) {
         separate()
-        bytes.append(contentsOf: String(value).utf8)
+        if value < 0 {
+            // `Int.min` has no positive counterpart: the standard library writes it.
+            guard value != .min else {
+                bytes.append(contentsOf: String(value).utf8)
+                needsComma = true
+                return
+            }
+            bytes.append(UInt8(ascii: "-"))
+        }
+        writeDigits(UInt64(value.magnitude))
         needsComma = true
+    }
+
+    /// The decimal digits of `value`, without building a String (a number per field of every hot reply).
+    private mutating func writeDigits(_ value: UInt64) {
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes, enough for 20 digits
+        var count = 0
+        var rest = value
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            repeat {
+                count += 1
+                buffer[24 - count] = UInt8(ascii: "0") + UInt8(rest % 10)
+                rest /= 10
+            } while rest > 0
+            bytes.append(contentsOf: buffer[(24 - count)...])
+        }
     }
 
     public mutating func bool(_ value: Bool) {
@@ -82,8 +117,35 @@ public struct JSONWriter {
     /// A finite number; NaN and infinities (not JSON) are written as 0.
     public mutating func double(_ value: Double) {
         separate()
-        bytes.append(contentsOf: (value.isFinite ? String(value) : "0").utf8)
+        if !writeThousandths(value) {
+            bytes.append(contentsOf: (value.isFinite ? String(value) : "0").utf8)
+        }
         needsComma = true
+    }
+
+    /// Writes a positive number with at most three decimals, below 10^9 (every `totalMs` and `ms` of a reply, which
+    /// are rounded to microseconds), as `String(value)` would: the shortest text that reads back as the same
+    /// Double. Here that is the decimal itself, trailing zeros dropped, at least one digit after the point; no other
+    /// decimal that short is within half a unit of the last place of the value. False for any other value.
+    private mutating func writeThousandths(_ value: Double) -> Bool {
+        guard value.sign == .plus, value < 1e9 else { return false }
+        let scaled = (value * 1000).rounded()
+        guard scaled / 1000 == value else { return false }
+        let thousandths = UInt64(scaled)
+        writeDigits(thousandths / 1000)
+        bytes.append(UInt8(ascii: "."))
+        var fraction = thousandths % 1000
+        if fraction == 0 {
+            bytes.append(UInt8(ascii: "0"))
+            return true
+        }
+        var divisor: UInt64 = 100
+        while fraction > 0 {
+            bytes.append(UInt8(ascii: "0") + UInt8(fraction / divisor))
+            fraction %= divisor
+            divisor /= 10
+        }
+        return true
     }
 
     public mutating func field(_ name: String, _ value: String) {
@@ -156,6 +218,17 @@ public struct JSONWriter {
     /// RFC 8259 §7: quote, backslash and control characters are escaped; NUL in particular, which would
     /// otherwise end a varlink message.
     private mutating func writeString(_ value: String) {
+        // Nearly every string (keys, names, addresses) needs no escape: copied in one piece.
+        let copied = value.utf8.withContiguousStorageIfAvailable { text -> Bool in
+            for byte in text where byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 {
+                return false
+            }
+            bytes.append(UInt8(ascii: "\""))
+            bytes.append(contentsOf: text)
+            bytes.append(UInt8(ascii: "\""))
+            return true
+        }
+        if copied == true { return }
         bytes.append(UInt8(ascii: "\""))
         for byte in value.utf8 {
             switch byte {
@@ -199,14 +272,20 @@ extension ResolveHTTPSReply: JSONWritable {
         writer.field("h3", h3)
     }
 
-    /// The fields that change from call to call (``EncodedHTTPSReply`` patches them).
+    /// The fields that change from call to call (``EncodedResolverReply`` patches them).
     static func writePerCall(
         to writer: inout JSONWriter, source: AnswerSource, ttl: Int, staleSeconds: Int?, timing: Timing
     ) {
-        writer.field("source", source.rawValue)
-        writer.field("ttl", ttl)
-        writer.field("staleSeconds", staleSeconds)
-        writer.field("timing", timing)
+        writer.staticKey("source")
+        writer.string(source.rawValue)
+        writer.staticKey("ttl")
+        writer.int(ttl)
+        if let staleSeconds {
+            writer.staticKey("staleSeconds")
+            writer.int(staleSeconds)
+        }
+        writer.staticKey("timing")
+        timing.write(to: &writer)
     }
 
     /// The constant fields after the per-call ones.
@@ -245,8 +324,12 @@ extension UnknownSvcParam: JSONWritable {
 extension Timing: JSONWritable {
     public func write(to writer: inout JSONWriter) {
         writer.beginObject()
-        writer.field("totalMs", totalMs)
-        writer.field("queries", array: queries)
+        writer.staticKey("totalMs")
+        writer.double(totalMs)
+        writer.staticKey("queries")
+        writer.beginArray()
+        for query in queries { query.write(to: &writer) }
+        writer.endArray()
         writer.endObject()
     }
 }
@@ -267,12 +350,16 @@ extension QueryTiming: JSONWritable {
 extension ResolveAddressesReply: JSONWritable {
     public func write(to writer: inout JSONWriter) {
         writer.beginObject()
+        writeConstantHead(to: &writer)
+        // The same per-call fields as ResolveHTTPS, without staleSeconds.
+        ResolveHTTPSReply.writePerCall(to: &writer, source: source, ttl: ttl, staleSeconds: nil, timing: timing)
+        writer.endObject()
+    }
+
+    /// The fields that are the same for every hit of the same cache entries (``EncodedResolverReply``).
+    func writeConstantHead(to writer: inout JSONWriter) {
         writer.field("name", name)
         writer.field("addresses", strings: addresses)
-        writer.field("source", source.rawValue)
-        writer.field("ttl", ttl)
-        writer.field("timing", timing)
-        writer.endObject()
     }
 }
 

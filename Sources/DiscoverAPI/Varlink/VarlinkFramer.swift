@@ -37,20 +37,18 @@ public struct VarlinkFramer: Sendable {
     /// Returns the next complete message (without its NUL), or nil when more bytes are needed.
     /// - Throws: ``VarlinkFramingError/messageTooLarge(limit:)`` when a message exceeds the limit.
     public mutating func next() throws(VarlinkFramingError) -> ArraySlice<UInt8>? {
-        var index = max(scanned, start)
+        let from = max(scanned, start)
         let end = buffer.count
-        while index < end {
-            if buffer[index] == 0 {
-                let length = index - start
-                if length > maxMessageSize { throw .messageTooLarge(limit: maxMessageSize) }
-                let message = buffer[start..<index]
-                start = index + 1
-                scanned = start
-                return message
-            }
-            index += 1
+        let nul = buffer.withUnsafeBufferPointer { bytes in bytes[from..<end].firstIndex(of: 0) }
+        if let index = nul {
+            let length = index - start
+            if length > maxMessageSize { throw .messageTooLarge(limit: maxMessageSize) }
+            let message = buffer[start..<index]
+            start = index + 1
+            scanned = start
+            return message
         }
-        scanned = index
+        scanned = end
         if end - start > maxMessageSize { throw .messageTooLarge(limit: maxMessageSize) }
         return nil
     }

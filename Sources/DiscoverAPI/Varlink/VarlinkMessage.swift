@@ -47,7 +47,8 @@ public struct VarlinkCall: Sendable {
     public var more: Bool
     /// The client wants no reply.
     public var oneway: Bool
-    /// The keys of the parameters object (empty when it is missing or null).
+    /// The keys of the parameters object (empty when it is missing or null, or when the scanner read the
+    /// parameters: ``decodedParameters`` holds them then).
     public var parameterKeys: Set<String>
     /// The raw message, kept to decode typed parameters without re-encoding (empty when the scanner read them).
     public var raw: Data
@@ -108,7 +109,7 @@ public struct VarlinkCall: Sendable {
         {
             return VarlinkCall(
                 method: scanned.method, more: scanned.more, oneway: scanned.oneway,
-                parameterKeys: Set(scanned.parameters?.fields.map(\.key) ?? []), raw: Data(),
+                parameterKeys: [], raw: Data(),
                 decodedParameters: parameters)
         }
         return try decode(bytes)
@@ -117,7 +118,11 @@ public struct VarlinkCall: Sendable {
     /// Decodes the typed parameters.
     /// - Throws: `org.varlink.service.InvalidParameter` naming the first missing, unknown or mistyped parameter.
     public func parameters<P: VarlinkParameters>(_ type: P.Type = P.self) throws(VarlinkError) -> P {
-        if let decodedParameters = decodedParameters as? P { return decodedParameters }
+        if let decodedParameters {
+            // The scanner read them as the method's type: any other type is not this method's.
+            guard let parameters = decodedParameters as? P else { throw .invalidParameter("parameters") }
+            return parameters
+        }
         // CodingKeys(stringValue:) is a switch: no set is built per call.
         if let unknown = parameterKeys.sorted().first(where: { P.CodingKeys(stringValue: $0) == nil }) {
             throw .invalidParameter(unknown)

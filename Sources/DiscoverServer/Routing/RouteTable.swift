@@ -41,6 +41,8 @@ public struct RouteTable: Sendable {
         _ method: VarlinkMethod<P, R>, _ body: @escaping @Sendable (P, PeerCredentials) -> ImmediateReply?
     ) {
         immediate[method.name] = { call, peer in
+            // Read by the call scanner (the hot path): cast here, where P is known, not in generic code.
+            if let parameters = call.decodedParameters as? P { return body(parameters, peer) }
             guard let parameters = try? call.parameters(P.self) else { return nil }
             return body(parameters, peer)
         }

@@ -16,8 +16,9 @@ import NIOCore
 /// never wait for it. All state is confined to the channel's event loop.
 ///
 /// The hot path: a call the router can answer synchronously (a cache hit, see
-/// ``RouteTable/registerImmediate(_:_:)``) is answered here, without a `Task`, and queued in its slot like any
-/// other reply. Replies written while a read batch is being handled are flushed once, when the batch ends.
+/// ``RouteTable/registerImmediate(_:_:)``) is answered here, without a `Task`: written at once when no earlier call
+/// is waiting for its reply (no slot at all), else queued in its slot like any other reply. Replies written while a
+/// read batch is being handled are flushed once, when the batch ends.
 final class VarlinkConnectionHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
@@ -141,7 +142,7 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
                 return
             }
             guard let message else { break }
-            enqueue(message)
+            enqueue(message, context: context)
         }
         startEligibleCalls()
         flushReady(context: context)
@@ -168,20 +169,35 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
         context.fireChannelWritabilityChanged()
     }
 
-    private func enqueue(_ message: ArraySlice<UInt8>) {
-        let id = nextSlotID
-        nextSlotID += 1
+    private func enqueue(_ message: ArraySlice<UInt8>, context: ChannelHandlerContext) {
+        let call: VarlinkCall
         do {
-            let call = try router.decode(message)
-            slots.append(Slot(id: id, call: call))
+            call = try router.decode(message)
         } catch {
+            let id = nextSlotID
+            nextSlotID += 1
             // The framing is intact, so the connection stays usable: answer in order and go on.
             var slot = Slot(id: id, call: nil)
             slot.output = [VarlinkReply.encode(error: error)]
             slot.started = true
             slot.done = true
             slots.append(slot)
+            return
         }
+        // Nothing before this call is unanswered, so its synchronous answer (a cache hit) is next on the wire.
+        if slots.isEmpty, let immediate = router.immediateReply(call, peer: peer) {
+            context.write(wrapOutboundOut(context.channel.allocator.buffer(bytes: immediate.bytes)), promise: nil)
+            if let afterWrite = immediate.afterWrite { afterFlush.append(afterWrite) }
+            if inReadBatch {
+                flushPending = true
+            } else {
+                context.flush()
+                runAfterFlush()
+            }
+            return
+        }
+        slots.append(Slot(id: nextSlotID, call: call))
+        nextSlotID += 1
     }
 
     /// Starts queued calls in order, stopping behind an unfinished `more` call.

@@ -2,11 +2,50 @@
 public struct CacheHit<Value: Sendable>: Sendable {
     /// The answer, as the async method would have returned it.
     public var value: Value
-    /// The memos of the cache entries used, in lookup order; nil for a negative entry without data. An encoding
-    /// of `value` may be kept in the first one, tagged with the generations of all of them.
-    public var memos: [CacheEntryMemo?]
+    /// The cache entries used, in lookup order. While ``DNSResolver/revalidate(_:optimistic:)`` finds the same
+    /// entries, the same call gets the same answer except for its per-call fields.
+    public var dependencies: CacheDependencies
     /// Refreshes of the stale entries used: start them with ``DNSResolver/startRefreshes(_:)`` once the answer
     /// has been written (RFC 8767 §5: the stale answer goes out first).
+    public var refreshes: PendingRefreshes
+}
+
+/// The cache entries a synchronous answer was built from, each by key and by the generation of its data.
+///
+/// A resolution walks from entry to entry by their data only (CNAMEs, AliasMode targets), so the same entries
+/// with the same generations make the same walk and the same answer; only `source`, `ttl`, `staleSeconds` and the
+/// timing differ, and ``DNSResolver/revalidate(_:optimistic:)`` computes them.
+public struct CacheDependencies: Sendable, Equatable {
+    struct Entry: Sendable, Equatable {
+        var key: CacheKey
+        var type: RRType
+        var generation: UInt64
+    }
+
+    var entries: [Entry] = []
+
+    /// The generation of an entry's data: its memo's; a negative answer without data (no SOA) has no memo, and
+    /// every such answer of the same kind means the same, so the kind stands for it (memo generations start at 1
+    /// and never reach these).
+    static func generation(of answer: CacheAnswer<CachedRRset>) -> UInt64 {
+        if let memo = answer.payload?.memo { return memo.generation }
+        if case .nxdomain = answer { return .max }
+        return .max - 1
+    }
+
+    /// The generations of the entries, in lookup order.
+    public var generations: [UInt64] { entries.map(\.generation) }
+}
+
+/// The per-call fields of an answer whose entries are unchanged (see ``DNSResolver/revalidate(_:optimistic:)``).
+public struct CacheRevalidation: Sendable {
+    /// `cache`, or `expiredCache` when an entry was stale.
+    public var source: ResolutionSource
+    /// The smallest remaining TTL, or the stale answer TTL.
+    public var ttl: UInt32
+    /// How long ago the oldest stale entry expired.
+    public var staleSeconds: UInt32?
+    /// Refreshes this call was elected to start, after its answer is written.
     public var refreshes: PendingRefreshes
 }
 
@@ -44,13 +83,14 @@ extension DNSResolver {
         var chain = AliasChain(start: queryName, maximumHops: configuration.maximumAliasHops)
         var provenance = Provenance()
         var refreshes = PendingRefreshes()
+        var dependencies = CacheDependencies()
         var result = Self.startResolution(host: host, queryName: queryName)
         do {
             while true {
                 guard
                     let rrset = try cachedRecords(
                         chain.current, type: .https, optimistic: optimistic, provenance: &provenance,
-                        refreshes: &refreshes)
+                        refreshes: &refreshes, dependencies: &dependencies)
                 else {
                     startRefreshes(refreshes)
                     return nil
@@ -69,7 +109,8 @@ extension DNSResolver {
         Self.complete(&result, chain: chain, provenance: provenance)
         result.elapsedMilliseconds = Self.milliseconds(since: start)
         countHits(provenance)
-        return CacheHit(value: result, memos: provenance.memos, refreshes: refreshes)
+        return CacheHit(
+            value: result, dependencies: dependencies, refreshes: refreshes)
     }
 
     /// ``resolveAddresses(_:family:optimistic:)`` answered from the cache alone; nil as for ``cachedHTTPS(_:port:optimistic:)``.
@@ -79,12 +120,14 @@ extension DNSResolver {
         let start = ContinuousClock.now
         guard let host = try? Self.validate(name) else { return nil }
         var refreshes = PendingRefreshes()
+        var dependencies = CacheDependencies()
         var complete = true
         func addresses(_ type: RRType, skip: Bool) -> Result<([String]?, Provenance), ResolverError> {
             var provenance = Provenance()
             guard !skip, complete else { return .success((nil, provenance)) }
             let rrset = try? cachedRecords(
-                host, type: type, optimistic: optimistic, provenance: &provenance, refreshes: &refreshes)
+                host, type: type, optimistic: optimistic, provenance: &provenance, refreshes: &refreshes,
+                dependencies: &dependencies)
             guard let rrset else {
                 complete = false
                 return .success((nil, provenance))
@@ -100,13 +143,52 @@ extension DNSResolver {
             return nil
         }
         countHits(provenance)
-        return CacheHit(value: resolution, memos: provenance.memos, refreshes: refreshes)
+        return CacheHit(
+            value: resolution, dependencies: dependencies, refreshes: refreshes)
+    }
+
+    /// The per-call fields of an answer built from `dependencies`, when every entry is still cached (fresh, or
+    /// stale when `optimistic`) with the same data; nil otherwise (then resolve again). Like a hit, it elects the
+    /// refreshes of stale entries and counts the lookups only when it answers.
+    public func revalidate(_ dependencies: CacheDependencies, optimistic: Bool = true) -> CacheRevalidation? {
+        var ttl = UInt32.max
+        var staleSeconds: UInt32?
+        var staleCount: UInt64 = 0
+        var refreshes = PendingRefreshes()
+        for dependency in dependencies.entries {
+            let lookup = cache.lookup(dependency.key, optimistic: optimistic, counting: false)
+            let answer: CacheAnswer<CachedRRset>
+            switch lookup {
+            case .fresh(let fresh, let remaining):
+                answer = fresh
+                ttl = min(ttl, remaining)
+            case .stale(let stale, let seconds, let answerTTL, let shouldRefresh):
+                answer = stale
+                ttl = min(ttl, answerTTL)
+                staleSeconds = max(staleSeconds ?? 0, seconds)
+                staleCount += 1
+                if shouldRefresh {
+                    refreshes.items.append(.init(key: dependency.key, name: dependency.key.name, type: dependency.type))
+                }
+            case .miss:
+                startRefreshes(refreshes)
+                return nil
+            }
+            guard CacheDependencies.generation(of: answer) == dependency.generation else {
+                startRefreshes(refreshes)
+                return nil
+            }
+        }
+        cache.countHits(fresh: UInt64(dependencies.entries.count) - staleCount, stale: staleCount)
+        return CacheRevalidation(
+            source: staleCount > 0 ? .expiredCache : .cache, ttl: ttl == .max ? 0 : ttl, staleSeconds: staleSeconds,
+            refreshes: refreshes)
     }
 
     /// Counts the lookups of a hit that is answered (they were made uncounted).
     private func countHits(_ provenance: Provenance) {
         let stale = UInt64(provenance.staleKeys.count)
-        cache.countHits(fresh: UInt64(provenance.memos.count) - stale, stale: stale)
+        cache.countHits(fresh: UInt64(provenance.cacheLookups) - stale, stale: stale)
     }
 
     /// Starts the refreshes a synchronous cache answer was elected to run.
@@ -121,7 +203,7 @@ extension DNSResolver {
     /// `records` from the cache alone: nil when an entry on the way is missing.
     private func cachedRecords(
         _ name: String, type: RRType, optimistic: Bool, provenance: inout Provenance,
-        refreshes: inout PendingRefreshes
+        refreshes: inout PendingRefreshes, dependencies: inout CacheDependencies
     ) throws(ResolverError) -> RRsetResult? {
         var chain = AliasChain(start: name, maximumHops: configuration.maximumAliasHops)
         while true {
@@ -130,6 +212,7 @@ extension DNSResolver {
             let lookup = cache.lookup(key, optimistic: optimistic, counting: false)
             guard let entry = Self.account(lookup, key: key, provenance: &provenance) else { return nil }
             if lookup.shouldRefresh { refreshes.items.append(.init(key: key, name: chain.current, type: type)) }
+            dependencies.entries.append(.init(key: key, type: type, generation: CacheDependencies.generation(of: entry)))
             if let result = try cnameStep(entry, name: name, type: type, chain: &chain, provenance: provenance) {
                 return result
             }

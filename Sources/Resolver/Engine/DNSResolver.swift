@@ -569,14 +569,14 @@ public final class DNSResolver: Sendable {
         case .fresh(let answer, let remaining):
             provenance.sources.insert(.cache)
             provenance.ttl = min(provenance.ttl, remaining)
-            provenance.memos.append(answer.payload?.memo)
+            provenance.cacheLookups += 1
             return answer
         case .stale(let answer, let staleSeconds, let answerTTL, _):
             provenance.sources.insert(.expiredCache)
             provenance.ttl = min(provenance.ttl, answerTTL)
             provenance.staleSeconds = max(provenance.staleSeconds ?? 0, staleSeconds)
             provenance.staleKeys.append(key)
-            provenance.memos.append(answer.payload?.memo)
+            provenance.cacheLookups += 1
             return answer
         case .miss:
             return nil

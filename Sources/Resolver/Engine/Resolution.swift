@@ -16,8 +16,8 @@ struct Provenance: Sendable {
     var attempts: [QueryAttempt] = []
     /// Keys answered from expired cache: their refreshes are what a `more` caller waits for.
     var staleKeys: [CacheKey] = []
-    /// The memos of the cache entries used, in lookup order; nil for a negative entry without data.
-    var memos: [CacheEntryMemo?] = []
+    /// How many cache entries were used (fresh or stale).
+    var cacheLookups = 0
 
     var source: ResolutionSource {
         if sources.contains(.expiredCache) { return .expiredCache }
@@ -31,7 +31,7 @@ struct Provenance: Sendable {
         if let stale = other.staleSeconds { staleSeconds = max(staleSeconds ?? 0, stale) }
         attempts += other.attempts
         staleKeys += other.staleKeys
-        memos += other.memos
+        cacheLookups += other.cacheLookups
     }
 
     var reportedTTL: UInt32 { ttl == .max ? 0 : ttl }

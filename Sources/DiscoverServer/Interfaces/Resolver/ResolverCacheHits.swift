@@ -1,36 +1,70 @@
 import DiscoverAPI
 import Resolver
+import Synchronization
 
 /// The synchronous answers of `io.discoverd.Resolver`: cache hits of `ResolveHTTPS` and `ResolveAddresses`,
 /// answered on the connection's event loop (see ``RouteTable/registerImmediate(_:_:)``).
 ///
-/// A `ResolveHTTPS` reply is encoded once per cache entry: its constant part is kept in the memo of the first entry
-/// the resolution used, tagged with the generations of every entry used, and only `source`, `ttl`, `staleSeconds`
-/// and `timing` are written per hit.
+/// A hit's reply is encoded once and kept under the call's parameters as received (``KeptReplies``), with the
+/// cache entries it was built from. The next call with the same parameters only checks that those entries are
+/// still cached with the same data and writes `source`, `ttl`, `staleSeconds` and `timing` into the kept bytes: no
+/// name parsing, no RFC 9460 processing, no reply building. Anything else takes the full path, which keeps its
+/// reply for the next call.
 enum ResolverCacheHits {
-    static func register(into routes: inout RouteTable, resolver: DNSResolver, optimistic: @escaping @Sendable (Bool?) -> Bool) {
+    static func register(
+        into routes: inout RouteTable, resolver: DNSResolver, optimistic: @escaping @Sendable (Bool?) -> Bool,
+        kept: KeptReplies = KeptReplies()
+    ) {
         routes.registerImmediate(Methods.resolveHTTPS) { parameters, _ in
+            let start = ContinuousClock.now
             let port = parameters.port ?? 443
-            guard let hit = resolver.cachedHTTPS(parameters.name, port: port, optimistic: optimistic(parameters.optimistic))
-            else { return nil }
-            guard let bytes = httpsMessage(hit, port: port) else {
-                resolver.startRefreshes(hit.refreshes)
-                return nil
-            }
-            return ImmediateReply(bytes: bytes, afterWrite: refresh(hit.refreshes, resolver))
+            let optimistic = optimistic(parameters.optimistic)
+            let key = KeptReplies.Key(method: .https, name: parameters.name, detail: port, optimistic: optimistic)
+            if let reply = keptReply(key, kept: kept, resolver: resolver, since: start) { return reply }
+            guard let hit = resolver.cachedHTTPS(parameters.name, port: port, optimistic: optimistic) else { return nil }
+            let wire = hit.value.wire
+            return reply(wire, EncodedResolverReply.init, hit: hit, key: key, kept: kept, resolver: resolver)
         }
         routes.registerImmediate(Methods.resolveAddresses) { parameters, _ in
-            guard
-                let hit = resolver.cachedAddresses(
-                    parameters.name, family: (parameters.family ?? .any).domain,
-                    optimistic: optimistic(parameters.optimistic))
-            else { return nil }
-            guard let bytes = try? VarlinkReply.encode(hit.value.wire) else {
-                resolver.startRefreshes(hit.refreshes)
+            let start = ContinuousClock.now
+            let family = (parameters.family ?? .any).domain
+            let optimistic = optimistic(parameters.optimistic)
+            let key = KeptReplies.Key(
+                method: .addresses, name: parameters.name, detail: family.keyDetail, optimistic: optimistic)
+            if let reply = keptReply(key, kept: kept, resolver: resolver, since: start) { return reply }
+            guard let hit = resolver.cachedAddresses(parameters.name, family: family, optimistic: optimistic) else {
                 return nil
             }
-            return ImmediateReply(bytes: bytes, afterWrite: refresh(hit.refreshes, resolver))
+            let wire = hit.value.wire
+            return reply(wire, EncodedResolverReply.init, hit: hit, key: key, kept: kept, resolver: resolver)
         }
+    }
+
+    /// The reply kept for `key`, patched for this call, when the cache entries it was built from are unchanged.
+    static func keptReply(
+        _ key: KeptReplies.Key, kept: KeptReplies, resolver: DNSResolver, since start: ContinuousClock.Instant
+    ) -> ImmediateReply? {
+        guard let entry = kept[key], let fields = resolver.revalidate(entry.dependencies, optimistic: key.optimistic)
+        else { return nil }
+        let bytes = entry.reply.message(
+            source: fields.source.wire, ttl: Int(fields.ttl),
+            // ResolveAddresses has no staleSeconds.
+            staleSeconds: key.method == .https ? fields.staleSeconds.map(Int.init) : nil,
+            totalMs: Timing.totalMs(milliseconds(since: start)))
+        return ImmediateReply(bytes: bytes, afterWrite: refresh(fields.refreshes, resolver))
+    }
+
+    /// The reply of a hit found the long way; its encoding is kept for the next call.
+    private static func reply<Wire: Encodable, Value>(
+        _ wire: Wire, _ encode: (Wire) -> EncodedResolverReply, hit: CacheHit<Value>, key: KeptReplies.Key,
+        kept: KeptReplies, resolver: DNSResolver
+    ) -> ImmediateReply? {
+        guard let bytes = try? VarlinkReply.encode(wire) else {
+            resolver.startRefreshes(hit.refreshes)
+            return nil
+        }
+        kept[key] = KeptReplies.Entry(dependencies: hit.dependencies, reply: encode(wire))
+        return ImmediateReply(bytes: bytes, afterWrite: refresh(hit.refreshes, resolver))
     }
 
     private static func refresh(_ refreshes: PendingRefreshes, _ resolver: DNSResolver) -> (@Sendable () -> Void)? {
@@ -38,27 +72,64 @@ enum ResolverCacheHits {
         return { @Sendable in resolver.startRefreshes(refreshes) }
     }
 
-    /// The reply message of a `ResolveHTTPS` hit, from the encoding kept with its cache entries when they are the
-    /// same ones (same generations), else encoded now and kept.
-    static func httpsMessage(_ hit: CacheHit<HTTPSResolution>, port: Int) -> [UInt8]? {
-        let resolution = hit.value
-        let timing = Timing(attempts: resolution.attempts, milliseconds: resolution.elapsedMilliseconds)
-        let memos = hit.memos.compactMap { $0 }
-        // A negative entry without data has no memo to key an encoding by: encode this reply as a whole.
-        guard let first = memos.first, memos.count == hit.memos.count else {
-            return try? VarlinkReply.encode(resolution.wire)
+    private static func milliseconds(since start: ContinuousClock.Instant) -> Double {
+        let elapsed = (ContinuousClock.now - start).components
+        return Double(elapsed.seconds) * 1000 + Double(elapsed.attoseconds) / 1e15
+    }
+}
+
+/// Encoded replies of recent cache hits, by method and parameters exactly as the client sent them (the name
+/// unparsed: validating it is part of what a kept reply saves), each with the cache entries it depends on.
+///
+/// Bounded: when full, it starts over (the replies are rebuilt by the next hits). Shared by every connection.
+final class KeptReplies: Sendable {
+    enum Method: UInt8, Hashable, Sendable {
+        case https
+        case addresses
+    }
+
+    struct Key: Hashable, Sendable {
+        var method: Method
+        /// The name as received.
+        var name: String
+        /// The port (`ResolveHTTPS`) or the address family (`ResolveAddresses`).
+        var detail: Int
+        /// Optimistic DNS as decided for the call (the request and the daemon's setting).
+        var optimistic: Bool
+    }
+
+    struct Entry: Sendable {
+        var dependencies: CacheDependencies
+        var reply: EncodedResolverReply
+    }
+
+    private let entries = Mutex<[Key: Entry]>([:])
+    let capacity: Int
+
+    init(capacity: Int = 4096) {
+        self.capacity = capacity
+    }
+
+    subscript(key: Key) -> Entry? {
+        get { entries.withLock { $0[key] } }
+        set {
+            entries.withLock { entries in
+                if entries.count >= capacity, entries[key] == nil { entries.removeAll(keepingCapacity: true) }
+                entries[key] = newValue
+            }
         }
-        let generations = memos.map(\.generation)
-        let encoded: EncodedHTTPSReply
-        // The first entry is the query name's, which the host and the port determine, so the port is the key.
-        if let kept = first.encoded(port, as: EncodedHTTPSReply.self), kept.generations == generations {
-            encoded = kept
-        } else {
-            encoded = EncodedHTTPSReply(resolution.wire, generations: generations)
-            first.setEncoded(encoded, for: port)
+    }
+
+    var count: Int { entries.withLock { $0.count } }
+}
+
+extension AddressFamilies {
+    /// The family as the detail of a ``KeptReplies/Key``.
+    fileprivate var keyDetail: Int {
+        switch self {
+        case .any: 0
+        case .ipv4: 4
+        case .ipv6: 6
         }
-        return encoded.message(
-            source: resolution.source.wire, ttl: Int(resolution.ttl), staleSeconds: resolution.staleSeconds.map(Int.init),
-            timing: timing)
     }
 }

@@ -46,12 +46,17 @@ extension AddressFamily {
 extension Timing {
     init(attempts: [QueryAttempt], milliseconds: Double) {
         self.init(
-            totalMs: (milliseconds * 1000).rounded() / 1000,
+            totalMs: Self.totalMs(milliseconds),
             queries: attempts.map {
                 QueryTiming(
                     name: $0.name, type: "\($0.type)", server: $0.server, transport: $0.transport.rawValue,
-                    ms: ($0.milliseconds * 1000).rounded() / 1000, rcode: $0.rcode)
+                    ms: Self.totalMs($0.milliseconds), rcode: $0.rcode)
             })
+    }
+
+    /// Milliseconds as the wire gives them: rounded to microseconds.
+    static func totalMs(_ milliseconds: Double) -> Double {
+        (milliseconds * 1000).rounded() / 1000
     }
 }
 

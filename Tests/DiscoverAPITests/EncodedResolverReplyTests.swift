@@ -3,9 +3,10 @@ import Testing
 
 @testable import DiscoverAPI
 
-/// The template of a cached `ResolveHTTPS` reply: patched per call, and the same JSON as the encoders write.
-@Suite("Encoded HTTPS reply")
-struct EncodedHTTPSReplyTests {
+/// The template of a cached `ResolveHTTPS` or `ResolveAddresses` reply: patched per call, and the same JSON as the
+/// encoders write.
+@Suite("Encoded resolver reply")
+struct EncodedResolverReplyTests {
     static let bindings = [
         ServiceBinding(
             priority: 1, target: "h3.lab.test.", port: 8443, alpn: ["h3", "h2"], ipv4hint: ["192.0.2.10"],
@@ -35,9 +36,9 @@ struct EncodedHTTPSReplyTests {
         other.ttl = 3600
         other.staleSeconds = nil
         other.timing = Timing(totalMs: 99, queries: [])
-        let template = EncodedHTTPSReply(other, generations: [1])
+        let template = EncodedResolverReply(other)
         let message = template.message(
-            source: reply.source, ttl: reply.ttl, staleSeconds: reply.staleSeconds, timing: reply.timing)
+            source: reply.source, ttl: reply.ttl, staleSeconds: reply.staleSeconds, totalMs: reply.timing.totalMs)
         #expect(message == (try VarlinkReply.encode(reply)), "byte for byte what JSONWriter writes")
         #expect(message.last == 0)
 
@@ -48,5 +49,27 @@ struct EncodedHTTPSReplyTests {
         let expected = try JSONSerialization.jsonObject(with: encoder.encode(Envelope(parameters: reply))) as? NSDictionary
         let actual = try JSONSerialization.jsonObject(with: Data(message.dropLast())) as? NSDictionary
         #expect(actual == expected)
+    }
+
+    static let addressReplies: [ResolveAddressesReply] = [
+        ResolveAddressesReply(
+            name: "h3.lab.test.", addresses: ["2001:db8::1", "192.0.2.1"], source: .cache, ttl: 299,
+            timing: Timing(totalMs: 0.012)),
+        ResolveAddressesReply(
+            name: "plain.lab.test.", addresses: [], source: .expiredCache, ttl: 30, timing: Timing(totalMs: 12.5)),
+    ]
+
+    @Test(arguments: addressReplies.indices)
+    func patchedAddressMessageIsTheEncodedReply(index: Int) throws {
+        let reply = Self.addressReplies[index]
+        var other = reply
+        other.source = .network
+        other.ttl = 3600
+        other.timing = Timing(totalMs: 99, queries: [])
+        let message = EncodedResolverReply(other).message(
+            source: reply.source, ttl: reply.ttl, staleSeconds: nil, totalMs: reply.timing.totalMs)
+        #expect(message == (try VarlinkReply.encode(reply)), "byte for byte what JSONWriter writes")
+        let decoded = try VarlinkReplyMessage.decode(message.dropLast()).parameters(ResolveAddressesReply.self)
+        #expect(decoded == reply)
     }
 }
