@@ -91,16 +91,19 @@ public final class StubResponder: Sendable {
         _ bytes: [UInt8], client: SocketAddress?, overTCP: Bool, later: @escaping @Sendable ([UInt8]) -> Void
     ) -> Immediate {
         var refreshes = PendingRefreshes()
-        let outcome = handle(bytes, client: StubClient(client), overTCP: overTCP, refreshes: &refreshes, later: later)
+        let outcome = handle(
+            bytes, client: StubClient(client), overTCP: overTCP, refreshes: &refreshes, later: { later })
         startRefreshes(refreshes)
         return outcome
     }
 
     /// Answers one message. A stale answer's refresh is added to `refreshes` instead of started: the caller
     /// sends the answer, then calls ``startRefreshes(_:)``.
+    /// - Parameter later: makes the callback for a reply that comes later; called only then, so a cache hit
+    ///   allocates no callback.
     public func handle(
         _ bytes: [UInt8], client: StubClient, overTCP: Bool, refreshes: inout PendingRefreshes,
-        later: @escaping @Sendable ([UInt8]) -> Void
+        later: () -> @Sendable ([UInt8]) -> Void
     ) -> Immediate {
         if overTCP { counters.tcpQueries.bump() } else { counters.udpQueries.bump() }
         let query: StubQuery
@@ -138,7 +141,7 @@ public final class StubResponder: Sendable {
                 return .reply(
                     finish(query, code: .servFail, error: .other("discovery proxy busy; try again"), limit: limit))
             }
-            startTask(later) {
+            startTask(later()) {
                 defer { self.proxyLookups.wrappingSubtract(1, ordering: .relaxed) }
                 return await self.answerProxy(query, zone: zone, proxy: settings.proxy, limit: limit)
             }
@@ -150,7 +153,7 @@ public final class StubResponder: Sendable {
                     finish(query, code: .nxDomain, error: .notSupported(".local look-ups are off ([stub] local = no)"),
                         limit: limit))
             }
-            startTask(later) { await self.answerLocal(query, limit: limit, timeout: settings.localTimeout) }
+            startTask(later()) { await self.answerLocal(query, limit: limit, timeout: settings.localTimeout) }
             return .pending
         }
         if settings.answerLocal, query.type == .ptr, query.nameText.hasSuffix(".arpa."),
@@ -158,7 +161,7 @@ public final class StubResponder: Sendable {
             state.linkSubnets.contains(where: { $0.contains(address) })
         {
             // A host on our own link: its name is best known to mDNS (RFC 6762 §4); unicast DNS if nobody answers.
-            startTask(later) {
+            startTask(later()) {
                 await self.answerLinkReverse(query, optimistic: settings.optimistic, limit: limit,
                     timeout: settings.localTimeout)
             }
@@ -173,11 +176,11 @@ public final class StubResponder: Sendable {
             chaseTarget(cached.answer, name: name, type: query.type) == nil
         {
             refreshes.merge(elected)
-            return .reply(reply(query, parts: [cached], code: code(of: cached.answer), limit: limit))
+            return .reply(reply(query, single: cached, code: code(of: cached.answer), limit: limit))
         }
         // Not answered here: the task below looks the name up again (and waits for this refresh if it must).
         resolver.startRefreshes(elected)
-        startTask(later) { await self.resolve(query, optimistic: settings.optimistic, limit: limit) }
+        startTask(later()) { await self.resolve(query, optimistic: settings.optimistic, limit: limit) }
         return .pending
     }
 
@@ -277,6 +280,17 @@ public final class StubResponder: Sendable {
 
     /// The reply made of cached or fetched parts, with EDE 3 when any was stale.
     private func reply(_ query: StubQuery, parts: [RecordAnswer], code: StubReply.Code, limit: Int) -> [UInt8] {
+        reply(query, parts: parts, count: parts.count, code: code, limit: limit)
+    }
+
+    /// The same for one part (a cache hit), without an array for it.
+    private func reply(_ query: StubQuery, single part: RecordAnswer, code: StubReply.Code, limit: Int) -> [UInt8] {
+        reply(query, parts: CollectionOfOne(part), count: 1, code: code, limit: limit)
+    }
+
+    private func reply(
+        _ query: StubQuery, parts: some Sequence<RecordAnswer>, count: Int, code: StubReply.Code, limit: Int
+    ) -> [UInt8] {
         var ede: ExtendedDNSError?
         var forwarded = false
         for part in parts {
@@ -291,8 +305,10 @@ public final class StubResponder: Sendable {
         if ede != nil { counters.staleAnswers.bump() } else if forwarded { counters.forwarded.bump() } else {
             counters.cacheAnswers.bump()
         }
-        let answerParts = parts.compactMap { part in
-            part.answer.payload.map { AnswerPart(sections: $0.wire, ttl: part.ttl) }
+        var answerParts: [AnswerPart] = []
+        answerParts.reserveCapacity(count)
+        for part in parts {
+            if let payload = part.answer.payload { answerParts.append(AnswerPart(sections: payload.wire, ttl: part.ttl)) }
         }
         return finish(query, code: code, parts: answerParts, error: ede, limit: limit)
     }

@@ -234,8 +234,8 @@ final class StubUDPWorker: @unchecked Sendable {
                 guard let sender = cstub_batch_sender(batch, index, &senderLength) else { continue }
                 let client = StubClient(sockaddr: sender)
                 let outcome = responder.handle(bytes, client: client, overTCP: false, refreshes: &refreshes) {
-                    [peer = StubUDPSocket.Peer(sender, length: senderLength)] reply in
-                    socket.send(reply, to: peer)
+                    let peer = StubUDPSocket.Peer(sender, length: senderLength)
+                    return { reply in socket.send(reply, to: peer) }
                 }
                 guard case .reply(let reply) = outcome else { continue }
                 let queued = reply.withUnsafeBufferPointer { cstub_batch_queue_reply(batch, index, $0.baseAddress, $0.count) }
