@@ -167,16 +167,12 @@ public enum StubReply {
         if tc { flags |= 0x0200 }
         if cd { flags |= 0x0010 }
         flags |= UInt16(rcode & 0x0F)
-        func put(_ value: UInt16) {
-            out.append(UInt8(value >> 8))
-            out.append(UInt8(value & 0xFF))
-        }
-        put(id)
-        put(flags)
-        put(UInt16(qd))
-        put(UInt16(clamping: an))
-        put(UInt16(clamping: ns))
-        put(UInt16(ar))
+        let (an, ns) = (UInt16(clamping: an), UInt16(clamping: ns))
+        let bytes: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) = (
+            UInt8(id >> 8), UInt8(id & 0xFF), UInt8(flags >> 8), UInt8(flags & 0xFF), UInt8(qd >> 8), UInt8(qd & 0xFF),
+            UInt8(an >> 8), UInt8(an & 0xFF), UInt8(ns >> 8), UInt8(ns & 0xFF), UInt8(ar >> 8), UInt8(ar & 0xFF)
+        )
+        withUnsafeBytes(of: bytes) { out.append(contentsOf: $0) }
     }
 
     /// Copies encoded records with every TTL set to `ttl`; returns how many were copied.

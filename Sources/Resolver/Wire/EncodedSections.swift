@@ -3,8 +3,9 @@
 ///
 /// Owner names are written uncompressed (RFC 1035 §4.1.4 allows it; the RDATA is kept as received, already
 /// uncompressed by the parser). Records of the DNSSEC types are counted separately so that a reply to a client
-/// without the DO bit can leave them out (RFC 4035 §3.2.1).
-public struct EncodedSections: Sendable, Hashable {
+/// without the DO bit can leave them out (RFC 4035 §3.2.1). A class, immutable: handing a cached answer to a
+/// reply costs one reference count, not one per array.
+public final class EncodedSections: Sendable, Hashable {
     /// The answer records, back to back.
     public let answer: [UInt8]
     /// The authority records, back to back.
@@ -27,6 +28,18 @@ public struct EncodedSections: Sendable, Hashable {
         (self.authority, self.authorityCount) = Self.encode(authority, ttlOffsets: &offsets)
         self.authorityTTLOffsets = offsets
         self.hasDNSSECRecords = (answer + authority).contains { Self.isDNSSEC($0.type) }
+    }
+
+    public static func == (lhs: EncodedSections, rhs: EncodedSections) -> Bool {
+        lhs === rhs
+            || (lhs.answer == rhs.answer && lhs.authority == rhs.authority && lhs.answerCount == rhs.answerCount
+                && lhs.authorityCount == rhs.authorityCount && lhs.answerTTLOffsets == rhs.answerTTLOffsets
+                && lhs.authorityTTLOffsets == rhs.authorityTTLOffsets)
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(answer)
+        hasher.combine(authority)
     }
 
     /// RRSIG, NSEC, NSEC3 (RFC 4034, 5155): what DO=0 leaves out of the answer and authority sections.
