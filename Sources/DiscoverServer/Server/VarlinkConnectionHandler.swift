@@ -197,7 +197,7 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
 
     /// Writes the synchronous answer of a call with nothing unanswered before it, without a slot.
     private func writeImmediate(_ immediate: ImmediateReply, context: ChannelHandlerContext) {
-        context.write(wrapOutboundOut(context.channel.allocator.buffer(bytes: immediate.bytes)), promise: nil)
+        context.write(wrapOutboundOut(immediate.message), promise: nil)
         if let afterWrite = immediate.afterWrite { afterFlush.append(afterWrite) }
         if inReadBatch {
             flushPending = true
@@ -227,7 +227,7 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
         slots[index].started = true
         if let immediate = router.immediateReply(call, peer: peer) {
             slots[index].output.append(immediate.bytes)
-            slots[index].outputBytes += immediate.bytes.count
+            slots[index].outputBytes += immediate.message.readableBytes
             slots[index].done = true
             if let afterWrite = immediate.afterWrite { afterFlush.append(afterWrite) }
             return
