@@ -72,4 +72,36 @@ struct EncodedResolverReplyTests {
         let decoded = try VarlinkReplyMessage.decode(message.dropLast()).parameters(ResolveAddressesReply.self)
         #expect(decoded == reply)
     }
+
+    /// The per-call fields written into a raw buffer are what JSONWriter writes for them, for every kind of value
+    /// (the number formats' edges, NaN, negative numbers) and whether or not the buffer is larger than needed.
+    @Test func perCallFieldsAreWrittenAsJSONWriterWritesThem() throws {
+        let ttls = [0, 1, 9, 10, 299, 86_400, Int(UInt32.max), -1, Int.max, Int.min]
+        let stales: [Int?] = [nil, 0, 12, 1_000_000, Int.min]
+        var totals: [Double] = [0, 0.001, 0.012, 0.1, 1.5, 12.25, 999_999_999.999, 1e9, 2.5e-7, -0.0, -3.5, .nan, .infinity, 1e300]
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<200 { totals.append(Double(Int.random(in: 0..<50_000_000, using: &generator)) / 1000) }
+        for _ in 0..<50 { totals.append(Double.random(in: 0..<1e12, using: &generator)) }
+        var checked = 0
+        for base in Self.replies {
+            let template = EncodedResolverReply(base)
+            for ttl in ttls {
+                for stale in stales {
+                    for total in totals {
+                        var reply = base
+                        reply.source = [.cache, .expiredCache, .network][checked % 3]
+                        reply.ttl = ttl
+                        reply.staleSeconds = stale
+                        reply.timing = Timing(totalMs: total)
+                        let message = template.message(
+                            source: reply.source, ttl: ttl, staleSeconds: stale, totalMs: total)
+                        #expect(message == (try VarlinkReply.encode(reply)), "ttl \(ttl) stale \(String(describing: stale)) total \(total)")
+                        #expect(message.count <= template.maximumMessageSize)
+                        checked += 1
+                    }
+                }
+            }
+        }
+        #expect(checked == Self.replies.count * ttls.count * stales.count * totals.count)
+    }
 }

@@ -111,6 +111,10 @@ struct VarlinkCallScannerTests {
         #"{"method":"\#(https)","parameters":{"name":"a\"b"}}"#,
         #"{"method":"\#(https)","parameters":{"name":"bücher.test"}}"#,
         #"{"method":"\#(https)","parameters":{"name":"a.test","name":"b.test"}}"#,  // repeated key
+        #"{"method":"\#(https)","parameters":{"name":"a.test","port":null,"port":443}}"#,
+        #"{"method":"\#(https)","parameters":{"optimistic":null,"name":"a.test","optimistic":true}}"#,
+        #"{"method":"\#(addresses)","parameters":{"name":"a.test","family":null,"family":"ipv4"}}"#,
+        #"{"method":"\#(plan)","parameters":{"host":"a.test","assumeH3":true,"assumeH3":true}}"#,
         #"{"method":"\#(addresses)","parameters":{"name":"a.test","family":"ipv5"}}"#,
         #"{"method":"\#(addresses)","parameters":{"name":"a.test","family":4}}"#,
         #"{"method":"\#(plan)","parameters":{"name":"a.test"}}"#,
@@ -193,5 +197,33 @@ struct VarlinkCallScannerTests {
         #expect(VarlinkCallScanner.scan(#"{"method":"x.Y","parameters":{"a":-0}}"#) == nil)
         #expect(VarlinkCallScanner.scan(#"{"method":"x.Y","parameters":{"a":01}}"#) == nil)
         #expect(VarlinkCallScanner.scan(#"{}"#) == nil, "no method")
+    }
+
+    @Test func theEnvelopeSaysWhereTheMethodAndParametersAre() {
+        let text = #" {"parameters" : {"name":"a.test","port":8443} ,"method":"x.Y","more":true}"#
+        let bytes = Array(text.utf8)
+        bytes.withUnsafeBufferPointer { buffer in
+            guard let envelope = VarlinkCallScanner.envelope(buffer) else {
+                Issue.record("not scanned")
+                return
+            }
+            #expect(envelope.method(in: buffer) == "x.Y" && envelope.more && !envelope.oneway)
+            #expect(Array("x.Y".utf8).withUnsafeBufferPointer { envelope.isMethod($0, in: buffer) })
+            #expect(!Array("x.Z".utf8).withUnsafeBufferPointer { envelope.isMethod($0, in: buffer) })
+            #expect(!Array("x.Y.".utf8).withUnsafeBufferPointer { envelope.isMethod($0, in: buffer) })
+            let range = envelope.parameters
+            #expect(range.map { String(decoding: buffer[$0], as: UTF8.self) } == #"{"name":"a.test","port":8443}"#)
+            var keys: [String] = []
+            let complete = envelope.parameters(in: buffer).forEach { key, value in
+                keys.append(key.string)
+                #expect((key == "name") == (keys.count == 1) && (key == "port") == (keys.count == 2))
+                #expect(!(key == "nam") && !(key == "names"))
+                return true
+            }
+            #expect(complete && keys == ["name", "port"])
+            #expect(ResolveHTTPSParameters(scanned: envelope.parameters(in: buffer)) == .init(name: "a.test", port: 8443))
+            // A body that stops the walk makes it incomplete.
+            #expect(!envelope.parameters(in: buffer).forEach { _, _ in false })
+        }
     }
 }

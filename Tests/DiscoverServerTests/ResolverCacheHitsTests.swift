@@ -191,4 +191,58 @@ import Testing
             #expect(fixture.kept.count <= 2)
         }
     }
+
+    /// The router answers the hot methods from the message's bytes: the same reply as the handler given the decoded
+    /// call, and everything it cannot read there (another method, a stream, an escape) the long way.
+    @Test func theRouterAnswersHitsFromTheMessageBytes() throws {
+        let fixture = Fixture()
+        fixture.storeHTTPS("h3.test.", alpn: ["h3"])
+        fixture.store(ResourceRecord(name: "h3.test.", type: .a, ttl: 300, rdata: [192, 0, 2, 1]))
+        let router = MethodRouter(fixture.routes, logger: .init(label: "test"))
+        func route(_ text: String, answerNow: Bool = true) throws -> MethodRouter.Routed {
+            try router.route(ArraySlice(Array(text.utf8)), peer: .unknown, answerNow: answerNow)
+        }
+        func answer(_ text: String) throws -> [UInt8]? {
+            if case .answered(let reply) = try route(text) { return reply.bytes }
+            return nil
+        }
+        let https = Methods.resolveHTTPS.name
+        for text in [
+            #"{"method":"\#(https)","parameters":{"name":"h3.test"}}"#,
+            #"{"parameters":{"port":443,"name":"h3.test"},"method":"\#(https)"}"#,
+            #"{"method":"\#(https)","parameters":{"name":"h3.test","optimistic":null},"more":false}"#,
+        ] {
+            let bytes = try #require(try answer(text), "\(text)")
+            let reply: ResolveHTTPSReply = try fixture.decode(bytes)
+            var expected = try #require(fixture.resolver.cachedHTTPS("h3.test")).value.wire
+            expected.timing = reply.timing
+            #expect(bytes == (try VarlinkReply.encode(expected)), "\(text)")
+        }
+        let addresses: ResolveAddressesReply = try fixture.decode(
+            try #require(try answer(#"{"method":"\#(Methods.resolveAddresses.name)","parameters":{"name":"h3.test","family":"ipv4"}}"#)))
+        #expect(addresses.addresses == ["192.0.2.1"])
+        // Read the long way (Codable), and still answered synchronously by the same handler.
+        #expect(try answer(#"{"method":"\#(https)","parameters":{"name":"h3\u002etest"}}"#) != nil)
+        #expect(try answer(#"{"method":"\#(https)","parameters":{"name":"h3.test","name":"h3.test"}}"#) != nil)
+        // Not answered now: a stream, a oneway call, a miss, a method one byte off, a shorter one, and (below) a call
+        // behind an unanswered one.
+        for text in [
+            #"{"method":"\#(https)","parameters":{"name":"h3.test"},"more":true}"#,
+            #"{"method":"\#(https)","parameters":{"name":"h3.test"},"oneway":true}"#,
+            #"{"method":"\#(https)","parameters":{"name":"missing.test"}}"#,
+            #"{"method":"io.discoverd.Resolver.ResolveHTTPX","parameters":{"name":"h3.test"}}"#,
+            #"{"method":"io.discoverd.Resolver.Resolve","parameters":{"name":"h3.test"}}"#,
+        ] {
+            guard case .call(let call) = try route(text) else {
+                Issue.record("answered: \(text)")
+                continue
+            }
+            #expect(call.method.hasPrefix("io.discoverd.Resolver."))
+        }
+        guard case .call = try route(#"{"method":"\#(https)","parameters":{"name":"h3.test"}}"#, answerNow: false) else {
+            Issue.record("answered although an earlier call is unanswered")
+            return
+        }
+        #expect(throws: VarlinkError.self) { try route(#"{"method":"\#(https)","#) }
+    }
 }

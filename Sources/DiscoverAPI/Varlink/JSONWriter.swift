@@ -74,32 +74,8 @@ public struct JSONWriter {
 
     public mutating func int(_ value: Int) {
         separate()
-        if value < 0 {
-            // `Int.min` has no positive counterpart: the standard library writes it.
-            guard value != .min else {
-                bytes.append(contentsOf: String(value).utf8)
-                needsComma = true
-                return
-            }
-            bytes.append(UInt8(ascii: "-"))
-        }
-        writeDigits(UInt64(value.magnitude))
+        JSONNumbers.int(value, to: &bytes)
         needsComma = true
-    }
-
-    /// The decimal digits of `value`, without building a String (a number per field of every hot reply).
-    private mutating func writeDigits(_ value: UInt64) {
-        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes, enough for 20 digits
-        var count = 0
-        var rest = value
-        withUnsafeMutableBytes(of: &digits) { buffer in
-            repeat {
-                count += 1
-                buffer[24 - count] = UInt8(ascii: "0") + UInt8(rest % 10)
-                rest /= 10
-            } while rest > 0
-            bytes.append(contentsOf: buffer[(24 - count)...])
-        }
     }
 
     public mutating func bool(_ value: Bool) {
@@ -117,35 +93,8 @@ public struct JSONWriter {
     /// A finite number; NaN and infinities (not JSON) are written as 0.
     public mutating func double(_ value: Double) {
         separate()
-        if !writeThousandths(value) {
-            bytes.append(contentsOf: (value.isFinite ? String(value) : "0").utf8)
-        }
+        JSONNumbers.double(value, to: &bytes)
         needsComma = true
-    }
-
-    /// Writes a positive number with at most three decimals, below 10^9 (every `totalMs` and `ms` of a reply, which
-    /// are rounded to microseconds), as `String(value)` would: the shortest text that reads back as the same
-    /// Double. Here that is the decimal itself, trailing zeros dropped, at least one digit after the point; no other
-    /// decimal that short is within half a unit of the last place of the value. False for any other value.
-    private mutating func writeThousandths(_ value: Double) -> Bool {
-        guard value.sign == .plus, value < 1e9 else { return false }
-        let scaled = (value * 1000).rounded()
-        guard scaled / 1000 == value else { return false }
-        let thousandths = UInt64(scaled)
-        writeDigits(thousandths / 1000)
-        bytes.append(UInt8(ascii: "."))
-        var fraction = thousandths % 1000
-        if fraction == 0 {
-            bytes.append(UInt8(ascii: "0"))
-            return true
-        }
-        var divisor: UInt64 = 100
-        while fraction > 0 {
-            bytes.append(UInt8(ascii: "0") + UInt8(fraction / divisor))
-            fraction %= divisor
-            divisor /= 10
-        }
-        return true
     }
 
     public mutating func field(_ name: String, _ value: String) {
@@ -246,6 +195,80 @@ public struct JSONWriter {
             }
         }
         bytes.append(UInt8(ascii: "\""))
+    }
+}
+
+/// Where numbers are written: ``JSONWriter``'s array, or the raw buffer of a patched reply (``EncodedResolverReply``).
+protocol JSONOutput {
+    mutating func append(_ byte: UInt8)
+    mutating func append(raw bytes: UnsafeRawBufferPointer)
+}
+
+extension Array: JSONOutput where Element == UInt8 {
+    mutating func append(raw bytes: UnsafeRawBufferPointer) { append(contentsOf: bytes) }
+}
+
+/// Numbers as ``JSONWriter`` writes them, for any ``JSONOutput``.
+enum JSONNumbers {
+    static func int<Output: JSONOutput>(_ value: Int, to output: inout Output) {
+        if value < 0 {
+            // `Int.min` has no positive counterpart: the standard library writes it.
+            guard value != .min else {
+                var text = String(value)
+                text.withUTF8 { output.append(raw: UnsafeRawBufferPointer($0)) }
+                return
+            }
+            output.append(UInt8(ascii: "-"))
+        }
+        digits(UInt64(value.magnitude), to: &output)
+    }
+
+    /// A finite number; NaN and infinities (not JSON) are written as 0.
+    static func double<Output: JSONOutput>(_ value: Double, to output: inout Output) {
+        if !thousandths(value, to: &output) {
+            var text = value.isFinite ? String(value) : "0"
+            text.withUTF8 { output.append(raw: UnsafeRawBufferPointer($0)) }
+        }
+    }
+
+    /// The decimal digits of `value`, without building a String (a number per field of every hot reply).
+    static func digits<Output: JSONOutput>(_ value: UInt64, to output: inout Output) {
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes, enough for 20 digits
+        var count = 0
+        var rest = value
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            repeat {
+                count += 1
+                buffer[24 - count] = UInt8(ascii: "0") + UInt8(rest % 10)
+                rest /= 10
+            } while rest > 0
+            output.append(raw: UnsafeRawBufferPointer(rebasing: buffer[(24 - count)...]))
+        }
+    }
+
+    /// Writes a positive number with at most three decimals, below 10^9 (every `totalMs` and `ms` of a reply, which
+    /// are rounded to microseconds), as `String(value)` would: the shortest text that reads back as the same
+    /// Double. Here that is the decimal itself, trailing zeros dropped, at least one digit after the point; no other
+    /// decimal that short is within half a unit of the last place of the value. False for any other value.
+    static func thousandths<Output: JSONOutput>(_ value: Double, to output: inout Output) -> Bool {
+        guard value.sign == .plus, value < 1e9 else { return false }
+        let scaled = (value * 1000).rounded()
+        guard scaled / 1000 == value else { return false }
+        let thousandths = UInt64(scaled)
+        digits(thousandths / 1000, to: &output)
+        output.append(UInt8(ascii: "."))
+        var fraction = thousandths % 1000
+        if fraction == 0 {
+            output.append(UInt8(ascii: "0"))
+            return true
+        }
+        var divisor: UInt64 = 100
+        while fraction > 0 {
+            output.append(UInt8(ascii: "0") + UInt8(fraction / divisor))
+            fraction %= divisor
+            divisor /= 10
+        }
+        return true
     }
 }
 

@@ -26,11 +26,79 @@ public struct ScannedParameters: Sendable, Equatable {
 
 /// Parameters that can be built from a scanned parameters object without Foundation.
 ///
-/// `init(scanned:)` returns nil for anything it does not accept as is (an unknown key, a wrong type, a missing
-/// required field): the caller then decodes the message with `JSONDecoder`, which produces the error, so a call
-/// gets the same reply whichever path reads it.
+/// `init?(scanned:)` returns nil for anything it does not accept as is (an unknown key, a repeated key, a wrong
+/// type, a missing required field): the caller then decodes the message with `JSONDecoder`, which produces the
+/// error, so a call gets the same reply whichever path reads it.
 public protocol ScannableParameters: VarlinkParameters {
-    init?(scanned: ScannedParameters)
+    init?(scanned: ScannedObject)
+}
+
+/// A parameters object the scanner has checked (flat, scalar values only), read field by field from the message's
+/// bytes: keys are compared in place, only string values become `String`s.
+///
+/// It points into the message: use it only inside the call that lends it.
+public struct ScannedObject {
+    /// The message.
+    let bytes: UnsafeBufferPointer<UInt8>
+    /// The object, braces included; nil when the message had no parameters or `null`.
+    let range: Range<Int>?
+
+    /// Calls `body` with each field in order, as long as it returns true; false when `body` returned false.
+    public func forEach(_ body: (ScannedKey, ScannedValue) -> Bool) -> Bool {
+        guard let range else { return true }
+        var scanner = VarlinkCallScanner.Scanner(bytes: bytes, index: range.lowerBound)
+        _ = scanner.consume(UInt8(ascii: "{"))
+        if scanner.consume(UInt8(ascii: "}")) { return true }
+        repeat {
+            // Checked by the scanner already: these cannot fail.
+            guard let key = scanner.string(), scanner.consume(UInt8(ascii: ":")), let value = scanner.scalar()
+            else { return false }
+            let field = ScannedKey(bytes: UnsafeBufferPointer(rebasing: bytes[key]))
+            let scanned: ScannedValue
+            switch value {
+            case .string(let text):
+                scanned = .string(String(decoding: UnsafeBufferPointer(rebasing: bytes[text]), as: UTF8.self))
+            case .int(let number): scanned = .int(number)
+            case .bool(let flag): scanned = .bool(flag)
+            case .null: scanned = .null
+            }
+            guard body(field, scanned) else { return false }
+        } while scanner.consume(UInt8(ascii: ","))
+        return true
+    }
+
+    /// The fields as a list (tests, and the generic form of a scan).
+    public var parameters: ScannedParameters? {
+        guard range != nil else { return nil }
+        var fields = ScannedParameters()
+        guard forEach({ key, value in fields.append(key.string, value) }) else { return nil }
+        return fields
+    }
+}
+
+/// A key of a ``ScannedObject``: plain ASCII, compared in place with the names a parameter type knows.
+public struct ScannedKey {
+    let bytes: UnsafeBufferPointer<UInt8>
+
+    /// The key as text.
+    public var string: String { String(decoding: bytes, as: UTF8.self) }
+
+    public static func == (key: ScannedKey, name: StaticString) -> Bool {
+        key.bytes.count == name.utf8CodeUnitCount
+            && (key.bytes.isEmpty || memcmpBytes(key.bytes.baseAddress!, name.utf8Start, key.bytes.count))
+    }
+}
+
+/// Whether `count` bytes at `a` and `b` are equal (a byte loop the optimizer keeps simple; keys and method names
+/// are short).
+@inline(__always)
+func memcmpBytes(_ a: UnsafePointer<UInt8>, _ b: UnsafePointer<UInt8>, _ count: Int) -> Bool {
+    var offset = 0
+    while offset < count {
+        if a[offset] != b[offset] { return false }
+        offset += 1
+    }
+    return true
 }
 
 /// One pass over a call message: the envelope and a flat parameters object, for the hot methods.
@@ -39,6 +107,9 @@ public protocol ScannableParameters: VarlinkParameters {
 /// ASCII strings without escapes, integers, booleans or null. Anything else (escapes, non-ASCII text, numbers with
 /// a fraction or exponent, nested parameter values, unknown envelope keys, a repeated key, trailing bytes) makes
 /// ``scan(_:)`` return nil, and the message goes to the `Codable` path, which decides what it means.
+///
+/// Nothing is copied: ``envelope(_:)`` returns where the method name and the parameters are in the message, and a
+/// parameter type reads its fields from there (``ScannableParameters``).
 public enum VarlinkCallScanner {
     /// A call as scanned; `parameters` is nil when the message had none or `null`.
     public struct Call: Sendable, Equatable {
@@ -48,11 +119,53 @@ public enum VarlinkCallScanner {
         public var parameters: ScannedParameters?
     }
 
+    /// The envelope of a call, by position in the message; its parameters object is checked but not read.
+    public struct Envelope {
+        /// The method name's bytes, without quotes.
+        public var method: Range<Int>
+        public var more: Bool
+        public var oneway: Bool
+        /// The parameters object, braces included; nil when absent or `null`.
+        public var parameters: Range<Int>?
+
+        /// The method name as text.
+        public func method(in bytes: UnsafeBufferPointer<UInt8>) -> String {
+            String(decoding: UnsafeBufferPointer(rebasing: bytes[method]), as: UTF8.self)
+        }
+
+        /// Whether the method name is `name`, compared in place.
+        public func isMethod(_ name: UnsafeBufferPointer<UInt8>, in bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+            method.count == name.count
+                && (name.isEmpty || memcmpBytes(bytes.baseAddress! + method.lowerBound, name.baseAddress!, name.count))
+        }
+
+        /// The parameters object, to read with ``ScannableParameters/init(scanned:)``.
+        public func parameters(in bytes: UnsafeBufferPointer<UInt8>) -> ScannedObject {
+            ScannedObject(bytes: bytes, range: parameters)
+        }
+    }
+
+    /// Scans a call message's envelope (without its NUL); nil when the message is outside what the scanner
+    /// understands.
+    public static func envelope(_ bytes: UnsafeBufferPointer<UInt8>) -> Envelope? {
+        var scanner = Scanner(bytes: bytes)
+        return scanner.envelope()
+    }
+
     /// Scans a call message (without its NUL); nil when the message is outside what the scanner understands.
     public static func scan(_ bytes: ArraySlice<UInt8>) -> Call? {
         bytes.withUnsafeBufferPointer { buffer in
-            var scanner = Scanner(bytes: buffer)
-            return scanner.call()
+            guard let envelope = envelope(buffer) else { return nil }
+            let object = envelope.parameters(in: buffer)
+            var parameters: ScannedParameters?
+            if object.range != nil {
+                // A repeated key: the scanner gives up.
+                guard let fields = object.parameters else { return nil }
+                parameters = fields
+            }
+            return Call(
+                method: envelope.method(in: buffer), more: envelope.more, oneway: envelope.oneway,
+                parameters: parameters)
         }
     }
 
@@ -61,52 +174,68 @@ public enum VarlinkCallScanner {
         scan(ArraySlice(Array(text.utf8)))
     }
 
-    private struct Scanner {
+    /// A scalar as found in the message: strings by position.
+    enum RawValue: Equatable {
+        case string(Range<Int>)
+        case int(Int)
+        case bool(Bool)
+        case null
+    }
+
+    struct Scanner {
         let bytes: UnsafeBufferPointer<UInt8>
         var index = 0
 
-        init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+        init(bytes: UnsafeBufferPointer<UInt8>, index: Int = 0) {
+            self.bytes = bytes
+            self.index = index
+        }
 
-        mutating func call() -> Call? {
-            var method: String?
+        func key(_ range: Range<Int>, is name: StaticString) -> Bool {
+            range.count == name.utf8CodeUnitCount
+                && memcmpBytes(bytes.baseAddress! + range.lowerBound, name.utf8Start, range.count)
+        }
+
+        mutating func envelope() -> Envelope? {
+            var method: Range<Int>?
             var more: Bool?
             var oneway: Bool?
-            var parameters: ScannedParameters?
+            var parameters: Range<Int>?
             var sawParameters = false
             guard consume(UInt8(ascii: "{")) else { return nil }
             if !consume(UInt8(ascii: "}")) {
                 repeat {
                     guard let key = string() else { return nil }
                     guard consume(UInt8(ascii: ":")) else { return nil }
-                    switch key {
-                    case "method":
+                    if self.key(key, is: "method") {
                         guard method == nil, case .string(let value)? = scalar() else { return nil }
                         method = value
-                    case "more", "oneway":
+                    } else if self.key(key, is: "more") || self.key(key, is: "oneway") {
                         let flag: Bool?
                         switch scalar() {
                         case .bool(let value)?: flag = value
                         case .null?: flag = false
                         default: return nil
                         }
-                        if key == "more" {
+                        if key.count == 4 {
                             guard more == nil else { return nil }
                             more = flag
                         } else {
                             guard oneway == nil else { return nil }
                             oneway = flag
                         }
-                    case "parameters":
+                    } else if self.key(key, is: "parameters") {
                         guard !sawParameters else { return nil }
                         sawParameters = true
                         skipWhitespace()
                         if peek() == UInt8(ascii: "{") {
-                            guard let object = object() else { return nil }
-                            parameters = object
+                            let start = index
+                            guard object() else { return nil }
+                            parameters = start..<index
                         } else {
                             guard scalar() == .null else { return nil }
                         }
-                    default:
+                    } else {
                         return nil
                     }
                 } while consume(UInt8(ascii: ","))
@@ -114,46 +243,42 @@ public enum VarlinkCallScanner {
             }
             skipWhitespace()
             guard index == bytes.count, let method else { return nil }
-            return Call(method: method, more: more ?? false, oneway: oneway ?? false, parameters: parameters)
+            return Envelope(method: method, more: more ?? false, oneway: oneway ?? false, parameters: parameters)
         }
 
-        /// A flat object of scalars.
-        mutating func object() -> ScannedParameters? {
-            guard consume(UInt8(ascii: "{")) else { return nil }
-            var fields = ScannedParameters()
-            if consume(UInt8(ascii: "}")) { return fields }
+        /// Checks a flat object of scalars (repeated keys are left to the parameter types, which reject them).
+        mutating func object() -> Bool {
+            guard consume(UInt8(ascii: "{")) else { return false }
+            if consume(UInt8(ascii: "}")) { return true }
             repeat {
-                guard let key = string(), consume(UInt8(ascii: ":")), let value = scalar() else { return nil }
-                guard fields.append(key, value) else { return nil }
+                guard string() != nil, consume(UInt8(ascii: ":")), scalar() != nil else { return false }
             } while consume(UInt8(ascii: ","))
-            guard consume(UInt8(ascii: "}")) else { return nil }
-            return fields
+            return consume(UInt8(ascii: "}"))
         }
 
-        mutating func scalar() -> ScannedValue? {
+        mutating func scalar() -> RawValue? {
             skipWhitespace()
             guard let first = peek() else { return nil }
             switch first {
-            case UInt8(ascii: "\""): return string().map(ScannedValue.string)
+            case UInt8(ascii: "\""): return string().map(RawValue.string)
             case UInt8(ascii: "t"): return literal("true") ? .bool(true) : nil
             case UInt8(ascii: "f"): return literal("false") ? .bool(false) : nil
             case UInt8(ascii: "n"): return literal("null") ? .null : nil
-            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return integer().map(ScannedValue.int)
+            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return integer().map(RawValue.int)
             default: return nil
             }
         }
 
-        /// An ASCII string without escapes or control characters.
-        mutating func string() -> String? {
+        /// An ASCII string without escapes or control characters: where its text is, without the quotes.
+        mutating func string() -> Range<Int>? {
             skipWhitespace()
             guard consume(UInt8(ascii: "\"")) else { return nil }
             let start = index
             while index < bytes.count {
                 let byte = bytes[index]
                 if byte == UInt8(ascii: "\"") {
-                    let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
                     index += 1
-                    return text
+                    return start..<(index - 1)
                 }
                 // Escapes, control characters and non-ASCII text are left to JSONDecoder.
                 if byte == UInt8(ascii: "\\") || byte < 0x20 || byte >= 0x80 { return nil }

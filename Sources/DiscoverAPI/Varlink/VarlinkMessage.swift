@@ -104,13 +104,17 @@ public struct VarlinkCall: Sendable {
     public static func decode(
         _ bytes: ArraySlice<UInt8>, scannable: [String: any ScannableParameters.Type]
     ) throws(VarlinkError) -> VarlinkCall {
-        if !scannable.isEmpty, let scanned = VarlinkCallScanner.scan(bytes), let type = scannable[scanned.method],
-            let parameters = type.init(scanned: scanned.parameters ?? ScannedParameters())
-        {
-            return VarlinkCall(
-                method: scanned.method, more: scanned.more, oneway: scanned.oneway,
-                parameterKeys: [], raw: Data(),
-                decodedParameters: parameters)
+        if !scannable.isEmpty {
+            let scanned = bytes.withUnsafeBufferPointer { buffer -> VarlinkCall? in
+                guard let envelope = VarlinkCallScanner.envelope(buffer) else { return nil }
+                let method = envelope.method(in: buffer)
+                guard let type = scannable[method], let parameters = type.init(scanned: envelope.parameters(in: buffer))
+                else { return nil }
+                return VarlinkCall(
+                    method: method, more: envelope.more, oneway: envelope.oneway, parameterKeys: [], raw: Data(),
+                    decodedParameters: parameters)
+            }
+            if let scanned { return scanned }
         }
         return try decode(bytes)
     }

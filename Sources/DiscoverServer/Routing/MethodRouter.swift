@@ -15,8 +15,37 @@ public struct MethodRouter: Sendable {
         var handler: Handler
     }
 
+    /// A synchronous answer read from the message itself (see ``RouteTable/registerImmediate(_:_:)``).
+    struct HotRoute: Sendable {
+        /// The method's name, UTF-8.
+        let name: [UInt8]
+        let method: String
+        let answer: @Sendable (ScannedObject, PeerCredentials) -> HotOutcome
+
+        init(method: String, answer: @escaping @Sendable (ScannedObject, PeerCredentials) -> HotOutcome) {
+            self.name = Array(method.utf8)
+            self.method = method
+            self.answer = answer
+        }
+    }
+
+    enum HotOutcome {
+        case answered(ImmediateReply)
+        /// The parameters were read and the handler had no synchronous answer (a cache miss).
+        case unanswered
+        /// The scanner does not read these parameters: the call is decoded the long way.
+        case unread
+    }
+
+    /// A call decoded, or answered already.
+    enum Routed {
+        case answered(ImmediateReply)
+        case call(VarlinkCall)
+    }
+
     private let routes: [String: Route]
     private let immediate: [String: ImmediateHandler]
+    private let hot: [HotRoute]
     /// Parameter types the call scanner reads in one pass, by method.
     let scannable: [String: any ScannableParameters.Type]
     private let logger: Logger
@@ -25,6 +54,7 @@ public struct MethodRouter: Sendable {
     public init(_ table: RouteTable, logger: Logger) {
         self.routes = table.routes
         self.immediate = table.immediate
+        self.hot = table.hot
         self.scannable = table.scannable
         self.logger = logger
     }
@@ -32,6 +62,34 @@ public struct MethodRouter: Sendable {
     /// Decodes a call message: in one pass for the methods whose parameters the scanner reads, else with Codable.
     func decode(_ message: ArraySlice<UInt8>) throws(VarlinkError) -> VarlinkCall {
         try VarlinkCall.decode(message, scannable: scannable)
+    }
+
+    /// Decodes a call message and, when `answerNow`, gives it its synchronous answer if it has one (a cache hit).
+    ///
+    /// The hot methods are answered from the message's bytes: the method name compared in place, the parameters
+    /// read straight into their type, no ``VarlinkCall`` built. Any other message, or one the scanner does not
+    /// read, is decoded and then tried with ``immediateReply(_:peer:)``.
+    func route(_ message: ArraySlice<UInt8>, peer: PeerCredentials, answerNow: Bool) throws(VarlinkError) -> Routed {
+        var tried = false
+        if answerNow, !hot.isEmpty {
+            let outcome = message.withUnsafeBufferPointer { bytes -> HotOutcome in
+                guard let envelope = VarlinkCallScanner.envelope(bytes), !envelope.more, !envelope.oneway else {
+                    return .unread
+                }
+                for route in hot where route.name.withUnsafeBufferPointer({ envelope.isMethod($0, in: bytes) }) {
+                    return route.answer(envelope.parameters(in: bytes), peer)
+                }
+                return .unread
+            }
+            switch outcome {
+            case .answered(let reply): return .answered(reply)
+            case .unanswered: tried = true
+            case .unread: break
+            }
+        }
+        let call = try decode(message)
+        if answerNow, !tried, let reply = immediateReply(call, peer: peer) { return .answered(reply) }
+        return .call(call)
     }
 
     /// The synchronous answer to a one-shot call, when its method has one and it applies (a cache hit); nil sends

@@ -7,6 +7,8 @@ public struct RouteTable: Sendable {
     var scannable: [String: any ScannableParameters.Type] = [:]
     /// Synchronous answers tried on the event loop before a method's handler runs in a task.
     var immediate: [String: MethodRouter.ImmediateHandler] = [:]
+    /// The synchronous answers of methods with scannable parameters, tried on the message itself (no call built).
+    var hot: [MethodRouter.HotRoute] = []
 
     /// An empty table.
     public init() {}
@@ -38,6 +40,26 @@ public struct RouteTable: Sendable {
     /// parameters it does not handle) the call takes the method's normal handler, in a task, as if `body` did not
     /// exist; so `body` must only answer what the handler would answer the same way.
     public mutating func registerImmediate<P, R>(
+        _ method: VarlinkMethod<P, R>, _ body: @escaping @Sendable (P, PeerCredentials) -> ImmediateReply?
+    ) {
+        addImmediate(method, body)
+    }
+
+    /// ``registerImmediate(_:_:)`` for a method whose parameters the call scanner reads: its messages are answered
+    /// from their bytes, the method name compared in place and the parameters read straight into `P`.
+    public mutating func registerImmediate<P: ScannableParameters, R>(
+        _ method: VarlinkMethod<P, R>, _ body: @escaping @Sendable (P, PeerCredentials) -> ImmediateReply?
+    ) {
+        addImmediate(method, body)
+        hot.removeAll { $0.method == method.name }
+        hot.append(
+            MethodRouter.HotRoute(method: method.name) { parameters, peer in
+                guard let parameters = P(scanned: parameters) else { return .unread }
+                return body(parameters, peer).map(MethodRouter.HotOutcome.answered) ?? .unanswered
+            })
+    }
+
+    private mutating func addImmediate<P, R>(
         _ method: VarlinkMethod<P, R>, _ body: @escaping @Sendable (P, PeerCredentials) -> ImmediateReply?
     ) {
         immediate[method.name] = { call, peer in

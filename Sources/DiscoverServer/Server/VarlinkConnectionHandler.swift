@@ -172,7 +172,14 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
     private func enqueue(_ message: ArraySlice<UInt8>, context: ChannelHandlerContext) {
         let call: VarlinkCall
         do {
-            call = try router.decode(message)
+            // Nothing before this call is unanswered, so its synchronous answer (a cache hit) is next on the wire.
+            switch try router.route(message, peer: peer, answerNow: slots.isEmpty) {
+            case .answered(let immediate):
+                writeImmediate(immediate, context: context)
+                return
+            case .call(let decoded):
+                call = decoded
+            }
         } catch {
             let id = nextSlotID
             nextSlotID += 1
@@ -184,20 +191,20 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
             slots.append(slot)
             return
         }
-        // Nothing before this call is unanswered, so its synchronous answer (a cache hit) is next on the wire.
-        if slots.isEmpty, let immediate = router.immediateReply(call, peer: peer) {
-            context.write(wrapOutboundOut(context.channel.allocator.buffer(bytes: immediate.bytes)), promise: nil)
-            if let afterWrite = immediate.afterWrite { afterFlush.append(afterWrite) }
-            if inReadBatch {
-                flushPending = true
-            } else {
-                context.flush()
-                runAfterFlush()
-            }
-            return
-        }
         slots.append(Slot(id: nextSlotID, call: call))
         nextSlotID += 1
+    }
+
+    /// Writes the synchronous answer of a call with nothing unanswered before it, without a slot.
+    private func writeImmediate(_ immediate: ImmediateReply, context: ChannelHandlerContext) {
+        context.write(wrapOutboundOut(immediate.message), promise: nil)
+        if let afterWrite = immediate.afterWrite { afterFlush.append(afterWrite) }
+        if inReadBatch {
+            flushPending = true
+        } else {
+            context.flush()
+            runAfterFlush()
+        }
     }
 
     /// Starts queued calls in order, stopping behind an unfinished `more` call.
@@ -220,7 +227,7 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
         slots[index].started = true
         if let immediate = router.immediateReply(call, peer: peer) {
             slots[index].output.append(immediate.bytes)
-            slots[index].outputBytes += immediate.bytes.count
+            slots[index].outputBytes += immediate.message.readableBytes
             slots[index].done = true
             if let afterWrite = immediate.afterWrite { afterFlush.append(afterWrite) }
             return

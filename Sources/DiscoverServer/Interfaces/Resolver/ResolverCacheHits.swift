@@ -1,4 +1,5 @@
 import DiscoverAPI
+import NIOCore
 import Resolver
 import Synchronization
 
@@ -46,12 +47,18 @@ enum ResolverCacheHits {
     ) -> ImmediateReply? {
         guard let entry = kept[key], let fields = resolver.revalidate(entry.dependencies, optimistic: key.optimistic)
         else { return nil }
-        let bytes = entry.reply.message(
-            source: fields.source.wire, ttl: Int(fields.ttl),
-            // ResolveAddresses has no staleSeconds.
-            staleSeconds: key.method == .https ? fields.staleSeconds.map(Int.init) : nil,
-            totalMs: Timing.totalMs(milliseconds(since: start)))
-        return ImmediateReply(bytes: bytes, afterWrite: refresh(fields.refreshes, resolver))
+        let reply = entry.reply
+        let size = reply.maximumMessageSize
+        // Written straight into the buffer that goes to the socket.
+        var message = ImmediateReply.allocator.buffer(capacity: size)
+        message.writeWithUnsafeMutableBytes(minimumWritableBytes: size) { buffer in
+            reply.write(
+                source: fields.source.wire, ttl: Int(fields.ttl),
+                // ResolveAddresses has no staleSeconds.
+                staleSeconds: key.method == .https ? fields.staleSeconds.map(Int.init) : nil,
+                totalMs: Timing.totalMs(milliseconds(since: start)), into: buffer)
+        }
+        return ImmediateReply(message: message, afterWrite: refresh(fields.refreshes, resolver))
     }
 
     /// The reply of a hit found the long way; its encoding is kept for the next call.
