@@ -7,9 +7,9 @@ struct StreamSlot: Sendable {
 
     var eventLoop: any EventLoop { outbox.eventLoop }
 
-    /// Queues `bytes` (one message with `continues: true`) on the call. On the connection's event loop.
-    func deliver(_ bytes: [UInt8]) {
-        outbox.value.deliver(slot: slot, bytes: bytes)
+    /// Queues `buffer` (one message with `continues: true`) on the call. On the connection's event loop.
+    func deliver(_ buffer: ByteBuffer) {
+        outbox.value.deliver(slot: slot, buffer: buffer)
     }
 }
 
@@ -56,9 +56,12 @@ struct StreamFanout {
     /// Queues one job per event loop that delivers `bytes` to every call on that loop. Returns at once.
     func send(_ bytes: [UInt8]) {
         for batch in batches.values {
+            // One buffer per event loop, shared by its connections (each write keeps its own reader index); not
+            // one for all loops, whose threads would contend for its reference count.
+            let buffer = ByteBufferAllocator().buffer(bytes: bytes)
             let targets = batch.targets
             batch.eventLoop.execute {
-                for target in targets.values { target.deliver(bytes) }
+                for target in targets.values { target.deliver(buffer) }
             }
         }
     }
@@ -67,8 +70,9 @@ struct StreamFanout {
     /// catch-up). Queued before any later ``send(_:)``, so it reaches the call before them.
     static func send(_ messages: [[UInt8]], to target: StreamSlot) {
         guard !messages.isEmpty else { return }
+        let buffers = messages.map { ByteBufferAllocator().buffer(bytes: $0) }
         target.eventLoop.execute {
-            for bytes in messages { target.deliver(bytes) }
+            for buffer in buffers { target.deliver(buffer) }
         }
     }
 }
