@@ -102,7 +102,7 @@ final class TestBrowseSource: Sendable {
         let source = TestBrowseSource()
         let loops = [NIOAsyncTestingEventLoop(), NIOAsyncTestingEventLoop()]
         let harnesses = try await Self.browsing(5, Self.routes(fanout, source), loops: loops)
-        #expect(try await eventuallyTrue { fanout.callCount(Self.key) == 5 })
+        #expect(try await eventuallyTrue { fanout.callCount(Self.key) == 5 && source.starts > 0 })
         #expect(source.starts == 1, "one browse for five calls")
         #expect(fanout.loopCount(Self.key) == 2, "five connections on two event loops: two jobs per event")
 
@@ -141,6 +141,29 @@ final class TestBrowseSource: Sendable {
         try await late.finish()
     }
 
+    @Test func eventsOfAStreamBehindAnUnansweredCallAreHeldAndComeAfterItsReplyInOrder() async throws {
+        let fanout = BrowseFanout()
+        let source = TestBrowseSource()
+        let gates = Gates()
+        let harness = try await ConnectionHarness(routes: Self.routes(fanout, source, gates: gates))
+        try await harness.send(ConnectionHandlerTests.call("io.discoverd.Test.Wait", gate: "first"))
+        try await harness.send(Self.browse)
+        #expect(
+            try await eventuallyTrue { fanout.callCount(Self.key) == 1 && source.starts == 1 },
+            "the stream runs beside the call")
+        source.yield(.added(Self.service("a")), .added(Self.service("b")))
+        let both = try ["a", "b"].map {
+            try VarlinkReply.encode(BrowseEvent.added(Self.service($0)).wire, continues: true).count
+        }.reduce(0, +)
+        #expect(try await harness.eventually { $0.heldReplyBytes == both }, "both events are held")
+        #expect(try await harness.pendingReplies().isEmpty, "held behind the first call")
+        gates.open("first")
+        #expect(((try await harness.reply())?["parameters"] as? [String: Any])?["gate"] as? String == "first")
+        source.yield(.allForNow)
+        #expect(try await Self.read(harness, count: 3) == ["added a", "added b", "allForNow"])
+        try await harness.finish()
+    }
+
     @Test func aChangedInstanceIsReplayedAsAddedWithItsCurrentState() async throws {
         var snapshot = BrowseSnapshot()
         for event: BrowseEvent in [.added(Self.service("x")), .changed(Self.service("x", port: 80)), .allForNow] {
@@ -169,7 +192,7 @@ final class TestBrowseSource: Sendable {
         try await slow.send(Self.browse)
         try await slow.send(ConnectionHandlerTests.call("io.discoverd.Test.Wait", gate: "after"))
         try await fast.send(Self.browse)
-        #expect(try await eventuallyTrue { fanout.callCount(Self.key) == 2 })
+        #expect(try await eventuallyTrue { fanout.callCount(Self.key) == 2 && source.starts == 1 })
 
         let count = 60
         for index in 0..<count { source.yield(.added(Self.service("s\(index)", padding: 400))) }
@@ -208,7 +231,7 @@ final class TestBrowseSource: Sendable {
         let source = TestBrowseSource()
         let routes = Self.routes(fanout, source)
         let harnesses = try await Self.browsing(2, routes, loops: [NIOAsyncTestingEventLoop()])
-        #expect(try await eventuallyTrue { fanout.callCount(Self.key) == 2 })
+        #expect(try await eventuallyTrue { fanout.callCount(Self.key) == 2 && source.starts == 1 })
         try await harnesses[0].finish()
         #expect(try await eventuallyTrue { fanout.callCount(Self.key) == 1 })
         #expect(source.terminations == 0, "one call is still browsing")
@@ -233,7 +256,7 @@ final class TestBrowseSource: Sendable {
         let routes = Self.routes(fanout, source, gates: gates)
         let harnesses = try await Self.browsing(3, routes, loops: [NIOAsyncTestingEventLoop()])
         for harness in harnesses { try await harness.send(ConnectionHandlerTests.call("io.discoverd.Test.Wait", gate: "after")) }
-        #expect(try await eventuallyTrue { fanout.callCount(Self.key) == 3 })
+        #expect(try await eventuallyTrue { fanout.callCount(Self.key) == 3 && source.starts == 1 })
         source.yield(.added(Self.service("a")))
         source.finish(throwing: DiscoveryError(.avahiUnavailable, "gone"))
         for harness in harnesses {

@@ -88,6 +88,8 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
 
     /// Replies finished but held behind an earlier unanswered call (for tests).
     var heldReplyCount: Int { slots.filter { $0.done && !$0.output.isEmpty }.count }
+    /// Bytes of replies held, finished or not (for tests).
+    var heldReplyBytes: Int { slots.reduce(0) { $0 + $1.outputBytes } }
     /// Whether the handler has stopped reading (for tests).
     var isReadingPaused: Bool { readingPaused }
 
@@ -268,7 +270,12 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
         }
         if slot.oneway || slot.done { return }
         context.write(wrapOutboundOut(buffer), promise: nil)
-        if inReadBatch { flushPending = true } else { context.flush() }
+        if inReadBatch {
+            flushPending = true
+        } else {
+            context.flush()
+            runAfterFlush()
+        }
         enforceSendBuffer(slot: id, context: context)
     }
 
