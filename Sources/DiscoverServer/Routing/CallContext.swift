@@ -12,6 +12,9 @@ public struct CallContext: Sendable {
     let slotID: UInt64
     let outbox: NIOLoopBound<VarlinkConnectionHandler>
 
+    /// Where this call's intermediate replies go, for senders that serve many calls at once (``StreamFanout``).
+    var stream: StreamSlot { StreamSlot(outbox: outbox, slot: slotID) }
+
     /// Sends an intermediate reply (`continues: true`) of a streaming call.
     ///
     /// Never blocks: when the reader lets more than the connection's send-buffer limit pile up, the handler ends

@@ -25,9 +25,13 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
 
     typealias Limits = ConnectionLimits
 
-    private struct Slot {
+    /// A class, not a struct: `CircularBuffer`'s subscript copies its element on every access, and a stream's
+    /// slot is looked at for each of its replies.
+    private final class Slot {
         let id: UInt64
         let call: VarlinkCall?
+        let more: Bool
+        let oneway: Bool
         var output: [[UInt8]] = []
         var outputBytes = 0
         var started = false
@@ -36,8 +40,12 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
         /// The final reply when this stream's reader falls behind; nil closes the connection instead.
         var readerTooSlow: VarlinkError?
 
-        var more: Bool { call?.more ?? false }
-        var oneway: Bool { call?.oneway ?? false }
+        init(id: UInt64, call: VarlinkCall?) {
+            self.id = id
+            self.call = call
+            self.more = call?.more ?? false
+            self.oneway = call?.oneway ?? false
+        }
     }
 
     let connectionID: UInt64
@@ -81,6 +89,8 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
 
     /// Replies finished but held behind an earlier unanswered call (for tests).
     var heldReplyCount: Int { slots.filter { $0.done && !$0.output.isEmpty }.count }
+    /// Bytes of replies held, finished or not (for tests).
+    var heldReplyBytes: Int { slots.reduce(0) { $0 + $1.outputBytes } }
     /// Whether the handler has stopped reading (for tests).
     var isReadingPaused: Bool { readingPaused }
 
@@ -184,7 +194,7 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
             let id = nextSlotID
             nextSlotID += 1
             // The framing is intact, so the connection stays usable: answer in order and go on.
-            var slot = Slot(id: id, call: nil)
+            let slot = Slot(id: id, call: nil)
             slot.output = [VarlinkReply.encode(error: error)]
             slot.started = true
             slot.done = true
@@ -218,7 +228,10 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
 
     /// Where the slot with this id is: ids are consecutive from the head, so this is O(1).
     private func index(of id: UInt64) -> CircularBuffer<Slot>.Index? {
-        guard let first = slots.first?.id, id >= first, id - first < UInt64(slots.count) else { return nil }
+        // Slots are appended with consecutive ids and removed from the head only.
+        let count = UInt64(slots.count)
+        let first = nextSlotID &- count
+        guard count > 0, id >= first, id - first < count else { return nil }
         return slots.index(slots.startIndex, offsetBy: Int(id - first))
     }
 
@@ -264,6 +277,28 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
         slots[index].output.append(bytes)
         slots[index].outputBytes += bytes.count
         flushReady(context: context)
+        enforceSendBuffer(slot: id, context: context)
+    }
+
+    /// An intermediate reply of a streaming call, as a buffer shared with other connections (``StreamFanout``).
+    ///
+    /// A stream at the head with nothing held (the usual case: calls behind a stream wait for it) is written as it
+    /// is, without a copy; otherwise the reply is held like any other.
+    func deliver(slot id: UInt64, buffer: ByteBuffer) {
+        guard !closing, let context, let index = index(of: id) else { return }
+        let slot = slots[index]
+        guard index == slots.startIndex, slot.output.isEmpty else {
+            deliver(slot: id, bytes: Array(buffer.readableBytesView))
+            return
+        }
+        if slot.oneway || slot.done { return }
+        context.write(wrapOutboundOut(buffer), promise: nil)
+        if inReadBatch {
+            flushPending = true
+        } else {
+            context.flush()
+            runAfterFlush()
+        }
         enforceSendBuffer(slot: id, context: context)
     }
 

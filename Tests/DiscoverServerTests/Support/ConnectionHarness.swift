@@ -19,12 +19,16 @@ final class ConnectionHarness: Sendable {
 
     static let defaultLimits = ConnectionLimits(maxMessageSize: 64 * 1024, maxQueuedCalls: 256, maxSendBuffer: 1 << 20)
 
-    init(routes: RouteTable, limits: ConnectionLimits = defaultLimits, peer: PeerCredentials = .unknown) async throws {
+    /// - Parameter loop: the event loop, to put several connections on one (a new one by default).
+    init(
+        routes: RouteTable, limits: ConnectionLimits = defaultLimits, peer: PeerCredentials = .unknown,
+        loop: NIOAsyncTestingEventLoop = NIOAsyncTestingEventLoop()
+    ) async throws {
         var quiet = Logger(label: "test")
         quiet.logLevel = .critical
         let logger = quiet
         let router = MethodRouter(routes, logger: logger)
-        channel = NIOAsyncTestingChannel()
+        channel = NIOAsyncTestingChannel(loop: loop)
         let registry = self.registry
         let stall = self.stall
         try await channel.testingEventLoop.executeInContext { [channel] in

@@ -8,7 +8,7 @@ import NIOConcurrencyHelpers
 /// `io.discoverd.Discovery`: the varlink face of ``DiscoveryService``.
 ///
 /// The routes unpack parameters and call the service; the domain-to-wire mapping and the error conversion are in
-/// `DiscoveryWire.swift`, the shared encoding of browse events in ``EncodedEventCache``. The service's synchronous
+/// `DiscoveryWire.swift`, the sharing of browse streams in ``BrowseFanout``. The service's synchronous
 /// calls wait for Avahi's lock, so they run through ``DiscoveryService/onAvahiThread(_:)``, never on the event loop
 /// that runs the call.
 public enum DiscoveryMethods {
@@ -17,42 +17,17 @@ public enum DiscoveryMethods {
         into routes: inout RouteTable, discovery: DiscoveryService, registrations: RegistrationTable,
         access: AccessControl, wideArea: WideAreaDiscovery? = nil
     ) {
-        // Every subscriber of a browse gets the same event: encode it once for all of them.
-        let encodedEvents = EncodedEventCache()
+        // Browse streams with the same parameters share one browse, whose events are encoded once for all calls.
+        let fanout = BrowseFanout()
         routes.register(Methods.browse, whenReaderTooSlow: .subscriberTooSlow) { parameters, context in
             let subject = DiscoverySubject(type: parameters.type, name: parameters.domain ?? "", parameter: "interface")
-            let stream = try await subject.mapErrors {
-                if let wideArea, let domain = parameters.domain, WideAreaDomain.isUnicast(domain) {
-                    return try wideArea.browse(
-                        type: parameters.type, domain: domain, subtype: parameters.subtype,
-                        resolve: parameters.resolve ?? false)
-                }
-                let local = try await discovery.onAvahiThread {
-                    try discovery.browse(
-                        type: parameters.type, domain: parameters.domain, subtype: parameters.subtype,
-                        interface: parameters.interface, resolve: parameters.resolve ?? false)
-                }
-                // No domain: the link and the unicast browse domains (RFC 6763 §11), as one stream.
-                guard let wideArea, parameters.domain == nil, parameters.interface == nil else { return local }
-                var streams = [local]
-                for domain in await wideArea.defaultBrowseDomains() {
-                    if let unicast = try? wideArea.browse(
-                        type: parameters.type, domain: domain, subtype: parameters.subtype,
-                        resolve: parameters.resolve ?? false)
-                    {
-                        streams.append(unicast)
-                    }
-                }
-                return MergedBrowse.merge(streams)
-            }
-            if context.more {
+            let open: BrowseFanout.Source = {
                 try await subject.mapErrors {
-                    for try await event in stream { context.send(encoded: try encodedEvents.bytes(for: event)) }
+                    try await browse(parameters, discovery: discovery, wideArea: wideArea)
                 }
-                // Cancelled (the client left, or its reader fell behind), or the discovery service shut down.
-                try Task.checkCancellation()
-                throw VarlinkError.avahiUnavailable
             }
+            if context.more { return try await stream(parameters, context, fanout: fanout, source: open) }
+            let stream = try await open()
             let timeout = Duration.milliseconds(max(1, parameters.timeoutMs ?? 3000))
             return BrowseReply(services: try await collect(stream, timeout: timeout, subject: subject))
         }
@@ -136,6 +111,47 @@ public enum DiscoveryMethods {
             let unicast = await wideArea?.browseDomains() ?? []
             return BrowseDomainsReply(domains: Array(Set(local + unicast)).sorted())
         }
+    }
+
+    /// A Browse with `more`: follows the browse shared by every call with the same parameters, started with
+    /// `source` when there is none, until the call is cancelled or the browse ends.
+    static func stream(
+        _ parameters: BrowseParameters, _ context: CallContext, fanout: BrowseFanout,
+        source: @escaping BrowseFanout.Source
+    ) async throws -> BrowseReply {
+        let subject = DiscoverySubject(type: parameters.type, name: parameters.domain ?? "", parameter: "interface")
+        try await subject.mapErrors {
+            try await fanout.follow(BrowseFanout.Key(parameters), to: context.stream, source: source)
+        }
+        // Cancelled (the client left, or its reader fell behind), or the discovery service shut down.
+        try Task.checkCancellation()
+        throw VarlinkError.avahiUnavailable
+    }
+
+    /// Starts a browse: through Avahi, or in a unicast domain; without a domain, the link and the unicast browse
+    /// domains (RFC 6763 §11) as one stream.
+    static func browse(
+        _ parameters: BrowseParameters, discovery: DiscoveryService, wideArea: WideAreaDiscovery?
+    ) async throws -> AsyncThrowingStream<BrowseEvent, any Error> {
+        if let wideArea, let domain = parameters.domain, WideAreaDomain.isUnicast(domain) {
+            return try wideArea.browse(
+                type: parameters.type, domain: domain, subtype: parameters.subtype, resolve: parameters.resolve ?? false)
+        }
+        let local = try await discovery.onAvahiThread {
+            try discovery.browse(
+                type: parameters.type, domain: parameters.domain, subtype: parameters.subtype,
+                interface: parameters.interface, resolve: parameters.resolve ?? false)
+        }
+        guard let wideArea, parameters.domain == nil, parameters.interface == nil else { return local }
+        var streams = [local]
+        for domain in await wideArea.defaultBrowseDomains() {
+            if let unicast = try? wideArea.browse(
+                type: parameters.type, domain: domain, subtype: parameters.subtype, resolve: parameters.resolve ?? false)
+            {
+                streams.append(unicast)
+            }
+        }
+        return MergedBrowse.merge(streams)
     }
 
     /// Streams an advertisement's events until it fails, is withdrawn, or the call is cancelled.
