@@ -71,7 +71,7 @@ public final class DNSStubServer: ServiceLifecycle.Service, Sendable {
                     }
                     let udp = StubUDPSocket(descriptor: socket.descriptor)
                     // Several threads may read one socket: the kernel hands each datagram to one of them.
-                    try startWorkers(Array(repeating: udp, count: Self.threads))
+                    try await startWorkers(Array(repeating: udp, count: Self.threads))
                     bound.withLock { $0.append("udp \(udp.localDescription ?? "fd \(socket.descriptor)")") }
                 }
             } catch {
@@ -92,7 +92,7 @@ public final class DNSStubServer: ServiceLifecycle.Service, Sendable {
             var sockets: [StubUDPSocket] = []
             do {
                 for _ in 0..<Self.threads { sockets.append(try StubUDPSocket.bind(address)) }
-                try startWorkers(sockets)
+                try await startWorkers(sockets)
             } catch {
                 for socket in sockets { socket.close() }
                 throw error
@@ -136,8 +136,9 @@ public final class DNSStubServer: ServiceLifecycle.Service, Sendable {
     /// UDP threads per socket address: one per core.
     static var threads: Int { max(1, System.coreCount) }
 
-    /// Starts one worker per socket (all or none).
-    private func startWorkers(_ sockets: [StubUDPSocket]) throws {
+    /// Starts one worker per socket, all or none: when a thread cannot be created, the ones already running are
+    /// stopped before the error returns (their sockets are closed by the caller).
+    private func startWorkers(_ sockets: [StubUDPSocket]) async throws {
         var started: [StubUDPWorker] = []
         let number = workers.withLock { $0.count }
         for (index, socket) in sockets.enumerated() {
@@ -146,9 +147,7 @@ public final class DNSStubServer: ServiceLifecycle.Service, Sendable {
             do {
                 try worker.start()
             } catch {
-                // Unwind the ones already running; the sockets are closed by the caller.
-                for worker in started { _ = worker }
-                workers.withLock { $0.append(contentsOf: started) }
+                for running in started { await running.stop() }
                 throw error
             }
             started.append(worker)

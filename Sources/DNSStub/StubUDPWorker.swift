@@ -223,6 +223,12 @@ final class StubUDPWorker: @unchecked Sendable {
                     logger.warning(
                         "DNS stub: receiving failed", metadata: ["error": "\(String(cString: strerror(code)))"])
                 }
+                usleep(1000)  // a lasting error (out of memory) must not become a busy loop
+                continue
+            }
+            if received == 0 {
+                // Not expected from a blocking receive; never spin on it.
+                usleep(1000)
                 continue
             }
             var refreshes = PendingRefreshes()

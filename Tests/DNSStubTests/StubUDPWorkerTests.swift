@@ -18,7 +18,7 @@ private struct SilentTransport: DNSTransport {
 
 /// The stub's UDP thread on a real loopback socket: batched replies, late replies, stopping.
 @Suite struct StubUDPWorkerTests {
-    /// A client socket on loopback with a receive timeout, so a missing reply fails the test instead of hanging.
+    /// A client socket on loopback; a missing reply fails the test after a deadline instead of hanging.
     struct Client {
         let fd: CInt
         let server: sockaddr_in
@@ -26,8 +26,6 @@ private struct SilentTransport: DNSTransport {
         init(port: UInt16) throws {
             fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
             try #require(fd >= 0)
-            var timeout = timeval(tv_sec: 5, tv_usec: 0)
-            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
             var address = sockaddr_in()
             address.sin_family = sa_family_t(AF_INET)
             address.sin_port = port.bigEndian
@@ -44,10 +42,17 @@ private struct SilentTransport: DNSTransport {
             }
         }
 
-        func receive() -> [UInt8]? {
+        /// The next reply, or nil after 10 s. Polls without blocking: a blocked thread of the test's cooperative
+        /// pool could be the one the stub's late reply (a task) needs.
+        func receive() async -> [UInt8]? {
             var buffer = [UInt8](repeating: 0, count: 4096)
-            let count = recv(fd, &buffer, buffer.count, 0)
-            return count < 0 ? nil : Array(buffer[0..<count])
+            let deadline = ContinuousClock.now + .seconds(10)
+            while ContinuousClock.now < deadline {
+                let count = recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+                if count >= 0 { return Array(buffer[0..<count]) }
+                try? await Task.sleep(for: .milliseconds(1))
+            }
+            return nil
         }
     }
 
@@ -72,7 +77,7 @@ private struct SilentTransport: DNSTransport {
         for id in ids { client.send(Wire.header(id: id) + Wire.name(["burst", "test"]) + [0, 255, 0, 1]) }
         var answered: Set<UInt16> = []
         for _ in ids {
-            let reply = try #require(client.receive())
+            let reply = try #require(await client.receive())
             #expect(reply[2] & 0x80 != 0)  // QR
             #expect(reply[3] & 0x0F == 0)  // NOERROR
             answered.insert(UInt16(reply[0]) << 8 | UInt16(reply[1]))
@@ -86,17 +91,17 @@ private struct SilentTransport: DNSTransport {
         let (worker, port) = try Self.serve()
         let client = try Client(port: port)
         client.send(Wire.header(id: 7) + Wire.name(["miss", "test"]) + [0, 1, 0, 1])
-        let late = try #require(client.receive())
+        let late = try #require(await client.receive())
         #expect(Array(late[0..<2]) == [0, 7])
         #expect(late[3] & 0x0F == 2)  // SERVFAIL: the upstream never answers
         client.send(Wire.header(id: 8, qd: 2) + Wire.name(["bad"]) + [0, 1, 0, 1])
-        let formErr = try #require(client.receive())
+        let formErr = try #require(await client.receive())
         #expect(Array(formErr[0..<2]) == [0, 8])
         #expect(formErr[3] & 0x0F == 1)  // FORMERR
         // A message with QR set gets no reply; the next query still does.
         client.send(Wire.header(id: 9, flags: 0x8100) + Wire.name(["r"]) + [0, 1, 0, 1])
         client.send(Wire.header(id: 10) + Wire.name(["after", "test"]) + [0, 255, 0, 1])
-        let next = try #require(client.receive())
+        let next = try #require(await client.receive())
         #expect(Array(next[0..<2]) == [0, 10])
         await worker.stop()
         worker.socket.close()
