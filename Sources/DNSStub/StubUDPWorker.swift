@@ -13,7 +13,8 @@ import Glibc
 /// and reused.
 final class StubUDPSocket: Sendable {
     let descriptor: CInt
-    /// False for a socket the service manager passed: closing our copy is still right at shutdown.
+    /// True until ``close()``; late replies check it under the same lock. A socket the service manager passed is
+    /// closed too at shutdown: that closes our copy only.
     private let open = Mutex<Bool>(true)
 
     init(descriptor: CInt) {
@@ -126,7 +127,7 @@ final class StubUDPSocket: Sendable {
 /// batch with one `sendmmsg`; and only then starts the refreshes its stale answers elected. An idle stub
 /// answers a query with two system calls (receive, send) where an event loop needs four (wait, read, an empty
 /// read, send); a busy one moves 32 datagrams per call each way. Misses are answered later from a task through
-/// ``StubUDPSocket/send(_:to:length:)``.
+/// ``StubUDPSocket/send(_:to:)``.
 final class StubUDPWorker: @unchecked Sendable {
     /// Datagrams per receive and per send.
     static let batch = 32
