@@ -99,6 +99,26 @@ import Testing
         #expect(second.records.map(\.alpn) == [["h3", "h2"]])
     }
 
+    @Test func theFullPathWritesWhatTheFullEncoderWrites() throws {
+        let fixture = Fixture()
+        fixture.storeHTTPS("h3.test.", alpn: ["h3", "h2"])
+        // Nothing is kept yet: the full path answers, fresh.
+        let fresh = try #require(try fixture.call(Methods.resolveHTTPS.name, #"{"name":"h3.test"}"#))
+        let freshReply: ResolveHTTPSReply = try fixture.decode(fresh.bytes)
+        var expected = try #require(fixture.resolver.cachedHTTPS("h3.test")).value.wire
+        expected.timing = freshReply.timing
+        #expect(fresh.bytes == (try VarlinkReply.encode(expected)), "fresh, byte for byte")
+        // Another spelling is another key: the full path again, now on a stale entry.
+        fixture.clock.advance(400)
+        let stale = try #require(try fixture.call(Methods.resolveHTTPS.name, #"{"name":"H3.test"}"#))
+        let staleReply: ResolveHTTPSReply = try fixture.decode(stale.bytes)
+        #expect(staleReply.source == .expiredCache && staleReply.staleSeconds == 100)
+        var expectedStale = try #require(fixture.resolver.cachedHTTPS("H3.test")).value.wire
+        expectedStale.timing = staleReply.timing
+        #expect(stale.bytes == (try VarlinkReply.encode(expectedStale)), "stale, byte for byte")
+        #expect(stale.afterWrite != nil, "the full path elects the refresh too")
+    }
+
     @Test func newDataIsNeverServedFromAnOldReply() throws {
         let fixture = Fixture()
         fixture.storeHTTPS("h3.test.", alpn: ["h3"])

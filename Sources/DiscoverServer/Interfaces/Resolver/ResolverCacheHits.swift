@@ -25,7 +25,8 @@ enum ResolverCacheHits {
             if let reply = keptReply(key, kept: kept, resolver: resolver, since: start) { return reply }
             guard let hit = resolver.cachedHTTPS(parameters.name, port: port, optimistic: optimistic) else { return nil }
             let wire = hit.value.wire
-            return reply(wire, EncodedResolverReply.init, hit: hit, key: key, kept: kept, resolver: resolver)
+            let fields = PerCall(source: wire.source, ttl: wire.ttl, staleSeconds: wire.staleSeconds, timing: wire.timing)
+            return reply(wire, EncodedResolverReply.init, fields, hit: hit, key: key, kept: kept, resolver: resolver)
         }
         routes.registerImmediate(Methods.resolveAddresses) { parameters, _ in
             let start = ContinuousClock.now
@@ -38,8 +39,17 @@ enum ResolverCacheHits {
                 return nil
             }
             let wire = hit.value.wire
-            return reply(wire, EncodedResolverReply.init, hit: hit, key: key, kept: kept, resolver: resolver)
+            let fields = PerCall(source: wire.source, ttl: wire.ttl, staleSeconds: nil, timing: wire.timing)
+            return reply(wire, EncodedResolverReply.init, fields, hit: hit, key: key, kept: kept, resolver: resolver)
         }
+    }
+
+    /// The fields a kept reply writes per call.
+    struct PerCall {
+        var source: AnswerSource
+        var ttl: Int
+        var staleSeconds: Int?
+        var timing: Timing
     }
 
     /// The reply kept for `key`, patched for this call, when the cache entries it was built from are unchanged.
@@ -63,16 +73,32 @@ enum ResolverCacheHits {
     }
 
     /// The reply of a hit found the long way; its encoding is kept for the next call.
+    ///
+    /// The message itself is written by that same encoding (no Foundation encoder on this path): the first call
+    /// after a refresh replaced an entry, e.g. the first answer after expiry, costs about what a kept hit does.
     private static func reply<Wire: Encodable, Value>(
-        _ wire: Wire, _ encode: (Wire) -> EncodedResolverReply, hit: CacheHit<Value>, key: KeptReplies.Key,
-        kept: KeptReplies, resolver: DNSResolver
+        _ wire: Wire, _ encode: (Wire) -> EncodedResolverReply, _ fields: PerCall, hit: CacheHit<Value>,
+        key: KeptReplies.Key, kept: KeptReplies, resolver: DNSResolver
     ) -> ImmediateReply? {
-        guard let bytes = try? VarlinkReply.encode(wire) else {
-            resolver.startRefreshes(hit.refreshes)
-            return nil
+        let encoded = encode(wire)
+        kept[key] = KeptReplies.Entry(dependencies: hit.dependencies, reply: encoded)
+        let afterWrite = refresh(hit.refreshes, resolver)
+        // A cache hit made no queries, which is what the kept encoding writes; anything else the full encoder.
+        guard fields.timing.queries.isEmpty else {
+            guard let bytes = try? VarlinkReply.encode(wire) else {
+                resolver.startRefreshes(hit.refreshes)
+                return nil
+            }
+            return ImmediateReply(bytes: bytes, afterWrite: afterWrite)
         }
-        kept[key] = KeptReplies.Entry(dependencies: hit.dependencies, reply: encode(wire))
-        return ImmediateReply(bytes: bytes, afterWrite: refresh(hit.refreshes, resolver))
+        let size = encoded.maximumMessageSize
+        var message = ImmediateReply.allocator.buffer(capacity: size)
+        message.writeWithUnsafeMutableBytes(minimumWritableBytes: size) { buffer in
+            encoded.write(
+                source: fields.source, ttl: fields.ttl, staleSeconds: fields.staleSeconds,
+                totalMs: fields.timing.totalMs, into: buffer)
+        }
+        return ImmediateReply(message: message, afterWrite: afterWrite)
     }
 
     private static func refresh(_ refreshes: PendingRefreshes, _ resolver: DNSResolver) -> (@Sendable () -> Void)? {
