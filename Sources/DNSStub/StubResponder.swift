@@ -31,6 +31,13 @@ public final class StubResponder: Sendable {
             self.allowed = allowed
             self.linkSubnets = linkSubnets
         }
+
+        /// Loopback (decided without an allocation), the machine's own addresses, `[stub] allow`.
+        func allows(_ client: StubClient) -> Bool {
+            if client.isLoopback { return true }
+            guard let bytes = client.bytes else { return false }
+            return allowed.contains { $0.contains(bytes) }
+        }
     }
 
     private let resolver: DNSResolver
@@ -73,34 +80,19 @@ public final class StubResponder: Sendable {
 
     /// Whether `client` may use the stub: loopback, the machine's own addresses, `[stub] allow`.
     func isAllowed(_ client: StubClient) -> Bool {
-        if client.isLoopback { return true }
-        guard let bytes = client.bytes else { return false }
-        return access.withLock { $0.allowed.contains { $0.contains(bytes) } }
+        access.withLock { $0 }.allows(client)
     }
 
     // MARK: - Answering
 
-    /// Answers one message; a refresh the answer elected is started before this returns (see the variant with
-    /// `refreshes` to send the answer first).
+    /// Answers one message. A stale answer's refresh is added to `refreshes` instead of started: the caller
+    /// sends the answer, then calls ``startRefreshes(_:)``.
     /// - Parameters:
     ///   - bytes: the DNS message (for TCP without its length prefix).
     ///   - client: where it came from, for `allow`.
     ///   - overTCP: decides the size limit.
-    ///   - later: receives the reply when it is not immediate (called once, on any thread).
-    public func handle(
-        _ bytes: [UInt8], client: SocketAddress?, overTCP: Bool, later: @escaping @Sendable ([UInt8]) -> Void
-    ) -> Immediate {
-        var refreshes = PendingRefreshes()
-        let outcome = handle(
-            bytes, client: StubClient(client), overTCP: overTCP, refreshes: &refreshes, later: { later })
-        startRefreshes(refreshes)
-        return outcome
-    }
-
-    /// Answers one message. A stale answer's refresh is added to `refreshes` instead of started: the caller
-    /// sends the answer, then calls ``startRefreshes(_:)``.
-    /// - Parameter later: makes the callback for a reply that comes later; called only then, so a cache hit
-    ///   allocates no callback.
+    ///   - later: makes the callback (called once, on any thread) for a reply that comes later; made only then,
+    ///     so a cache hit allocates no callback.
     public func handle(
         _ bytes: [UInt8], client: StubClient, overTCP: Bool, refreshes: inout PendingRefreshes,
         later: () -> @Sendable ([UInt8]) -> Void
@@ -115,10 +107,9 @@ public final class StubResponder: Sendable {
             guard isAllowed(client), let reply = StubReply.problem(error) else { return .drop }
             return .reply(reply)
         }
-        let loopback = client.isLoopback
         let state = access.withLock { $0 }
         let settings = state.settings
-        let allowed = loopback || (client.bytes.map { bytes in state.allowed.contains { $0.contains(bytes) } } ?? false)
+        let allowed = state.allows(client)
         let limit = StubReply.sizeLimit(for: query, overTCP: overTCP)
         guard allowed else {
             counters.refused.bump()

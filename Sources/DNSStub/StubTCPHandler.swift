@@ -1,4 +1,5 @@
 import NIOCore
+import Resolver
 
 /// Serves DNS over TCP (RFC 7766): 2-byte length framing, several queries per connection answered as they
 /// complete (out of order allowed, §7), an idle timeout, and no reading while the client does not read.
@@ -34,7 +35,8 @@ final class StubTCPHandler: ChannelInboundHandler {
     }
 
     private func processFrames(context: ChannelHandlerContext) {
-        let remote = context.channel.remoteAddress
+        let client = StubClient(context.channel.remoteAddress)
+        var refreshes = PendingRefreshes()
         let loop = context.eventLoop
         let bound = NIOLoopBound((self, context), eventLoop: loop)
         var wrote = false
@@ -50,10 +52,12 @@ final class StubTCPHandler: ChannelInboundHandler {
             armIdleTimer(context: context)
             if message.isEmpty { continue }
             pending += 1
-            let outcome = responder.handle(message, client: remote, overTCP: true) { reply in
-                loop.execute {
-                    let (handler, context) = bound.value
-                    handler.complete(reply, context: context, flush: true)
+            let outcome = responder.handle(message, client: client, overTCP: true, refreshes: &refreshes) {
+                { reply in
+                    loop.execute {
+                        let (handler, context) = bound.value
+                        handler.complete(reply, context: context, flush: true)
+                    }
                 }
             }
             switch outcome {
@@ -67,6 +71,8 @@ final class StubTCPHandler: ChannelInboundHandler {
             }
         }
         if wrote { context.flush() }
+        // Stale answers are on their way: now their refreshes may start.
+        responder.startRefreshes(refreshes)
         updateReading(context: context)
     }
 
