@@ -28,6 +28,7 @@ let package = Package(
         // C shims: system libraries found with pkg-config.
         .systemLibrary(name: "CAvahi", pkgConfig: "avahi-client", providers: [.apt(["libavahi-client-dev"])]),
         .target(name: "CStubIO"),
+        .target(name: "CBenchIO"),
         .systemLibrary(name: "CLDNS", pkgConfig: "ldns", providers: [.apt(["libldns-dev"])]),
 
         // Wire types and varlink framing: no C, no NIO, usable by any client.
@@ -130,7 +131,7 @@ let package = Package(
         // Browse fan-out benchmark (BENCHMARKS-discovery.md, Scripts/bench-discovery).
         .executableTarget(
             name: "discovery-bench",
-            dependencies: ["Discovery", "DiscoverClient", "DiscoverAPI"],
+            dependencies: ["Discovery", "DiscoverClient", "DiscoverAPI", "CBenchIO"],
             exclude: ["adlatency.py"],
             swiftSettings: strict
         ),

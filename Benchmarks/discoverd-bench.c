@@ -24,6 +24,14 @@
  *       io.discoverd.Resolver.Flush {} (untimed) before each timed call:
  *       every call is then cold.
  *
+ *   mix      --name N [--dns [LABEL=]ADDR[:PORT]]... [--socket PATH [--socket-name N2] [--socket-label L]]
+ *            [--qtype T] [--count K] [--warmup W] [--gap-ms G]
+ *       A cached call one at a time to several servers, interleaved: per
+ *       cycle one call to each target, the order rotating per cycle, so every
+ *       target is timed in the same state of the machine (a virtual CPU's
+ *       wake-up latency drifts between fast and slow within seconds, which
+ *       separate runs turn into ratios of 0.6-1.2). K timed calls per target.
+ *
  *   stale    --name N [--dns [LABEL=]ADDR[:PORT]]... [--socket PATH [--socket-name N2]
  *            [--socket-label L]] [--qtype T] [--samples K] [--ttl S] [--delay-ms D] [--margin-ms M]
  *       Side by side expired-answer latency of several servers with one client
@@ -721,6 +729,87 @@ static int mode_stale(void) {
     return 0;
 }
 
+/* ------------------------------------------------------------ mix */
+
+/* One cached call to target t, timed; returns 0 if answered without error. */
+static int time_hit(struct stale_target *t, int qt, double *us) {
+    if (t->varlink) {
+        double t0 = now_us();
+        write_all(t->rd.fd, t->call, t->clen);
+        char *m = read_reply(&t->rd);
+        *us = now_us() - t0;
+        if (is_error_reply(m)) {
+            if (!t->not_stale++) snprintf(t->first_bad, sizeof t->first_bad, "%.380s", m);
+            return 1;
+        }
+        return 0;
+    }
+    long ttl;
+    int rc = dns_exchange(t->fd, t->name, qt, &ttl, us);
+    if (rc != 0) {
+        if (!t->not_stale++) snprintf(t->first_bad, sizeof t->first_bad, "rcode %d", rc);
+        return 1;
+    }
+    return 0;
+}
+
+static int mode_mix(void) {
+    if (!nnames) die("mix needs --name");
+    if (opt_socket) {
+        if (ntargets == MAX_TARGETS) die("at most %d targets", MAX_TARGETS);
+        struct stale_target *t = &targets[ntargets++];
+        t->varlink = 1, t->label = opt_socket_label, t->where = opt_socket;
+        t->name = opt_socket_name ? opt_socket_name : names[0];
+    }
+    if (ntargets < 1) die("mix needs --socket and/or --dns");
+    int qt = qtype_code(opt_qtype);
+    for (int i = 0; i < ntargets; i++) {
+        struct stale_target *t = &targets[i];
+        if (!t->name) t->name = names[0];
+        if (t->varlink) t->rd.fd = varlink_connect(t->where), t->call = resolve_call(t->name, &t->clen);
+        else t->fd = dns_connect(t->where);
+        t->v = calloc((size_t)opt_count, sizeof *t->v);
+        if (!t->v) die("out of memory");
+    }
+    double us;
+    for (int i = 0; i < opt_warmup; i++)
+        for (int k = 0; k < ntargets; k++) time_hit(&targets[k], qt, &us);
+    for (int k = 0; k < ntargets; k++) targets[k].not_stale = 0;
+    /* one call to each target per cycle, the order rotating per cycle: every target sees the machine in the same
+     * state (a virtual CPU's wake-up latency drifts within seconds) and is first equally often */
+    for (int i = 0; i < opt_count; i++) {
+        if (opt_gap_ms > 0) sleep_us(opt_gap_ms * 1e3);
+        for (int k = 0; k < ntargets; k++) {
+            struct stale_target *t = &targets[(i + k) % ntargets];
+            time_hit(t, qt, &us);
+            t->v[t->n++] = us;
+        }
+    }
+    long errors = 0;
+    printf("{\"mode\":\"mix\",\"qtype\":");
+    json_str(stdout, opt_qtype);
+    printf(",\"count\":%d,\"warmup\":%d,\"targets\":[", opt_count, opt_warmup);
+    for (int i = 0; i < ntargets; i++) {
+        struct stale_target *t = &targets[i];
+        errors += t->not_stale;
+        printf("%s{\"label\":", i ? "," : "");
+        json_str(stdout, t->label);
+        printf(",\"kind\":\"%s\",\"target\":", t->varlink ? "varlink" : "dns");
+        json_str(stdout, t->where);
+        printf(",\"name\":");
+        json_str(stdout, t->name);
+        printf(",\"errors\":%d,", t->not_stale);
+        if (t->not_stale) printf("\"first_error\":"), json_str(stdout, t->first_bad), putchar(',');
+        struct summary s = summarize(t->v, t->n);
+        json_summary(stdout, "latency", s);
+        putchar('}');
+        fprintf(stderr, "mix %s (%s): n=%d p50 %.1f us, p90 %.1f us, p99 %.1f us (%d errors)\n", t->label, t->where,
+                s.n, s.p50, s.p90, s.p99, t->not_stale);
+    }
+    printf("]}\n");
+    return errors ? 1 : 0;
+}
+
 /* ------------------------------------------------------------ gai */
 
 /* The system resolver as programs see it: getaddrinfo with getent ahosts' hints (AF_UNSPEC, AI_ADDRCONFIG |
@@ -793,7 +882,7 @@ static int mode_gai(void) {
 /* ------------------------------------------------------------ main */
 
 static void usage(void) {
-    fputs("usage: discoverd-bench qps|latency|stale|gai [options]  (see the comment at the top of the source)\n", stderr);
+    fputs("usage: discoverd-bench qps|latency|mix|stale|gai [options]  (see the comment at the top of the source)\n", stderr);
     exit(2);
 }
 
@@ -836,6 +925,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "qps")) return mode_qps();
     if (!strcmp(mode, "latency")) return mode_latency();
     if (!strcmp(mode, "stale")) return mode_stale();
+    if (!strcmp(mode, "mix")) return mode_mix();
     if (!strcmp(mode, "gai")) return mode_gai();
     usage();
 }

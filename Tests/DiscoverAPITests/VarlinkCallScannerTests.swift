@@ -186,6 +186,53 @@ struct VarlinkCallScannerTests {
         return .invalidParameter("(decoded)")
     }
 
+    /// The string scan reads eight bytes at a time: a byte that ends the string or sends the message to Codable
+    /// (quote, backslash, control character, non-ASCII) is found at every position of a word, and every other
+    /// byte is read as text.
+    @Test func theWordAtATimeStringScanSeesEveryByteThatMatters() {
+        func word(_ bytes: [UInt8]) -> UInt64 {
+            bytes.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
+        }
+        func reference(_ bytes: [UInt8]) -> Bool {
+            bytes.contains { $0 == 0x22 || $0 == 0x5C || $0 < 0x20 || $0 >= 0x80 }
+        }
+        // Every byte value at every position of a word of plain text.
+        for value in 0...255 {
+            for position in 0..<8 {
+                var bytes = [UInt8](repeating: UInt8(ascii: "a"), count: 8)
+                bytes[position] = UInt8(value)
+                #expect(VarlinkCallScanner.Scanner.needsAttention(word(bytes)) == reference(bytes), "\(value) at \(position)")
+            }
+        }
+        // Random words, where borrows between bytes could hide one.
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<20_000 {
+            let bytes = (0..<8).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            #expect(VarlinkCallScanner.Scanner.needsAttention(word(bytes)) == reference(bytes))
+        }
+        // Through the scanner: a long name with one such byte anywhere is left to Codable; plain bytes are kept.
+        let name = Array("abcdefghijklmnopqrstuvwxyz0123456789.test".utf8)
+        for special: UInt8 in [0x22, 0x5C, 0x00, 0x0A, 0x1F, 0x80, 0xC3, 0xFF] {
+            for position in name.indices {
+                var bytes = name
+                bytes[position] = special
+                let text = Array(#"{"method":"x.Y","parameters":{"name":""#.utf8) + bytes + Array(#""}}"#.utf8)
+                #expect(VarlinkCallScanner.scan(ArraySlice(text)) == nil, "\(special) at \(position)")
+            }
+        }
+        for plain: UInt8 in [0x20, 0x21, 0x23, 0x5B, 0x5D, 0x7E, 0x7F] {
+            for position in name.indices {
+                var bytes = name
+                bytes[position] = plain
+                let text = Array(#"{"method":"x.Y","parameters":{"name":""#.utf8) + bytes + Array(#""}}"#.utf8)
+                let expected = String(decoding: bytes, as: UTF8.self)
+                #expect(
+                    VarlinkCallScanner.scan(ArraySlice(text))?.parameters == ScannedParameters([("name", .string(expected))]),
+                    "\(plain) at \(position)")
+            }
+        }
+    }
+
     @Test func scannerReadsTheEnvelopeAndFlatObjectOnly() {
         #expect(
             VarlinkCallScanner.scan(#"{"method":"x.Y","parameters":{"a":"b","n":-12,"t":true,"z":null}}"#)

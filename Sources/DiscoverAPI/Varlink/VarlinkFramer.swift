@@ -1,3 +1,11 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Splits a byte stream into varlink messages: each message is one JSON object followed by a NUL byte.
 ///
 /// The framer is pure state (no I/O) so the daemon, the client and the fuzzer share one implementation.
@@ -39,7 +47,13 @@ public struct VarlinkFramer: Sendable {
     public mutating func next() throws(VarlinkFramingError) -> ArraySlice<UInt8>? {
         let from = max(scanned, start)
         let end = buffer.count
-        let nul = buffer.withUnsafeBufferPointer { bytes in bytes[from..<end].firstIndex(of: 0) }
+        // memchr: the NUL search is most of the framer's cost per message, a byte loop is several times slower.
+        let nul: Int? = buffer.withUnsafeBufferPointer { bytes in
+            guard from < end, let base = bytes.baseAddress,
+                let found = memchr(base + from, 0, end - from)
+            else { return nil }
+            return base.distance(to: found.assumingMemoryBound(to: UInt8.self))
+        }
         if let index = nul {
             let length = index - start
             if length > maxMessageSize { throw .messageTooLarge(limit: maxMessageSize) }

@@ -55,6 +55,8 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
     private let registry: ConnectionRegistry
 
     private var framer: VarlinkFramer
+    /// See ``init(connectionID:router:limits:registry:logger:peer:writableUnderLimit:)``.
+    private let writableUnderLimit: Bool
     private var slots = CircularBuffer<Slot>()
     private var nextSlotID: UInt64 = 0
     /// Id of the first slot not yet started. Calls start strictly in order, so started slots are a prefix.
@@ -74,10 +76,13 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
     private var afterFlush: [@Sendable () -> Void] = []
 
     /// - Parameter peer: who is calling until `SO_PEERCRED` says otherwise (tests over channels without a socket).
+    /// - Parameter writableUnderLimit: the channel's high water mark is below `limits.maxSendBuffer` (as
+    ///   ``VarlinkServer`` sets it up), so a writable channel with no reply held cannot be over the limit.
     init(
         connectionID: UInt64, router: MethodRouter, limits: Limits, registry: ConnectionRegistry, logger: Logger,
-        peer: PeerCredentials = .unknown
+        peer: PeerCredentials = .unknown, writableUnderLimit: Bool = false
     ) {
+        self.writableUnderLimit = writableUnderLimit
         self.connectionID = connectionID
         self.router = router
         self.limits = limits
@@ -343,8 +348,11 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
 
     /// Ends the stream of slot `id` when its reader has fallen more than `maxSendBuffer` bytes behind.
     private func enforceSendBuffer(slot id: UInt64, context: ChannelHandlerContext) {
-        let queued = (try? context.channel.syncOptions?.getOption(ChannelOptions.bufferedWritableBytes)) ?? 0
         let held = slots.reduce(0) { $0 + $1.outputBytes }
+        // Below its high water mark the channel is writable: with nothing held the limit is not reached, and the
+        // option look-up (once per subscriber per stream message, a Browse event to 1000 streams) is skipped.
+        if writableUnderLimit, held == 0, context.channel.isWritable { return }
+        let queued = (try? context.channel.syncOptions?.getOption(ChannelOptions.bufferedWritableBytes)) ?? 0
         guard queued + held > limits.maxSendBuffer, let index = index(of: id) else { return }
         var metadata: Logger.Metadata = [
             "connection": "\(connectionID)", "peer": "\(peer)", "bytes": "\(queued + held)",

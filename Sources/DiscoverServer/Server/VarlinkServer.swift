@@ -112,7 +112,8 @@ public final class VarlinkServer: ServiceLifecycle.Service, Sendable {
         try channel.syncOptions?.setOption(
             ChannelOptions.writeBufferWaterMark, value: .init(low: send / 8, high: send / 4))
         let handler = VarlinkConnectionHandler(
-            connectionID: id, router: router, limits: settings.limits, registry: registry, logger: logger)
+            connectionID: id, router: router, limits: settings.limits, registry: registry, logger: logger,
+            writableUnderLimit: true)
         try channel.pipeline.syncOperations.addHandler(handler)
     }
 

@@ -9,6 +9,9 @@ public struct CacheKey: Hashable, Sendable, Codable, CustomStringConvertible {
     public let type: UInt16
     /// The record class (RFC 1035 §3.2.4); 1 is IN.
     public let dnsClass: UInt16
+    /// The key's hash, computed once (Swift's seeded SipHash, as for any `Hashable`): the keys a kept reply
+    /// revalidates on every call, and a key looked up several times, are not hashed again.
+    private let fingerprint: Int
 
     /// Creates a key, normalizing `name` to lowercase and absolute form.
     ///
@@ -20,6 +23,20 @@ public struct CacheKey: Hashable, Sendable, Codable, CustomStringConvertible {
         self.name = DomainName.normalize(name)
         self.type = type
         self.dnsClass = dnsClass
+        var hasher = Hasher()
+        hasher.combine(self.name)
+        hasher.combine(type)
+        hasher.combine(dnsClass)
+        self.fingerprint = hasher.finalize()
+    }
+
+    public static func == (lhs: CacheKey, rhs: CacheKey) -> Bool {
+        lhs.fingerprint == rhs.fingerprint && lhs.type == rhs.type && lhs.dnsClass == rhs.dnsClass
+            && lhs.name == rhs.name
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(fingerprint)
     }
 
     public var description: String { "\(name) \(dnsClass) \(type)" }
