@@ -1,6 +1,6 @@
 #include "CBenchIO.h"
 
-#include <stdlib.h>
+#include <stddef.h>
 #include <sys/epoll.h>
 
 int cbench_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }

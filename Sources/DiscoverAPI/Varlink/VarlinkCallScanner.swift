@@ -310,8 +310,8 @@ public enum VarlinkCallScanner {
         static func needsAttention(_ word: UInt64) -> Bool {
             let ones: UInt64 = 0x0101_0101_0101_0101
             let highs: UInt64 = 0x8080_8080_8080_8080
-            // A byte of `x` is zero iff its high bit is set in (x - 1) & ~x (exact when no byte of x has its own
-            // high bit set, which `word & highs` already covers).
+            // Non-zero iff some byte of `x` is zero (exact for the word as a whole; a borrow may also flag the byte
+            // above a zero byte, which does not matter here). The same with 0x20 for "some byte below 0x20".
             func hasZero(_ x: UInt64) -> UInt64 { (x &- ones) & ~x & highs }
             let quote = hasZero(word ^ (ones &* 0x22))
             let backslash = hasZero(word ^ (ones &* 0x5C))
