@@ -664,25 +664,31 @@ static void time_stale(struct stale_target *t, int qt, int round) {
     else t->not_stale++, t->rounds[round] = -1;
 }
 
-static int mode_stale(void) {
-    if (!nnames) die("stale needs --name");
+/* The targets of the stale and mix modes: each --dns, then the varlink socket; connected, with room for `samples`
+ * timings each (and per-round values when `rounds`). */
+static void open_targets(const char *mode, int samples, int rounds) {
+    if (!nnames) die("%s needs --name", mode);
     if (opt_socket) {
         if (ntargets == MAX_TARGETS) die("at most %d targets", MAX_TARGETS);
         struct stale_target *t = &targets[ntargets++];
         t->varlink = 1, t->label = opt_socket_label, t->where = opt_socket;
         t->name = opt_socket_name ? opt_socket_name : names[0];
     }
-    if (ntargets < 1) die("stale needs --socket and/or --dns");
-    int qt = qtype_code(opt_qtype);
+    if (ntargets < 1) die("%s needs --socket and/or --dns", mode);
     for (int i = 0; i < ntargets; i++) {
         struct stale_target *t = &targets[i];
         if (!t->name) t->name = names[0];
         if (t->varlink) t->rd.fd = varlink_connect(t->where), t->call = resolve_call(t->name, &t->clen);
         else t->fd = dns_connect(t->where);
-        t->v = calloc((size_t)opt_samples, sizeof *t->v);
-        t->rounds = calloc((size_t)opt_samples, sizeof *t->rounds);
-        if (!t->v || !t->rounds) die("out of memory");
+        t->v = calloc((size_t)samples, sizeof *t->v);
+        if (rounds) t->rounds = calloc((size_t)samples, sizeof *t->rounds);
+        if (!t->v || (rounds && !t->rounds)) die("out of memory");
     }
+}
+
+static int mode_stale(void) {
+    open_targets("stale", opt_samples, 1);
+    int qt = qtype_code(opt_qtype);
     double t_start = now_us();
     /* Prime, wait until every target holds a fresh copy, then until it has surely expired everywhere: a reported
      * remaining TTL r (whole seconds; Unbound serves TTL 0 as fresh) means expired within r + 1 s. */
@@ -754,23 +760,8 @@ static int time_hit(struct stale_target *t, int qt, double *us) {
 }
 
 static int mode_mix(void) {
-    if (!nnames) die("mix needs --name");
-    if (opt_socket) {
-        if (ntargets == MAX_TARGETS) die("at most %d targets", MAX_TARGETS);
-        struct stale_target *t = &targets[ntargets++];
-        t->varlink = 1, t->label = opt_socket_label, t->where = opt_socket;
-        t->name = opt_socket_name ? opt_socket_name : names[0];
-    }
-    if (ntargets < 1) die("mix needs --socket and/or --dns");
+    open_targets("mix", opt_count, 0);
     int qt = qtype_code(opt_qtype);
-    for (int i = 0; i < ntargets; i++) {
-        struct stale_target *t = &targets[i];
-        if (!t->name) t->name = names[0];
-        if (t->varlink) t->rd.fd = varlink_connect(t->where), t->call = resolve_call(t->name, &t->clen);
-        else t->fd = dns_connect(t->where);
-        t->v = calloc((size_t)opt_count, sizeof *t->v);
-        if (!t->v) die("out of memory");
-    }
     double us;
     for (int i = 0; i < opt_warmup; i++)
         for (int k = 0; k < ntargets; k++) time_hit(&targets[k], qt, &us);
