@@ -113,8 +113,10 @@ func runDaemonFanout(_ opts: Options) {
         // measured was largely the reader's own.
         let epfd = cbench_epoll_create()
         guard epfd >= 0 else { fail("epoll_create1: \(String(cString: strerror(errno)))") }
-        for (i, subscriber) in shared.enumerated() where cbench_epoll_add(epfd, subscriber.fd, UInt64(i)) != 0 {
-            fail("epoll_ctl: \(String(cString: strerror(errno)))")
+        for (i, subscriber) in shared.enumerated() {
+            guard cbench_epoll_add(epfd, subscriber.fd, UInt64(i)) == 0 else {
+                fail("epoll_ctl: \(String(cString: strerror(errno)))")
+            }
         }
         var tags = [UInt64](repeating: 0, count: 1024)
         var buffer = [UInt8](repeating: 0, count: 65536)
