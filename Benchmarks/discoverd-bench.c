@@ -592,7 +592,7 @@ struct stale_target {
     char *call;
     size_t clen;
     double *v, *rounds; /* samples; per round (-1: not answered stale) */
-    int n, not_stale;
+    int n, bad; /* answers that failed the mode's check (stale: not stale; mix: an error) */
     char first_bad[400];
 };
 
@@ -652,16 +652,29 @@ static void time_stale(struct stale_target *t, int qt, int round) {
         char *m = read_reply(&t->rd);
         us = now_us() - t0;
         stale = !is_error_reply(m) && strstr(m, "\"expiredCache\"");
-        if (!stale && !t->not_stale) snprintf(t->first_bad, sizeof t->first_bad, "%.380s", m);
+        if (!stale && !t->bad) snprintf(t->first_bad, sizeof t->first_bad, "%.380s", m);
     } else {
         long ttl;
         int rc = dns_exchange_t(t->fd, t->name, qt, &ttl, &us, 3000);
         /* stale answers carry serve-expired-reply-ttl / stale-ttl (30), never the zone's TTL */
         stale = rc == 0 && ttl > (long)opt_ttl;
-        if (!stale && !t->not_stale) snprintf(t->first_bad, sizeof t->first_bad, "rcode %d ttl %ld", rc, ttl);
+        if (!stale && !t->bad) snprintf(t->first_bad, sizeof t->first_bad, "rcode %d ttl %ld", rc, ttl);
     }
     if (stale) t->v[t->n++] = us, t->rounds[round] = us;
-    else t->not_stale++, t->rounds[round] = -1;
+    else t->bad++, t->rounds[round] = -1;
+}
+
+/* The fields every target's JSON result starts with, up to its count of bad answers (under `bad_key`) and the
+ * first of them (under `first_key`), each followed by a comma. */
+static void json_target_head(int i, const struct stale_target *t, const char *bad_key, const char *first_key) {
+    printf("%s{\"label\":", i ? "," : "");
+    json_str(stdout, t->label);
+    printf(",\"kind\":\"%s\",\"target\":", t->varlink ? "varlink" : "dns");
+    json_str(stdout, t->where);
+    printf(",\"name\":");
+    json_str(stdout, t->name);
+    printf(",\"%s\":%d,", bad_key, t->bad);
+    if (t->bad) printf("\"%s\":", first_key), json_str(stdout, t->first_bad), putchar(',');
 }
 
 /* The targets of the stale and mix modes: each --dns, then the varlink socket; connected, with room for `samples`
@@ -710,14 +723,7 @@ static int mode_stale(void) {
            (now_us() - t_start) / 1e6);
     for (int i = 0; i < ntargets; i++) {
         struct stale_target *t = &targets[i];
-        printf("%s{\"label\":", i ? "," : "");
-        json_str(stdout, t->label);
-        printf(",\"kind\":\"%s\",\"target\":", t->varlink ? "varlink" : "dns");
-        json_str(stdout, t->where);
-        printf(",\"name\":");
-        json_str(stdout, t->name);
-        printf(",\"not_stale\":%d,", t->not_stale);
-        if (t->not_stale) printf("\"first_not_stale\":"), json_str(stdout, t->first_bad), putchar(',');
+        json_target_head(i, t, "not_stale", "first_not_stale");
         printf("\"rounds_us\":[");
         for (int k = 0; k < opt_samples; k++) printf("%s%.1f", k ? "," : "", t->rounds[k]);
         printf("],");
@@ -729,8 +735,8 @@ static int mode_stale(void) {
         struct stale_target *t = &targets[i];
         struct summary s = summarize(t->v, t->n);
         fprintf(stderr, "stale %s (%s, %s): p50 %.1f us, p90 %.1f us (n=%d, not stale %d)\n", t->label, t->where,
-                t->name, s.p50, s.p90, s.n, t->not_stale);
-        if (t->not_stale) fprintf(stderr, "  first answer not stale: %s\n", t->first_bad);
+                t->name, s.p50, s.p90, s.n, t->bad);
+        if (t->bad) fprintf(stderr, "  first answer not stale: %s\n", t->first_bad);
     }
     return 0;
 }
@@ -745,7 +751,7 @@ static int time_hit(struct stale_target *t, int qt, double *us) {
         char *m = read_reply(&t->rd);
         *us = now_us() - t0;
         if (is_error_reply(m)) {
-            if (!t->not_stale++) snprintf(t->first_bad, sizeof t->first_bad, "%.380s", m);
+            if (!t->bad++) snprintf(t->first_bad, sizeof t->first_bad, "%.380s", m);
             return 1;
         }
         return 0;
@@ -753,7 +759,7 @@ static int time_hit(struct stale_target *t, int qt, double *us) {
     long ttl;
     int rc = dns_exchange(t->fd, t->name, qt, &ttl, us);
     if (rc != 0) {
-        if (!t->not_stale++) snprintf(t->first_bad, sizeof t->first_bad, "rcode %d", rc);
+        if (!t->bad++) snprintf(t->first_bad, sizeof t->first_bad, "rcode %d", rc);
         return 1;
     }
     return 0;
@@ -765,7 +771,7 @@ static int mode_mix(void) {
     double us;
     for (int i = 0; i < opt_warmup; i++)
         for (int k = 0; k < ntargets; k++) time_hit(&targets[k], qt, &us);
-    for (int k = 0; k < ntargets; k++) targets[k].not_stale = 0;
+    for (int k = 0; k < ntargets; k++) targets[k].bad = 0;
     /* one call to each target per cycle, the order rotating per cycle: every target sees the machine in the same
      * state (a virtual CPU's wake-up latency drifts within seconds) and is first equally often */
     for (int i = 0; i < opt_count; i++) {
@@ -782,20 +788,13 @@ static int mode_mix(void) {
     printf(",\"count\":%d,\"warmup\":%d,\"targets\":[", opt_count, opt_warmup);
     for (int i = 0; i < ntargets; i++) {
         struct stale_target *t = &targets[i];
-        errors += t->not_stale;
-        printf("%s{\"label\":", i ? "," : "");
-        json_str(stdout, t->label);
-        printf(",\"kind\":\"%s\",\"target\":", t->varlink ? "varlink" : "dns");
-        json_str(stdout, t->where);
-        printf(",\"name\":");
-        json_str(stdout, t->name);
-        printf(",\"errors\":%d,", t->not_stale);
-        if (t->not_stale) printf("\"first_error\":"), json_str(stdout, t->first_bad), putchar(',');
+        errors += t->bad;
+        json_target_head(i, t, "errors", "first_error");
         struct summary s = summarize(t->v, t->n);
         json_summary(stdout, "latency", s);
         putchar('}');
         fprintf(stderr, "mix %s (%s): n=%d p50 %.1f us, p90 %.1f us, p99 %.1f us (%d errors)\n", t->label, t->where,
-                s.n, s.p50, s.p90, s.p99, t->not_stale);
+                s.n, s.p50, s.p90, s.p99, t->bad);
     }
     printf("]}\n");
     return errors ? 1 : 0;
