@@ -57,6 +57,8 @@ public struct PendingRefreshes: Sendable {
         var type: RRType
         var rrClass: RRClass = .in
         var dnssecOK = false
+        /// The entry is an expired alias: after it, follow the chain it names (the CNAME restart rule).
+        var followsChain = false
     }
 
     var items: [Refresh] = []
@@ -194,28 +196,27 @@ extension DNSResolver {
     /// Starts the refreshes a synchronous cache answer was elected to run.
     public func startRefreshes(_ refreshes: PendingRefreshes) {
         for refresh in refreshes.items {
-            _ = upstreamTask(
+            let task = upstreamTask(
                 for: refresh.key, name: refresh.name, type: refresh.type, class: refresh.rrClass,
                 dnssecOK: refresh.dnssecOK, isRefresh: true)
+            if refresh.followsChain { refreshChain(refresh, first: task) }
         }
     }
 
-    /// `records` from the cache alone: nil when an entry on the way is missing.
+    /// `records` from the cache alone (the one walk): nil when an entry on the way is missing.
     private func cachedRecords(
         _ name: String, type: RRType, optimistic: Bool, provenance: inout Provenance,
         refreshes: inout PendingRefreshes, dependencies: inout CacheDependencies
     ) throws(ResolverError) -> RRsetResult? {
-        var chain = AliasChain(start: name, maximumHops: configuration.maximumAliasHops)
-        while true {
-            let key = CacheKey(name: chain.current, type: type.rawValue)
-            // Not counted yet: when the hit is abandoned, the async path looks the same keys up again.
-            let lookup = cache.lookup(key, optimistic: optimistic, counting: false)
-            guard let entry = Self.account(lookup, key: key, provenance: &provenance) else { return nil }
-            if lookup.shouldRefresh { refreshes.items.append(.init(key: key, name: chain.current, type: type)) }
-            dependencies.entries.append(.init(key: key, type: type, generation: CacheDependencies.generation(of: entry)))
-            if let result = try cnameStep(entry, name: name, type: type, chain: &chain, provenance: provenance) {
-                return result
-            }
+        var trace = WalkTrace(keepingSteps: false)
+        trace.provenance = provenance
+        trace.refreshes = refreshes
+        trace.dependencies = dependencies
+        defer {
+            provenance = trace.provenance
+            refreshes = trace.refreshes
+            dependencies = trace.dependencies
         }
+        return cachedWalk(name, type: type, options: WalkOptions(optimistic: optimistic), trace: &trace)
     }
 }

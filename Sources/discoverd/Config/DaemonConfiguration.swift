@@ -182,7 +182,7 @@ extension DaemonConfiguration {
             case ("resolver", "attempts"): attempts = try Self.int(value, context, 1...10)
             case ("resolver", "optimistic"): optimistic = try Self.bool(value, context)
             case ("resolver", "stale-ttl"): staleTTL = try Self.int(value, context, 1...3600)
-            case ("resolver", "max-stale"): maxStaleSeconds = try Self.int(value, context, 0...30 * 86_400)
+            case ("resolver", "max-stale"): maxStaleSeconds = try Self.int(value, context, 0...Int(CachePolicy.maximumMaxStale))
             case ("resolver", "refresh-retry"): refreshRetrySeconds = try Self.int(value, context, 1...3600)
             case ("resolver", "no-optimistic-domain"): noOptimistic.append(value.lowercased())
             case ("resolver", "cache-size"): cacheSize = try Self.int(value, context, 0...10_000_000)
