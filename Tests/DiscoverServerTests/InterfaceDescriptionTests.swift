@@ -75,15 +75,16 @@ import Testing
             Methods.resolveHTTPS,
             reply: ResolveHTTPSReply(
                 name: "a.", queryName: "a.", aliasChain: ["b."], records: [binding], h3: true, source: .cache, ttl: 1,
-                staleSeconds: 2, timing: timing, note: "n")),
+                staleSeconds: 2, timing: timing, note: "n", confirmed: true)),
         MethodPin(
             Methods.resolveSVCB,
             reply: ResolveHTTPSReply(
                 name: "a.", queryName: "_853.a.", aliasChain: ["b."], records: [binding], h3: false, source: .cache,
-                ttl: 1, staleSeconds: 2, timing: timing, note: "n")),
+                ttl: 1, staleSeconds: 2, timing: timing, note: "n", confirmed: false)),
         MethodPin(
             Methods.resolveAddresses,
-            reply: ResolveAddressesReply(name: "a.", addresses: ["192.0.2.1"], source: .network, ttl: 1, timing: timing)),
+            reply: ResolveAddressesReply(
+                name: "a.", addresses: ["192.0.2.1"], source: .network, ttl: 1, timing: timing, confirmed: true)),
         MethodPin(
             Methods.connectionPlan,
             reply: ConnectionPlanReply(
@@ -117,6 +118,7 @@ import Testing
         .tooManyConnections(limit: 1), .invalidConfiguration(reason: "r"), .internalError(reason: "r"),
         .noSuchName("n"), .resolverTimeout(name: "n", servers: ["s"]),
         .upstreamFailure(rcode: "SERVFAIL", name: "n", server: "s"), .invalidDNSName("n", reason: "r"),
+        .tooManyQueries(name: "n", reason: "r"),
         .invalidServiceType("t", reason: "r"), .invalidServiceName("n", reason: "r"), .notFound("n"),
         .discoveryTimeout, .avahiUnavailable, .nameConflict("n"), .subscriberTooSlow,
     ]

@@ -281,12 +281,18 @@ public final class DNSResolver: Sendable {
         // the hints serve now and the lookup warms the cache for the next plan (RFC 9460 §7.3).
         let origin = try? AltSvcOrigin(host: String(hostName.dropLast()), port: UInt16(port))
         let alternatives = origin.map { altSvc.alternatives(for: $0, caller: caller) } ?? []
-        var targets = Set(bindings.map(\.target))
-        targets.insert(fallback)
-        for alternative in alternatives { if let host = alternative.host { targets.insert(DNSName.normalized(host)) } }
-        targets.remove(hostName)
+        // Targets in the order they matter (bindings by priority, the fallback, Alt-Svc), each once, at most
+        // `maximumPlanTargets` besides the host: a zone that names hundreds of targets costs a bounded number of
+        // look-ups (the bindings past the cap keep their hints, if they have any).
+        var targets: [String] = []
+        for target in bindings.map(\.target) + [fallback]
+            + alternatives.compactMap({ $0.host.map(DNSName.normalized) })
+        where target != hostName && !targets.contains(target) {
+            guard targets.count < configuration.maximumPlanTargets else { break }
+            targets.append(target)
+        }
         var waitFor: [String] = []
-        for target in targets.sorted() {
+        for target in targets {
             let forTarget = bindings.filter { $0.target == target }
             if !forTarget.isEmpty && forTarget.allSatisfy({ !$0.ipv4hint.isEmpty || !$0.ipv6hint.isEmpty }) {
                 Task { _ = try? await self.addresses(target, family: .any, optimistic: optimistic) }
