@@ -353,6 +353,27 @@ public enum InterfaceDescriptions {
           serverFailures: int
         )
 
+        # Upstream work against [limits]: distinct queries in flight now and at
+        # most, sockets open, questions refused (at the total, at a client's
+        # limit, for want of a socket), questions that joined one in flight, the
+        # client with the most in flight, and records the bailiwick rules dropped
+        # from upstream replies.
+        type UpstreamQueries (
+          limit: int,
+          perClientLimit: int,
+          socketLimit: int,
+          inflight: int,
+          peak: int,
+          socketsOpen: int,
+          refused: int,
+          refusedPerClient: int,
+          socketsRefused: int,
+          coalesced: int,
+          busiestClient: ?string,
+          busiestClientInflight: int,
+          scrubbedRecords: int
+        )
+
         # The settings in effect, named as in discoverd.conf. Reload changes them
         # live; the limits apply to connections accepted after it.
         type Settings (
@@ -387,7 +408,8 @@ public enum InterfaceDescriptions {
           subscriptions: int,
           registrations: int,
           stub: ?StubStatus,
-          settings: ?Settings
+          settings: ?Settings,
+          upstreamQueries: ?UpstreamQueries
         )
 
         # Re-read the configuration and static services and apply them without a

@@ -35,7 +35,7 @@ final class RunningConfiguration: Sendable {
     private let current: NIOLockedValueBox<DaemonConfiguration>
     private let path: String?
     private let load: @Sendable () throws(ConfigurationError) -> DaemonConfiguration
-    private let components: Components
+    let components: Components
     private let logger: Logger
 
     /// - Parameters:
