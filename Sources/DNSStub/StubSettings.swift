@@ -1,3 +1,4 @@
+import DNSCore
 import Resolver
 
 /// The settings of the DNS stub (`[stub]` in discoverd.conf, `--stub-listen`).

@@ -1,3 +1,4 @@
+import DNSCore
 import Foundation
 
 // Format choice: JSON inside a small versioned envelope. The cached value is the caller's `Codable` type, which a

@@ -1,3 +1,5 @@
+import DNSCore
+
 /// The rules of the optimistic cache. Defaults follow RFC 8767 and RFC 2308.
 public struct CachePolicy: Sendable, Equatable {
     /// The TTL put on records answered from stale data.

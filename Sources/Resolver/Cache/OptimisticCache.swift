@@ -1,3 +1,4 @@
+import DNSCore
 import Synchronization
 
 /// A DNS answer cache with optimistic answers (RFC 8767 serve-stale) and negative caching (RFC 2308).

@@ -1,3 +1,5 @@
+import DNSCore
+
 /// An answer taken from the cache alone, synchronously, on the caller's thread (the API's hot path).
 public struct CacheHit<Value: Sendable>: Sendable {
     /// The answer, as the async method would have returned it.

@@ -1,3 +1,5 @@
+import DNSCore
+
 /// One cached or fetched answer for exactly (name, type, class), as the DNS stub serves it.
 public struct RecordAnswer: Sendable {
     /// The answer: records (CNAMEs included) or a negative answer with its SOA.

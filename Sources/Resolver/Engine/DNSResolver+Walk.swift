@@ -1,3 +1,5 @@
+import DNSCore
+
 /// How a walk may use the cache and the network.
 public struct WalkOptions: Sendable {
     /// Expired answers may be served (then refreshed in parallel).

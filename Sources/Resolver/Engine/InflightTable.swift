@@ -1,3 +1,4 @@
+import DNSCore
 import Synchronization
 
 /// Who a query is counted against: a uid on the API, an address on the DNS stub.

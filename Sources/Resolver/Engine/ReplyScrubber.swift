@@ -1,3 +1,5 @@
+import DNSCore
+
 /// What the resolver keeps of an upstream reply: the bailiwick rules, applied before anything is cached.
 ///
 /// An upstream, or anyone on its path who can answer first, may append records to a reply that the question did

@@ -1,3 +1,5 @@
+import DNSCore
+
 /// Where an answer came from (API.md `source`).
 public enum ResolutionSource: String, Sendable, Codable, Hashable {
     /// Every record came from fresh cache entries.

@@ -1,3 +1,5 @@
+import DNSCore
+
 /// Names the resolver answers itself and never forwards (RFC 6761 §6, RFC 7686, RFC 9462 §6.1).
 ///
 /// - `localhost.` and every name below it: A 127.0.0.1, AAAA ::1, NODATA for other types (RFC 6761 §6.3: "name

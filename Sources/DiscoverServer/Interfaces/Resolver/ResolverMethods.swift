@@ -1,3 +1,4 @@
+import DNSCore
 import DiscoverAPI
 import Foundation
 import Logging
