@@ -1,4 +1,5 @@
 import DNSCore
+import NIOPosix
 
 /// An answer taken from the cache alone, synchronously, on the caller's thread (the API's hot path).
 public struct CacheHit<Value: Sendable>: Sendable {
@@ -195,8 +196,23 @@ extension DNSResolver {
         cache.countHits(fresh: UInt64(provenance.cacheLookups) - stale, stale: stale)
     }
 
-    /// Starts the refreshes a synchronous cache answer was elected to run.
+    /// Starts the refreshes a cache answer was elected to run: the one "after the reply is written" hook of every
+    /// writer (the stub's UDP worker and TCP handler, the varlink connection after its flush). Call it once the
+    /// stale answer is on its way (RFC 8767 §5; DESIGN: a stale answer is written before any refresh work begins).
+    ///
+    /// The work goes to another event loop than the caller's when there is one: the caller's client has just been
+    /// woken by the reply, and the kernel often wakes it on this CPU, where it would wait behind the refresh's task,
+    /// socket and query.
     public func startRefreshes(_ refreshes: PendingRefreshes) {
+        guard !refreshes.isEmpty else { return }
+        for loop in MultiThreadedEventLoopGroup.singleton.makeIterator() where !loop.inEventLoop {
+            loop.execute { self.beginRefreshes(refreshes) }
+            return
+        }
+        beginRefreshes(refreshes)
+    }
+
+    private func beginRefreshes(_ refreshes: PendingRefreshes) {
         for refresh in refreshes.items {
             let task = upstreamTask(
                 for: refresh.key, name: refresh.name, type: refresh.type, class: refresh.rrClass,
