@@ -65,7 +65,8 @@ public final class UpstreamClient: DNSTransport, Sendable {
     /// An upstream with its parsed socket address.
     private struct Target: Sendable {
         var server: UpstreamServer
-        var address: SocketAddress
+        /// How the server is reached (plain DNS today).
+        var transport: any UpstreamTransport
     }
 
     /// The upstreams, their parsed addresses and the tries; ``reconfigure(upstreams:configuration:)`` replaces it whole.
@@ -124,7 +125,7 @@ public final class UpstreamClient: DNSTransport, Sendable {
         for server in upstreams {
             do {
                 let address = try SocketAddress(ipAddress: server.host, port: server.port)
-                targets.append(Target(server: server, address: address))
+                targets.append(Target(server: server, transport: PlainDNSTransport(address: address)))
             } catch {
                 unusable.append("\(server)")
                 logger.info(
@@ -232,25 +233,9 @@ public final class UpstreamClient: DNSTransport, Sendable {
         logger[metadataKey: "dns.type"] = "\(request.question.type)"
         logger[metadataKey: "dns.server"] = "\(target.server)"
         let loop = group.next()
-
-        let udp = await timed(.udp, target, request, &attempts, maxSockets: configuration.maxSockets, logger: logger) {
-            query in
-            await UDPExchange.run(
-                query, to: target.address, timeout: TimeAmount(configuration.timeout), on: loop, logger: logger)
-        }
-        let outcome: ExchangeOutcome
-        if case .truncated = udp {
-            if Task.isCancelled { return .cancelled }
-            // RFC 7766 §5: a truncated UDP response means: ask the same server again over TCP.
-            outcome = await timed(
-                .tcp, target, request, &attempts, maxSockets: configuration.maxSockets, logger: logger
-            ) { query in
-                await TCPExchange.run(
-                    query, to: target.address, timeout: TimeAmount(configuration.tcpTimeout), on: loop,
-                    logger: logger)
-            }
-        } else {
-            outcome = udp
+        let outcome = await target.transport.attempt(configuration, on: loop, logger: logger) { transport, exchange in
+            await timed(transport, target, request, &attempts, maxSockets: configuration.maxSockets, logger: logger,
+                exchange: exchange)
         }
         switch outcome {
         case .response(let message):
