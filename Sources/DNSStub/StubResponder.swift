@@ -302,6 +302,9 @@ public final class StubResponder: Sendable {
             ede = .noReachableAuthority("no answer from \(resolver.upstreamDescription) in time")
         case .upstreamFailure:
             ede = .networkError("\(server) answered \(error.rcode ?? "an error")")
+        case .networkError:
+            // RFC 8914 §4.24: Network Error, with what failed (certificate, handshake, strict mode) in the text.
+            ede = .networkError(error.reason ?? "no secure path to an upstream")
         case .tooManyQueries:
             // RFC 8914 has no code for "overloaded": EDE 0 with the limit in its text. SERVFAIL, not silence: the
             // client learns at once and its resolver may try another server; cached names keep being answered.

@@ -31,7 +31,7 @@ struct Discover: AsyncParsableCommand {
         subcommands: [
             StatusCommand.self, BrowseCommand.self, ResolveCommand.self, AdvertiseCommand.self, TypesCommand.self,
             DomainsCommand.self, HTTPSCommand.self, SVCBCommand.self, H3Command.self, PlanCommand.self,
-            AddressesCommand.self, AltSvcCommand.self, FlushCommand.self, CallCommand.self,
+            AddressesCommand.self, AltSvcCommand.self, FlushCommand.self, CallCommand.self, QueryCommand.self,
         ])
 
     /// Global options may come before the subcommand (`discover --json status`): they are moved after it.

@@ -37,7 +37,7 @@ struct Daemon {
         await access.configure(adminGroup: configuration.adminGroup, advertiseGroup: configuration.advertiseGroup)
 
         let upstreams = UpstreamClient(
-            upstreams: configuration.upstreams.map { UpstreamServer(host: $0.host, port: $0.port) },
+            upstreams: configuration.upstreamServers,
             configuration: configuration.upstreamConfiguration, logger: logger)
         let resolver = DNSResolver(
             transport: upstreams,

@@ -50,7 +50,20 @@ final class DaemonState: DaemonControl {
                 refreshFailures: Int(stats.refreshFailures)),
             connections: registry.connectionCount, subscriptions: registry.streamCount,
             registrations: registrations(), stub: stub(), settings: running?.settings,
-            upstreamQueries: upstreamQueries())
+            upstreamQueries: upstreamQueries(), upstreamServers: upstreamServers())
+    }
+
+    /// Every upstream as the transport reports it.
+    private func upstreamServers() -> [UpstreamServerStatus]? {
+        guard let transport = running.withLockedValue({ $0 })?.components.upstreams else { return nil }
+        return transport.upstreamStatus.map { status in
+            UpstreamServerStatus(
+                server: status.server, transport: status.transport, origin: status.origin.rawValue, note: status.note,
+                tlsVersion: status.tlsVersion, verifiedName: status.verifiedName,
+                connectionsOpened: status.connectionsOpened, connectionsOpen: status.connectionsOpen,
+                handshakes: status.handshakes, resumptions: status.resumptions, queries: status.queries,
+                p50Ms: status.p50Milliseconds, failures: status.failures, lastFailure: status.lastFailure)
+        }
     }
 
     /// The resolver's in-flight table and the transport's sockets.

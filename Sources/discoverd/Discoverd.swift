@@ -7,6 +7,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOPosix
+import Resolver
 import ServiceLifecycle
 
 @main
@@ -40,8 +41,20 @@ struct Discoverd: AsyncParsableCommand {
             valueName: "path"))
     var socket: String?
 
-    @Option(name: .long, help: ArgumentHelp("DNS server ADDR[:PORT] or [V6]:PORT; repeat for several (default: nameservers of /etc/resolv.conf).", valueName: "addr"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "DNS server: ADDR[:PORT] (plain), ADDR[:PORT]#NAME or tls://ADDR[:PORT][#NAME] (DNS over TLS), https://HOST[:PORT]/PATH[#ADDR] (DNS over HTTPS); repeat for several (default: nameservers of /etc/resolv.conf).",
+            valueName: "upstream"))
     var upstream: [String] = []
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp("strict, opportunistic or no ([resolver] encryption; default opportunistic).", valueName: "mode"))
+    var encryption: String?
+
+    @Option(name: .long, help: ArgumentHelp("Trusted roots (PEM) for DoT and DoH ([resolver] ca-file).", valueName: "file"))
+    var caFile: String?
 
     @Option(
         name: .long,
@@ -126,6 +139,19 @@ struct Discoverd: AsyncParsableCommand {
                 }
             }
             configuration.upstreams = parsed
+            try configuration.checkUpstreams(source: "--upstream")
+        }
+        if let encryption {
+            guard let mode = EncryptionMode(rawValue: encryption.lowercased()) else {
+                throw ConfigurationError("--encryption: '\(encryption)' is not strict, opportunistic or no")
+            }
+            configuration.encryption = mode
+        }
+        if let caFile {
+            guard caFile.hasPrefix("/"), FileManager.default.isReadableFile(atPath: caFile) else {
+                throw ConfigurationError("--ca-file: cannot read '\(caFile)' (an absolute path is needed)")
+            }
+            configuration.caFile = caFile
         }
         if !stubListen.isEmpty {
             var listen: [ListenAddress] = []

@@ -15,6 +15,7 @@ import Testing
             .upstreamFailure: "io.discoverd.Resolver.UpstreamFailure",
             .invalidName: "io.discoverd.Resolver.InvalidName",
             .tooManyQueries: "io.discoverd.Resolver.TooManyQueries",
+            .networkError: "io.discoverd.Resolver.NetworkError",
         ]
         for code in ResolverError.Code.allCases {
             let error = ResolverError(code: code, name: "x.example.", rcode: "REFUSED", reason: "bad label")

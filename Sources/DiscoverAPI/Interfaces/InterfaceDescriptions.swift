@@ -222,6 +222,10 @@ public enum InterfaceDescriptions {
         # The upstream answered with an error code: for which name, from which server.
         error UpstreamFailure (rcode: string, name: ?string, server: ?string)
 
+        # No upstream could be reached as securely as [resolver] encryption demands (TLS handshake or
+        # certificate failure, unusable DoH reply, strict mode without an encrypted path); reason names them.
+        error NetworkError (name: ?string, reason: string)
+
         # The name is not a valid DNS name, or the origin or header is malformed.
         error InvalidName (name: string, reason: string)
 
@@ -374,6 +378,28 @@ public enum InterfaceDescriptions {
           scrubbedRecords: int
         )
 
+        # One upstream: the transport queries travel on now (udp, tls, https,
+        # none when encryption = strict leaves it unused), how it was found
+        # (configured, ddr-verified, ddr-opportunistic), the last TLS version and
+        # verified name, connections, handshakes, tries, median round trip and
+        # failures with the last reason.
+        type UpstreamServer (
+          server: string,
+          transport: string,
+          origin: string,
+          note: ?string,
+          tlsVersion: ?string,
+          verifiedName: ?string,
+          connectionsOpened: int,
+          connectionsOpen: int,
+          handshakes: int,
+          resumptions: int,
+          queries: int,
+          p50Ms: ?float,
+          failures: int,
+          lastFailure: ?string
+        )
+
         # The settings in effect, named as in discoverd.conf. Reload changes them
         # live; the limits apply to connections accepted after it.
         type Settings (
@@ -409,7 +435,8 @@ public enum InterfaceDescriptions {
           registrations: int,
           stub: ?StubStatus,
           settings: ?Settings,
-          upstreamQueries: ?UpstreamQueries
+          upstreamQueries: ?UpstreamQueries,
+          upstreamServers: ?[]UpstreamServer
         )
 
         # Re-read the configuration and static services and apply them without a

@@ -73,6 +73,51 @@ public struct UpstreamQueryStatus: Codable, Equatable, Sendable {
     }
 }
 
+/// One upstream: how it is reached now, how it was found, what it did (`Status.upstreamServers`).
+public struct UpstreamServerStatus: Codable, Equatable, Sendable {
+    /// As configured: `192.0.2.53:53`, `tls://192.0.2.53:853#dns.example`, `https://dns.example:443/dns-query#...`.
+    public var server: String
+    /// What queries travel on now: `udp` (TCP after truncation), `tls`, `https`, or `none` (not used).
+    public var transport: String
+    /// `configured`, `ddr-verified` or `ddr-opportunistic`.
+    public var origin: String
+    /// Why it is not used, or what it replaces.
+    public var note: String?
+    /// TLS version of the last handshake, and the name (or address) its certificate was verified for.
+    public var tlsVersion: String?
+    public var verifiedName: String?
+    public var connectionsOpened: Int
+    public var connectionsOpen: Int
+    public var handshakes: Int
+    public var resumptions: Int
+    public var queries: Int
+    /// Median round trip of the last 256 answered tries, in milliseconds.
+    public var p50Ms: Double?
+    public var failures: Int
+    public var lastFailure: String?
+
+    public init(
+        server: String, transport: String, origin: String, note: String? = nil, tlsVersion: String? = nil,
+        verifiedName: String? = nil, connectionsOpened: Int = 0, connectionsOpen: Int = 0, handshakes: Int = 0,
+        resumptions: Int = 0, queries: Int = 0, p50Ms: Double? = nil, failures: Int = 0, lastFailure: String? = nil
+    ) {
+        self.server = server
+        self.transport = transport
+        self.origin = origin
+        self.note = note
+        self.tlsVersion = tlsVersion
+        self.verifiedName = verifiedName
+        self.connectionsOpened = connectionsOpened
+        self.connectionsOpen = connectionsOpen
+        self.handshakes = handshakes
+        self.resumptions = resumptions
+        self.queries = queries
+        self.p50Ms = p50Ms
+        self.failures = failures
+        self.lastFailure = lastFailure
+    }
+}
+
 /// Parameters of `Status`.
 public struct StatusParameters: VarlinkParameters, Equatable {
     public enum CodingKeys: String, CodingKey, CaseIterable { case intervalMs }
@@ -97,13 +142,17 @@ public struct StatusReply: Codable, Equatable, Sendable {
     public var settings: DaemonSettings?
     /// Upstream queries in flight against their limits.
     public var upstreamQueries: UpstreamQueryStatus?
+    /// Every upstream: transport in use, how it was found, TLS, counters.
+    public var upstreamServers: [UpstreamServerStatus]?
 
     public init(
         version: String, uptimeSeconds: Int, avahi: AvahiState, upstreams: [String], cache: CacheStatistics,
         connections: Int, subscriptions: Int, registrations: Int, stub: StubStatus? = nil,
-        settings: DaemonSettings? = nil, upstreamQueries: UpstreamQueryStatus? = nil
+        settings: DaemonSettings? = nil, upstreamQueries: UpstreamQueryStatus? = nil,
+        upstreamServers: [UpstreamServerStatus]? = nil
     ) {
         self.upstreamQueries = upstreamQueries
+        self.upstreamServers = upstreamServers
         self.version = version
         self.uptimeSeconds = uptimeSeconds
         self.avahi = avahi

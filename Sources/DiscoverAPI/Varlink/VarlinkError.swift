@@ -101,6 +101,12 @@ public struct VarlinkError: Error, Equatable, Sendable, CustomStringConvertible 
         if let server { parameters["server"] = .string(server) }
         return VarlinkError(name: "io.discoverd.Resolver.UpstreamFailure", parameters: parameters)
     }
+    /// No upstream reachable as securely as required; `reason` names the upstreams and what failed.
+    public static func networkError(name: String?, reason: String) -> VarlinkError {
+        var parameters: [String: JSONValue] = ["reason": .string(reason)]
+        if let name { parameters["name"] = .string(name) }
+        return VarlinkError(name: "io.discoverd.Resolver.NetworkError", parameters: parameters)
+    }
     /// A limit on upstream work was reached; cached answers are still served (`[limits]` in discoverd.conf(5)).
     public static func tooManyQueries(name: String, reason: String) -> VarlinkError {
         VarlinkError(

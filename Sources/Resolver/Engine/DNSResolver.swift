@@ -709,7 +709,12 @@ public final class DNSResolver: Sendable {
         do {
             exchange = try await transport.query(question, dnssecOK: dnssecOK)
         } catch {
-            let code: ResolverError.Code = error.code == .invalidQuery ? .invalidName : .timeout
+            let code: ResolverError.Code =
+                switch error.code {
+                case .invalidQuery: .invalidName
+                case .networkError: .networkError
+                default: .timeout
+                }
             return .failure(ResolverError(code: code, name: name, reason: error.message, attempts: error.attempts))
         }
         let message = exchange.message

@@ -119,8 +119,14 @@ public struct ResolverError: Error, Sendable, Hashable, CustomStringConvertible 
         /// A limit on upstream work was reached (`TooManyQueries`): the question was not sent. ``reason`` says
         /// which limit.
         public static let tooManyQueries = Code(name: "tooManyQueries")
+        /// No upstream could be reached as securely as `[resolver] encryption` demands (`NetworkError`): a TLS
+        /// handshake or certificate failure, an unusable DoH reply, strict mode without an encrypted path.
+        /// ``reason`` names the upstreams and the failure.
+        public static let networkError = Code(name: "networkError")
         /// Every code, so a mapping can be checked for completeness.
-        public static let allCases: [Code] = [.noSuchName, .timeout, .upstreamFailure, .invalidName, .tooManyQueries]
+        public static let allCases: [Code] = [
+            .noSuchName, .timeout, .upstreamFailure, .invalidName, .tooManyQueries, .networkError,
+        ]
         public var description: String { name }
     }
 
@@ -148,6 +154,7 @@ public struct ResolverError: Error, Sendable, Hashable, CustomStringConvertible 
         case .timeout: return "\(name): no upstream answered in time"
         case .upstreamFailure: return "\(name): upstream answered \(rcode ?? "an error")"
         case .tooManyQueries: return "\(name): not asked: \(reason ?? "too many queries in flight")"
+        case .networkError: return "\(name): no secure path to an upstream: \(reason ?? "network error")"
         default: return "\(name): \(reason ?? "invalid")"
         }
     }

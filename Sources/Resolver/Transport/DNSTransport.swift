@@ -1,22 +1,13 @@
 import DNSCore
 
-/// A DNS server to ask: an IP address (v4, or v6 without brackets) and a port.
-public struct UpstreamServer: Hashable, Sendable, CustomStringConvertible {
-    public var host: String
-    public var port: Int
-
-    public init(host: String, port: Int = 53) {
-        self.host = host
-        self.port = port
-    }
-
-    /// `192.0.2.53:53` or `[2001:db8::53]:53`.
-    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
-}
-
 /// How a query travelled.
 public enum QueryTransport: String, Sendable, Codable, Hashable {
+    /// Plain DNS over UDP, and over TCP after truncation.
     case udp, tcp
+    /// DNS over TLS (RFC 7858) on a kept connection.
+    case tls
+    /// DNS over HTTPS (RFC 8484) on a kept HTTP/2 connection.
+    case https
 }
 
 /// One query sent to one upstream, for the timing report of API.md (`timing.queries[]`).
@@ -63,6 +54,10 @@ public struct DNSTransportError: Error, Sendable, CustomStringConvertible {
         case noUpstreams
         /// The query could not be encoded (invalid name).
         case invalidQuery
+        /// No upstream could be reached as the encryption settings demand: a TLS handshake or certificate check
+        /// failed, an HTTPS reply was unusable, or `encryption = strict` left only plain upstreams. The message
+        /// names the upstream and the reason; nothing was sent in clear text to an upstream that must be encrypted.
+        case networkError
     }
 
     public var code: Code

@@ -110,4 +110,7 @@ enum ExchangeOutcome: Sendable {
     case failed(String)
     /// The calling task was cancelled.
     case cancelled
+    /// The upstream could not be reached as securely as required: a TLS handshake or certificate check failed,
+    /// or `encryption = strict` forbids it. Nothing was sent in clear text; the reason names what failed.
+    case insecure(String)
 }

@@ -41,6 +41,12 @@ public final class UpstreamClient: DNSTransport, Sendable {
         /// fails at once instead of opening one. A query holds one socket at a time, so the in-flight bounds of
         /// the resolver (``QueryLimits``) keep well below this unless it is set lower than them.
         public var maxSockets: Int
+        /// `[resolver] encryption`: which upstreams may be asked in clear text.
+        public var encryption: EncryptionMode
+        /// `[resolver] ca-file`: the trusted roots for DoT and DoH; nil: the system trust store.
+        public var caFile: String?
+        /// How long a kept DoT or DoH connection stays open without queries.
+        public var idleTimeout: Duration
 
         /// Creates a configuration.
         ///
@@ -52,9 +58,13 @@ public final class UpstreamClient: DNSTransport, Sendable {
         public init(
             timeout: Duration = .milliseconds(1500), attempts: Int = 2,
             ednsBufferSize: UInt16 = DNSQuery.defaultEDNSBufferSize, tcpTimeout: Duration = .seconds(3),
-            maxSockets: Int = 1024
+            maxSockets: Int = 1024, encryption: EncryptionMode = .opportunistic, caFile: String? = nil,
+            idleTimeout: Duration = .seconds(30)
         ) {
             self.maxSockets = maxSockets
+            self.encryption = encryption
+            self.caFile = caFile
+            self.idleTimeout = idleTimeout
             self.timeout = timeout
             self.attempts = attempts
             self.ednsBufferSize = ednsBufferSize
@@ -65,8 +75,14 @@ public final class UpstreamClient: DNSTransport, Sendable {
     /// An upstream with its parsed socket address.
     private struct Target: Sendable {
         var server: UpstreamServer
-        /// How the server is reached (plain DNS today).
+        /// How the server is reached: plain DNS, a kept DoT or DoH connection, or not at all (strict mode).
         var transport: any UpstreamTransport
+        /// What `Status` calls the transport (`udp`, `tls`, `https`, `none`).
+        var kind: String
+        var origin: UpstreamOrigin = .configured
+        /// Why it is not used, when it is not.
+        var note: String?
+        var statistics: UpstreamStatistics
     }
 
     /// The upstreams, their parsed addresses and the tries; ``reconfigure(upstreams:configuration:)`` replaces it whole.
@@ -75,6 +91,16 @@ public final class UpstreamClient: DNSTransport, Sendable {
         var configuration: Configuration
         var targets: [Target]
         var unusable: [String]
+        /// Kept connections, reused by a reload that keeps their upstream and TLS settings.
+        var connections: [ConnectionKey: any EncryptedConnection] = [:]
+        /// Counters per upstream, kept across reloads.
+        var statistics: [UpstreamServer: UpstreamStatistics] = [:]
+    }
+
+    private struct ConnectionKey: Hashable {
+        var server: UpstreamServer
+        var caFile: String?
+        var idleTimeout: Duration
     }
 
     private let setup: Mutex<Setup>
@@ -109,31 +135,95 @@ public final class UpstreamClient: DNSTransport, Sendable {
     ) {
         self.group = group
         self.logger = logger
-        self.setup = Mutex(Self.makeSetup(upstreams: upstreams, configuration: configuration, logger: logger))
+        self.setup = Mutex(
+            Self.makeSetup(
+                upstreams: upstreams, configuration: configuration, previous: nil, group: group, logger: logger))
     }
 
     /// Replaces the upstreams and tries (on configuration reload). Queries already running finish with the old
     /// ones; every query that starts afterwards uses the new ones.
     public func reconfigure(upstreams: [UpstreamServer], configuration: Configuration) {
-        let fresh = Self.makeSetup(upstreams: upstreams, configuration: configuration, logger: logger)
+        let previous = setup.withLock { $0 }
+        let fresh = Self.makeSetup(
+            upstreams: upstreams, configuration: configuration, previous: previous, group: group, logger: logger)
         setup.withLock { $0 = fresh }
+        for (key, connection) in previous.connections where fresh.connections[key] == nil { connection.shutdown() }
     }
 
-    private static func makeSetup(upstreams: [UpstreamServer], configuration: Configuration, logger: Logger) -> Setup {
-        var targets: [Target] = []
-        var unusable: [String] = []
+    /// Every upstream, what it travels on and what it did, for `Status`.
+    public var upstreamStatus: [UpstreamStatus] {
+        let targets = setup.withLock { $0.targets }
+        return targets.map { $0.statistics.status(server: $0.server, transport: $0.kind, origin: $0.origin, note: $0.note) }
+    }
+
+    private static func makeSetup(
+        upstreams: [UpstreamServer], configuration: Configuration, previous: Setup?, group: any EventLoopGroup,
+        logger: Logger
+    ) -> Setup {
+        var result = Setup(upstreams: upstreams, configuration: configuration, targets: [], unusable: [])
         for server in upstreams {
+            let statistics = previous?.statistics[server] ?? result.statistics[server] ?? UpstreamStatistics()
+            result.statistics[server] = statistics
+            let address: SocketAddress
             do {
-                let address = try SocketAddress(ipAddress: server.host, port: server.port)
-                targets.append(Target(server: server, transport: PlainDNSTransport(address: address)))
+                guard !server.host.isEmpty else {
+                    throw UpstreamSyntaxError(text: "\(server)", reason: "no address (add #ADDR or a bootstrap line)")
+                }
+                address = try SocketAddress(ipAddress: server.host, port: server.port)
             } catch {
-                unusable.append("\(server)")
+                result.unusable.append("\(server)")
                 logger.info(
                     "upstream is not a numeric IP address and is ignored",
                     metadata: ["dns.server": "\(server)", "error": "\(error)"])
+                continue
+            }
+            switch server.transport {
+            case .plain where configuration.encryption == .strict:
+                let reason = "\(server): encryption = strict and this upstream has no encrypted path"
+                result.targets.append(
+                    Target(
+                        server: server, transport: RefusedTransport(reason: reason), kind: "none",
+                        note: "not used: encryption = strict and no encrypted path to it", statistics: statistics))
+            case .plain:
+                result.targets.append(
+                    Target(server: server, transport: PlainDNSTransport(address: address), kind: "udp",
+                        statistics: statistics))
+            case .tls, .https:
+                let key = ConnectionKey(server: server, caFile: configuration.caFile, idleTimeout: configuration.idleTimeout)
+                let kind: QueryTransport = server.transport == .tls ? .tls : .https
+                if let kept = previous?.connections[key] ?? result.connections[key] {
+                    result.connections[key] = kept
+                    result.targets.append(
+                        Target(server: server, transport: EncryptedTransport(connection: kept, kind: kind),
+                            kind: kind.rawValue, statistics: statistics))
+                    continue
+                }
+                do {
+                    let tls = try TLSClientContext(
+                        caFile: configuration.caFile, serverName: server.tlsName,
+                        alpn: server.transport == .https ? ["h2"] : [])
+                    let connection: any EncryptedConnection =
+                        server.transport == .tls
+                        ? DoTConnection(
+                            server: server, address: address, tls: tls, statistics: statistics,
+                            idleTimeout: configuration.idleTimeout, loop: group.next(), logger: logger)
+                        : DoHConnection(
+                            server: server, address: address, tls: tls, statistics: statistics,
+                            idleTimeout: configuration.idleTimeout, loop: group.next(), logger: logger)
+                    result.connections[key] = connection
+                    result.targets.append(
+                        Target(server: server, transport: EncryptedTransport(connection: connection, kind: kind),
+                            kind: kind.rawValue, statistics: statistics))
+                } catch {
+                    let reason = "\(server): TLS set-up failed (ca-file \(configuration.caFile ?? TLSClientContext.systemTrustStore)): \(error)"
+                    logger.info("encrypted upstream cannot be used", metadata: ["dns.server": "\(server)", "reason": "\(reason)"])
+                    result.targets.append(
+                        Target(server: server, transport: RefusedTransport(reason: reason), kind: "none",
+                            note: "not used: \(reason)", statistics: statistics))
+                }
             }
         }
-        return Setup(upstreams: upstreams, configuration: configuration, targets: targets, unusable: unusable)
+        return result
     }
 
     /// Sends `question` to the upstreams and returns the first acceptable, final response (see the type's
@@ -172,6 +262,7 @@ public final class UpstreamClient: DNSTransport, Sendable {
         var attempts: [QueryAttempt] = []
         var lastFailure: DNSMessage?
         var answered = Set<Int>()
+        var insecure: [Int: String] = [:]
         for _ in 0..<max(1, configuration.attempts) {
             for (index, target) in targets.enumerated() where !answered.contains(index) {
                 if Task.isCancelled { throw cancelled(request, attempts) }
@@ -184,6 +275,8 @@ public final class UpstreamClient: DNSTransport, Sendable {
                     answered.insert(index)
                 case .nothing:
                     break
+                case .insecure(let reason):
+                    insecure[index] = reason
                 case .cancelled:
                     throw cancelled(request, attempts)
                 }
@@ -192,6 +285,12 @@ public final class UpstreamClient: DNSTransport, Sendable {
         }
         if let lastFailure {
             return DNSExchange(message: lastFailure, attempts: attempts)
+        }
+        if !insecure.isEmpty {
+            // Nothing answered, and at least one upstream could not be reached securely: say why (EDE 23).
+            throw DNSTransportError(
+                code: .networkError,
+                message: insecure.keys.sorted().map { insecure[$0]! }.joined(separator: "; "), attempts: attempts)
         }
         throw DNSTransportError(
             code: .timeout,
@@ -221,6 +320,8 @@ public final class UpstreamClient: DNSTransport, Sendable {
         case final(DNSMessage)
         case failover(DNSMessage)
         case nothing
+        /// Not reachable as securely as required; the reason names the upstream.
+        case insecure(String)
         case cancelled
     }
 
@@ -242,6 +343,9 @@ public final class UpstreamClient: DNSTransport, Sendable {
             return Self.failoverCodes.contains(message.rcode) ? .failover(message) : .final(message)
         case .cancelled:
             return .cancelled
+        case .insecure(let reason):
+            target.statistics.failed(reason)
+            return .insecure(reason.hasPrefix("\(target.server)") ? reason : "\(target.server): \(reason)")
         case .truncated, .timedOut, .failed:
             return .nothing
         }
@@ -270,7 +374,12 @@ public final class UpstreamClient: DNSTransport, Sendable {
         switch outcome {
         case .response(let message): rcode = message.rcode.description
         case .truncated(let code): rcode = code.description
-        case .timedOut, .failed, .cancelled: rcode = "TIMEOUT"
+        case .timedOut, .failed, .cancelled, .insecure: rcode = "TIMEOUT"
+        }
+        switch outcome {
+        case .response, .truncated: target.statistics.tried(milliseconds: milliseconds, failure: nil)
+        case .cancelled: break
+        case .timedOut, .failed, .insecure: target.statistics.tried(milliseconds: nil, failure: Self.describe(outcome))
         }
         attempts.append(
             QueryAttempt(
@@ -291,6 +400,7 @@ public final class UpstreamClient: DNSTransport, Sendable {
         case .truncated: "truncated"
         case .timedOut: "timeout"
         case .failed(let reason): "failed: \(reason)"
+        case .insecure(let reason): "not secure: \(reason)"
         case .cancelled: "cancelled"
         }
     }

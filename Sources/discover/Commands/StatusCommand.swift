@@ -59,9 +59,31 @@ struct StatusCommand: AsyncParsableCommand {
                 if let busiest = queries.busiestClient { line += "; busiest: \(busiest) (\(queries.busiestClientInflight))" }
                 Output.line(line)
             }
+            for server in status.upstreamServers ?? [] {
+                Output.line(Self.describe(server))
+            }
             Output.line(
                 "clients:    \(status.connections) connections, \(status.subscriptions) streams, "
                     + "\(status.registrations) registrations")
+    }
+
+    /// `  tls://192.0.2.56:853#dns.lab.test: tls (configured), TLSv1.3 verified dns.lab.test, 1 connection (1 open),
+    /// 1 handshake (0 resumed), 1000 queries, p50 0.8 ms, 0 failures`.
+    static func describe(_ server: UpstreamServerStatus) -> String {
+        var line = "  \(server.server): \(server.transport) (\(server.origin))"
+        if let note = server.note { line += ", \(note)" }
+        if let version = server.tlsVersion {
+            line += ", \(version) verified \(server.verifiedName ?? "?")"
+        }
+        if server.transport == "tls" || server.transport == "https" {
+            line += ", \(server.connectionsOpened) connections (\(server.connectionsOpen) open), "
+                + "\(server.handshakes) handshakes (\(server.resumptions) resumed)"
+        }
+        line += ", \(server.queries) queries"
+        if let p50 = server.p50Ms { line += ", p50 \(String(format: "%.1f", p50)) ms" }
+        line += ", \(server.failures) failures"
+        if let last = server.lastFailure { line += " (last: \(last))" }
+        return line
     }
 
     static func duration(_ seconds: Int) -> String {

@@ -51,6 +51,16 @@ struct DaemonConfiguration: Sendable, Equatable {
     var noOptimisticDomains: [String] = []
     var cacheSize = 100_000
     var persistIntervalSeconds = 300
+    /// `encryption`: strict, opportunistic (default) or no.
+    var encryption = EncryptionMode.opportunistic
+    /// `ca-file`: trusted roots for DoT and DoH (PEM); nil: the system trust store.
+    var caFile: String?
+    /// `ddr`: discover encrypted resolvers of plain upstreams (RFC 9462).
+    var ddr = true
+    /// `bootstrap`: addresses of DoH host names (`HOST ADDR`), so no name is resolved to reach an upstream.
+    var bootstrap: [String: String] = [:]
+    /// `idle-timeout`: seconds a DoT or DoH connection stays open without queries.
+    var encryptedIdleSeconds = 30
 
     // [stub]
     /// Where the DNS stub listens (UDP and TCP); empty: off (`listen = none`).
@@ -108,41 +118,56 @@ struct DaemonConfiguration: Sendable, Equatable {
     }
 }
 
-/// A DNS server to ask.
+/// A DNS server to ask, as written (`--upstream`, `[resolver] upstream`, resolv.conf): plain, DoT or DoH.
 struct Upstream: Sendable, Equatable, CustomStringConvertible {
-    var host: String
-    var port: Int
+    /// The server as the resolver takes it (the forms of ``UpstreamServer/init(parsing:)``).
+    var server: UpstreamServer
 
-    /// Parses `ADDR`, `ADDR:PORT`, `[V6]`, `[V6]:PORT` or a bare IPv6 address.
+    var host: String { server.host }
+    var port: Int { server.port }
+
+    /// Parses `ADDR[:PORT]`, `ADDR[:PORT]#NAME`, `tls://ADDR[:PORT][#NAME]`, `https://HOST[:PORT]/PATH[#ADDR]`.
     init(parsing text: String) throws(ConfigurationError) {
-        let parsed: HostAndPort
-        do { parsed = try HostAndPort(parsing: text) } catch {
-            throw ConfigurationError("upstream '\(text)': \(error.reason)")
+        do { server = try UpstreamServer(parsing: text) } catch {
+            throw ConfigurationError(error.description)
         }
-        guard Self.isIPAddress(parsed.host) else {
-            throw ConfigurationError("upstream '\(text)': not an IPv4 or IPv6 address (host names are not allowed)")
-        }
-        self.host = parsed.host
-        self.port = parsed.port
     }
 
-    var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+    var description: String { server.description }
 
-    static func isIPAddress(_ text: String) -> Bool {
-        var v4 = in_addr()
-        var v6 = in6_addr()
-        // Scoped IPv6 (fe80::1%eth0) is accepted: strip the zone before checking.
-        let bare = text.split(separator: "%", maxSplits: 1).first.map(String.init) ?? text
-        return inet_pton(AF_INET, text, &v4) == 1 || inet_pton(AF_INET6, bare, &v6) == 1
-    }
+    static func isIPAddress(_ text: String) -> Bool { UpstreamServer.isIPAddress(text) }
 
-    /// The nameservers of a resolv.conf file.
+    /// The nameservers of a resolv.conf file (plain DNS).
     static func fromResolvConf(_ path: String = "/etc/resolv.conf") -> [Upstream] {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return [] }
         return text.split(separator: "\n").compactMap { line in
             let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
-            guard fields.count >= 2, fields[0] == "nameserver" else { return nil }
+            guard fields.count >= 2, fields[0] == "nameserver", Upstream.isIPAddress(String(fields[1])) else {
+                return nil
+            }
             return try? Upstream(parsing: String(fields[1]))
+        }
+    }
+}
+
+extension DaemonConfiguration {
+    /// The upstreams as the resolver takes them: DoH hosts get their `bootstrap` address.
+    var upstreamServers: [UpstreamServer] {
+        upstreams.map { upstream in
+            var server = upstream.server
+            if server.transport == .https, server.host.isEmpty, let name = server.tlsName, let address = bootstrap[name] {
+                server.host = address
+            }
+            return server
+        }
+    }
+
+    /// Checks what only the whole configuration can tell: every DoH host has an address.
+    func checkUpstreams(source: String) throws(ConfigurationError) {
+        for server in upstreamServers where server.host.isEmpty {
+            throw ConfigurationError(
+                "\(source): [resolver] upstream '\(server)': the DoH host needs an address: add #ADDR to it or a "
+                    + "'bootstrap = \(server.tlsName ?? "HOST") ADDR' line")
         }
     }
 }
@@ -170,6 +195,7 @@ extension DaemonConfiguration {
     /// Applies `key = value` lines to this configuration.
     mutating func apply(text: String, source: String) throws(ConfigurationError) {
         var fileUpstreams: [Upstream] = []
+        var bootstrapLines: [String: String] = [:]
         var noOptimistic: [String] = []
         var listen: [ListenAddress]?
         var allow: [AddressRange] = []
@@ -207,6 +233,25 @@ extension DaemonConfiguration {
             case ("resolver", "no-optimistic-domain"): noOptimistic.append(value.lowercased())
             case ("resolver", "cache-size"): cacheSize = try Self.int(value, context, 0...10_000_000)
             case ("resolver", "persist-interval"): persistIntervalSeconds = try Self.int(value, context, 0...86_400)
+            case ("resolver", "encryption"):
+                guard let mode = EncryptionMode(rawValue: value.lowercased()) else {
+                    throw ConfigurationError("\(context): '\(value)' is not strict, opportunistic or no")
+                }
+                encryption = mode
+            case ("resolver", "ca-file"):
+                let path = try Self.path(value, context)
+                guard FileManager.default.isReadableFile(atPath: path) else {
+                    throw ConfigurationError("\(context): cannot read '\(path)'")
+                }
+                caFile = path
+            case ("resolver", "ddr"): ddr = try Self.bool(value, context)
+            case ("resolver", "idle-timeout"): encryptedIdleSeconds = try Self.int(value, context, 1...3600)
+            case ("resolver", "bootstrap"):
+                let fields = value.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+                guard fields.count == 2, !Upstream.isIPAddress(fields[0]), Upstream.isIPAddress(fields[1]) else {
+                    throw ConfigurationError("\(context): '\(value)' is not 'HOST ADDR' (a DoH host name and its address)")
+                }
+                bootstrapLines[fields[0].lowercased()] = fields[1]
             case ("stub", "listen"):
                 do { listen = try Self.listenAddresses(value, adding: listen ?? []) } catch {
                     throw ConfigurationError("\(context): \(error.description)")
@@ -247,6 +292,8 @@ extension DaemonConfiguration {
             }
         }
         if !fileUpstreams.isEmpty { upstreams = fileUpstreams }
+        if !bootstrapLines.isEmpty { bootstrap = bootstrapLines }
+        try checkUpstreams(source: source)
         if !noOptimistic.isEmpty { noOptimisticDomains = noOptimistic }
         if let listen { stubListen = listen }
         if !allow.isEmpty { stubAllow = allow }
@@ -269,7 +316,8 @@ extension DaemonConfiguration {
         ],
         "resolver": [
             "upstream", "timeout-ms", "attempts", "optimistic", "stale-ttl", "max-stale", "refresh-retry",
-            "no-optimistic-domain", "cache-size", "persist-interval",
+            "no-optimistic-domain", "cache-size", "persist-interval", "encryption", "ca-file", "ddr", "bootstrap",
+            "idle-timeout",
         ],
         "stub": ["listen", "allow", "local"],
         "discovery-proxy": ["domain", "interface"],

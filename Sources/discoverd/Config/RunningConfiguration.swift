@@ -110,7 +110,7 @@ final class RunningConfiguration: Sendable {
         }
         components.logLevel.current = next.logLevel
         components.upstreams.reconfigure(
-            upstreams: next.upstreams.map { UpstreamServer(host: $0.host, port: $0.port) },
+            upstreams: next.upstreamServers,
             configuration: next.upstreamConfiguration)
         components.resolver.cache.updatePolicy(next.cachePolicy)
         components.resolver.updateLimits(next.queryLimits)
@@ -161,7 +161,8 @@ extension DaemonConfiguration {
     /// Timeout and attempts of `[resolver]`.
     var upstreamConfiguration: UpstreamClient.Configuration {
         UpstreamClient.Configuration(
-            timeout: .milliseconds(queryTimeoutMs), attempts: attempts, maxSockets: upstreamSockets)
+            timeout: .milliseconds(queryTimeoutMs), attempts: attempts, maxSockets: upstreamSockets,
+            encryption: encryption, caFile: caFile, idleTimeout: .seconds(encryptedIdleSeconds))
     }
 
     /// The per-connection limits of `[limits]`.

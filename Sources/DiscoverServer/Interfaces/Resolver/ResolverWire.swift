@@ -6,7 +6,7 @@ import Resolver
 // interface's varlink errors. This is the only place either mapping is written.
 
 extension ResolverError: VarlinkErrorConvertible {
-    /// `NoSuchName`, `Timeout`, `UpstreamFailure` or `InvalidName`, one per code.
+    /// `NoSuchName`, `Timeout`, `UpstreamFailure`, `InvalidName`, `TooManyQueries` or `NetworkError`, one per code.
     public var varlinkError: VarlinkError {
         switch code {
         case .noSuchName: return .noSuchName(name)
@@ -17,6 +17,7 @@ extension ResolverError: VarlinkErrorConvertible {
             return .upstreamFailure(rcode: rcode ?? "SERVFAIL", name: name, server: server)
         case .invalidName: return .invalidDNSName(name, reason: reason ?? "invalid")
         case .tooManyQueries: return .tooManyQueries(name: name, reason: reason ?? "too many queries in flight")
+        case .networkError: return .networkError(name: name.isEmpty ? nil : name, reason: reason ?? "network error")
         default:
             // `Code` is extensible; a code added without a wire error here is reported as what it is, never passed
             // off as another error (ResolverAdapterTests checks every code of `Code.allCases`).

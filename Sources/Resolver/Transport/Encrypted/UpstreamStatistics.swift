@@ -1,0 +1,127 @@
+import Synchronization
+
+/// How an upstream came to be used.
+public enum UpstreamOrigin: String, Sendable, Hashable, Codable {
+    /// Written in the configuration, on the command line or in resolv.conf.
+    case configured
+    /// Designated by a plain upstream through DDR (RFC 9462 §4.1), its certificate covering the plain address.
+    case ddrVerified = "ddr-verified"
+    /// Designated through DDR without that proof (RFC 9462 §4.2); used only with `encryption = opportunistic`.
+    case ddrOpportunistic = "ddr-opportunistic"
+}
+
+/// What one upstream is and did, for `Status`.
+public struct UpstreamStatus: Sendable, Hashable, Codable {
+    /// The upstream as configured (``UpstreamServer/description``).
+    public var server: String
+    /// What queries to it travel on now: `udp` (TCP after truncation), `tls` or `https`; `none` when unused.
+    public var transport: String
+    /// How it was found.
+    public var origin: UpstreamOrigin
+    /// Why it is not used, or what it stands for (the plain upstream a DDR designation upgraded).
+    public var note: String?
+    /// The TLS version of the last handshake (`TLSv1.3`).
+    public var tlsVersion: String?
+    /// The name (or address) the certificate was verified for.
+    public var verifiedName: String?
+    /// Connections opened, and open now (kept connections of DoT and DoH).
+    public var connectionsOpened: Int
+    public var connectionsOpen: Int
+    /// Completed TLS handshakes, and how many of them resumed a session.
+    public var handshakes: Int
+    public var resumptions: Int
+    /// Tries sent to it, and the median round trip of those answered (ms) over the last 256.
+    public var queries: Int
+    public var p50Milliseconds: Double?
+    /// Tries that got nothing usable, and the reason of the last.
+    public var failures: Int
+    public var lastFailure: String?
+
+    public init(
+        server: String, transport: String, origin: UpstreamOrigin, note: String? = nil, tlsVersion: String? = nil,
+        verifiedName: String? = nil, connectionsOpened: Int = 0, connectionsOpen: Int = 0, handshakes: Int = 0,
+        resumptions: Int = 0, queries: Int = 0, p50Milliseconds: Double? = nil, failures: Int = 0,
+        lastFailure: String? = nil
+    ) {
+        self.server = server
+        self.transport = transport
+        self.origin = origin
+        self.note = note
+        self.tlsVersion = tlsVersion
+        self.verifiedName = verifiedName
+        self.connectionsOpened = connectionsOpened
+        self.connectionsOpen = connectionsOpen
+        self.handshakes = handshakes
+        self.resumptions = resumptions
+        self.queries = queries
+        self.p50Milliseconds = p50Milliseconds
+        self.failures = failures
+        self.lastFailure = lastFailure
+    }
+}
+
+/// The counters of one upstream; shared by its transport (connections, handshakes) and the client (tries).
+final class UpstreamStatistics: Sendable {
+    private struct State {
+        var connectionsOpened = 0
+        var connectionsOpen = 0
+        var handshakes = 0
+        var resumptions = 0
+        var queries = 0
+        var failures = 0
+        var lastFailure: String?
+        var tlsVersion: String?
+        var verifiedName: String?
+        /// The last `window` round trips, a ring.
+        var rtts: [Double] = []
+        var next = 0
+    }
+
+    private static let window = 256
+    private let state = Mutex(State())
+
+    func connectionOpened() { state.withLock { $0.connectionsOpened += 1; $0.connectionsOpen += 1 } }
+    func connectionClosed() { state.withLock { $0.connectionsOpen = max(0, $0.connectionsOpen - 1) } }
+
+    func handshake(version: String?, verifiedName: String, resumed: Bool) {
+        state.withLock {
+            $0.handshakes += 1
+            if resumed { $0.resumptions += 1 }
+            $0.tlsVersion = version
+            $0.verifiedName = verifiedName
+        }
+    }
+
+    /// One try: its round trip when answered, else why not.
+    func tried(milliseconds: Double?, failure: String?) {
+        state.withLock {
+            $0.queries += 1
+            if let failure {
+                $0.failures += 1
+                $0.lastFailure = failure
+            }
+            if let milliseconds {
+                if $0.rtts.count < Self.window {
+                    $0.rtts.append(milliseconds)
+                } else {
+                    $0.rtts[$0.next] = milliseconds
+                    $0.next = ($0.next + 1) % Self.window
+                }
+            }
+        }
+    }
+
+    func failed(_ reason: String) { state.withLock { $0.failures += 1; $0.lastFailure = reason } }
+
+    func status(server: UpstreamServer, transport: String, origin: UpstreamOrigin, note: String?) -> UpstreamStatus {
+        state.withLock { s in
+            let sorted = s.rtts.sorted()
+            return UpstreamStatus(
+                server: server.description, transport: transport, origin: origin, note: note,
+                tlsVersion: s.tlsVersion, verifiedName: s.verifiedName, connectionsOpened: s.connectionsOpened,
+                connectionsOpen: s.connectionsOpen, handshakes: s.handshakes, resumptions: s.resumptions,
+                queries: s.queries, p50Milliseconds: sorted.isEmpty ? nil : sorted[sorted.count / 2],
+                failures: s.failures, lastFailure: s.lastFailure)
+        }
+    }
+}

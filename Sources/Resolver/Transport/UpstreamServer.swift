@@ -1,0 +1,244 @@
+import NIOCore
+
+/// A DNS server to ask, and how: plain DNS, DNS over TLS (RFC 7858) or DNS over HTTPS (RFC 8484).
+///
+/// The text forms are those operators already write for systemd-resolved and dnsproxy:
+///
+/// | text | meaning |
+/// |---|---|
+/// | `192.0.2.53`, `192.0.2.53:5353`, `[2001:db8::53]:53`, `2001:db8::53` | plain DNS (UDP, TCP on truncation), port 53 |
+/// | `192.0.2.53#dns.example` | DNS over TLS, port 853, certificate checked for `dns.example` (resolved's `DNS=`) |
+/// | `tls://192.0.2.53[:853][#dns.example]` | the same; without `#NAME` the certificate must carry the address (IP SAN) |
+/// | `https://dns.example[:443]/dns-query#192.0.2.53` | DNS over HTTPS; `#ADDR` (or `[resolver] bootstrap`) gives the address |
+/// | `https://192.0.2.53/dns-query` | DNS over HTTPS to an address; the certificate must carry it (IP SAN) |
+///
+/// The client never resolves names to reach an upstream (it must not depend on the resolver it is), so every
+/// form carries a numeric address, given directly or by `#ADDR`.
+public struct UpstreamServer: Hashable, Sendable, CustomStringConvertible {
+    /// How the server is reached.
+    public enum Transport: String, Sendable, Hashable, Codable, CaseIterable {
+        /// Plain DNS: UDP, TCP on truncation.
+        case plain
+        /// DNS over TLS (RFC 7858).
+        case tls
+        /// DNS over HTTPS (RFC 8484), HTTP/2.
+        case https
+    }
+
+    public var transport: Transport
+    /// The numeric IPv4 or IPv6 address connected to; empty for a DoH upstream whose address is not known yet.
+    public var host: String
+    public var port: Int
+    /// The name the certificate must be valid for (`#NAME` of DoT, the host of a DoH URL); nil: the certificate
+    /// must name `host` as an IP address (subjectAltName iPAddress).
+    public var tlsName: String?
+    /// The DoH path (`/dns-query`); empty for the other transports.
+    public var path: String
+
+    /// A plain DNS server.
+    public init(host: String, port: Int = 53) {
+        self.init(transport: .plain, host: host, port: port)
+    }
+
+    /// A server reached by `transport`.
+    ///
+    /// - Parameters:
+    ///   - transport: plain, tls or https.
+    ///   - host: the numeric address (may be empty for https until a bootstrap address is set).
+    ///   - port: 53, 853 and 443 are the defaults of the three.
+    ///   - tlsName: the name to verify; nil verifies the address.
+    ///   - path: the DoH path.
+    public init(transport: Transport, host: String, port: Int? = nil, tlsName: String? = nil, path: String = "") {
+        self.transport = transport
+        self.host = host
+        self.port = port ?? Self.defaultPort(transport)
+        self.tlsName = tlsName.map { $0.lowercased() }
+        self.path = transport == .https ? (path.isEmpty ? "/dns-query" : path) : ""
+    }
+
+    /// 53, 853 (RFC 7858 §3.1) or 443.
+    public static func defaultPort(_ transport: Transport) -> Int {
+        switch transport {
+        case .plain: 53
+        case .tls: 853
+        case .https: 443
+        }
+    }
+
+    /// Whether queries to this server travel encrypted.
+    public var isEncrypted: Bool { transport != .plain }
+
+    /// `192.0.2.53:53`, `tls://192.0.2.53:853#dns.example` or `https://dns.example:443/dns-query#192.0.2.53`.
+    public var description: String {
+        switch transport {
+        case .plain:
+            return Self.hostPort(host, port)
+        case .tls:
+            return "tls://\(Self.hostPort(host, port))" + (tlsName.map { "#\($0)" } ?? "")
+        case .https:
+            if let tlsName {
+                return "https://\(Self.hostPort(tlsName, port))\(path)" + (host.isEmpty ? "" : "#\(host)")
+            }
+            return "https://\(Self.hostPort(host, port))\(path)"
+        }
+    }
+
+    /// The `:authority` of DoH requests: the name, or the address.
+    var authority: String {
+        let name = tlsName ?? host
+        return port == 443 ? Self.bracketed(name) : Self.hostPort(name, port)
+    }
+
+    private static func bracketed(_ host: String) -> String { host.contains(":") ? "[\(host)]" : host }
+    private static func hostPort(_ host: String, _ port: Int) -> String { "\(bracketed(host)):\(port)" }
+
+    /// Parses one of the forms in the type's documentation.
+    ///
+    /// - Throws: ``UpstreamSyntaxError`` naming what is wrong; never traps, whatever `text` holds.
+    public init(parsing text: String) throws(UpstreamSyntaxError) {
+        let trimmed = text.trimmingWhitespace
+        guard !trimmed.isEmpty else { throw UpstreamSyntaxError(text: text, reason: "empty") }
+        let lower = trimmed.lowercased()
+        if lower.hasPrefix("https://") {
+            self = try Self.parseHTTPS(String(trimmed.dropFirst(8)), text: text)
+        } else if lower.hasPrefix("tls://") {
+            self = try Self.parseAddressForm(String(trimmed.dropFirst(6)), transport: .tls, text: text)
+        } else if lower.hasPrefix("udp://") || lower.hasPrefix("dns://") {
+            self = try Self.parseAddressForm(String(trimmed.dropFirst(6)), transport: .plain, text: text)
+        } else if let scheme = lower.range(of: "://") {
+            throw UpstreamSyntaxError(
+                text: text,
+                reason: "unknown scheme '\(lower[..<scheme.lowerBound])' (plain ADDR[:PORT], ADDR[:PORT]#NAME, "
+                    + "tls://ADDR[:PORT][#NAME] or https://HOST[:PORT]/PATH[#ADDR])")
+        } else if trimmed.contains("#") {
+            self = try Self.parseAddressForm(trimmed, transport: .tls, text: text)
+        } else {
+            self = try Self.parseAddressForm(trimmed, transport: .plain, text: text)
+        }
+    }
+
+    /// `ADDR[:PORT][#NAME]` (a `#NAME` only for tls).
+    private static func parseAddressForm(_ rest: String, transport: Transport, text: String)
+        throws(UpstreamSyntaxError) -> UpstreamServer
+    {
+        var authority = rest
+        var name: String?
+        if let hash = rest.firstIndex(of: "#") {
+            guard transport == .tls else {
+                throw UpstreamSyntaxError(text: text, reason: "'#NAME' is for DNS over TLS only")
+            }
+            authority = String(rest[..<hash])
+            name = try validName(String(rest[rest.index(after: hash)...]), text: text)
+        }
+        let (host, port) = try hostAndPort(authority, defaultPort: defaultPort(transport), text: text)
+        guard isIPAddress(host) else {
+            throw UpstreamSyntaxError(
+                text: text, reason: "'\(host)' is not an IPv4 or IPv6 address (host names are not allowed here)")
+        }
+        return UpstreamServer(transport: transport, host: host, port: port, tlsName: name)
+    }
+
+    /// `HOST[:PORT][/PATH][#ADDR]` after `https://`.
+    private static func parseHTTPS(_ rest: String, text: String) throws(UpstreamSyntaxError) -> UpstreamServer {
+        var url = rest
+        var address = ""
+        if let hash = rest.firstIndex(of: "#") {
+            url = String(rest[..<hash])
+            address = String(rest[rest.index(after: hash)...])
+            guard isIPAddress(address) else {
+                throw UpstreamSyntaxError(text: text, reason: "'#\(address)' is not an IPv4 or IPv6 address")
+            }
+        }
+        var authority = url
+        var path = "/dns-query"
+        if let slash = url.firstIndex(of: "/") {
+            authority = String(url[..<slash])
+            path = String(url[slash...])
+        }
+        guard !path.contains(where: { $0 == " " || $0 == "?" || $0.asciiValue == nil || $0.asciiValue! < 0x21 }) else {
+            throw UpstreamSyntaxError(text: text, reason: "the path '\(path)' must be plain ASCII without a query")
+        }
+        let (host, port) = try hostAndPort(authority, defaultPort: 443, text: text)
+        if isIPAddress(host) {
+            guard address.isEmpty || address == host else {
+                throw UpstreamSyntaxError(text: text, reason: "'#\(address)' differs from the address in the URL")
+            }
+            return UpstreamServer(transport: .https, host: host, port: port, tlsName: nil, path: path)
+        }
+        let name = try validName(host, text: text)
+        return UpstreamServer(transport: .https, host: address, port: port, tlsName: name, path: path)
+    }
+
+    private static func hostAndPort(_ text: String, defaultPort: Int, text original: String)
+        throws(UpstreamSyntaxError) -> (String, Int)
+    {
+        var host = text
+        var portText: Substring?
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]") else {
+                throw UpstreamSyntaxError(text: original, reason: "'[' without ']'")
+            }
+            host = String(text[text.index(after: text.startIndex)..<close])
+            let after = text[text.index(after: close)...]
+            if !after.isEmpty {
+                guard after.hasPrefix(":") else {
+                    throw UpstreamSyntaxError(text: original, reason: "unexpected '\(after)' after ']'")
+                }
+                portText = after.dropFirst()
+            }
+        } else if text.filter({ $0 == ":" }).count == 1, let colon = text.firstIndex(of: ":") {
+            host = String(text[..<colon])
+            portText = text[text.index(after: colon)...]
+        }
+        guard !host.isEmpty else { throw UpstreamSyntaxError(text: original, reason: "no host") }
+        guard let portText else { return (host, defaultPort) }
+        guard let port = Int(portText), (1...65535).contains(port) else {
+            throw UpstreamSyntaxError(text: original, reason: "port '\(portText)' is not in 1...65535")
+        }
+        return (host, port)
+    }
+
+    private static func validName(_ name: String, text: String) throws(UpstreamSyntaxError) -> String {
+        let bare = name.hasSuffix(".") ? String(name.dropLast()) : name
+        let labels = bare.split(separator: ".", omittingEmptySubsequences: false)
+        let ok =
+            !bare.isEmpty && bare.utf8.count <= 253
+            && labels.allSatisfy { label in
+                !label.isEmpty && label.utf8.count <= 63 && !label.hasPrefix("-") && !label.hasSuffix("-")
+                    && label.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }
+            }
+        guard ok else { throw UpstreamSyntaxError(text: text, reason: "'\(name)' is not a valid host name") }
+        return bare.lowercased()
+    }
+
+    /// Whether `text` is a numeric IPv4 or IPv6 address (an IPv6 zone, `%eth0`, is allowed).
+    public static func isIPAddress(_ text: String) -> Bool {
+        let bare = text.split(separator: "%", maxSplits: 1).first.map(String.init) ?? text
+        guard !bare.isEmpty else { return false }
+        return (try? SocketAddress(ipAddress: bare, port: 0)) != nil
+    }
+}
+
+/// An upstream written in a form ``UpstreamServer/init(parsing:)`` does not accept.
+public struct UpstreamSyntaxError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The text as given.
+    public var text: String
+    /// What is wrong with it.
+    public var reason: String
+
+    public init(text: String, reason: String) {
+        self.text = text
+        self.reason = reason
+    }
+
+    public var description: String { "upstream '\(text)': \(reason)" }
+}
+
+extension String {
+    fileprivate var trimmingWhitespace: String {
+        var slice = Substring(self)
+        while let first = slice.first, first.isWhitespace { slice = slice.dropFirst() }
+        while let last = slice.last, last.isWhitespace { slice = slice.dropLast() }
+        return String(slice)
+    }
+}

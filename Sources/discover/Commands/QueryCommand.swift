@@ -1,0 +1,109 @@
+import ArgumentParser
+import DNSCore
+import Foundation
+import Resolver
+
+/// Asks one upstream directly, without the daemon: checks a DoT or DoH server by hand, like `kdig +tls`.
+struct QueryCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "query",
+        abstract: "Ask one upstream server directly (plain, DoT or DoH), without the daemon, like kdig +tls.",
+        discussion: """
+            The upstream is written as in discoverd.conf. The certificate of a DoT or DoH server is verified
+            against the system trust store (or --ca-file); a failure is reported, nothing is sent in clear text.
+            Exit status 0 for NOERROR and NXDOMAIN, 1 otherwise.
+
+            Examples:
+              discover query example.com --upstream '9.9.9.9#dns.quad9.net'
+              discover query example.com AAAA --upstream https://dns.example/dns-query#192.0.2.53
+              discover query lab.test SOA --upstream tls://192.0.2.56 --ca-file /tmp/discoverd-lab/ca/ca.pem
+            """)
+
+    @Argument(help: "The name to ask for.")
+    var name: String
+
+    @Argument(help: "Record type: A, AAAA, HTTPS, SVCB, SOA, TXT... or a number (default A).")
+    var type: String = "A"
+
+    @Option(name: .long, help: "ADDR[:PORT], ADDR[:PORT]#NAME, tls://ADDR[:PORT][#NAME] or https://HOST[:PORT]/PATH#ADDR.")
+    var upstream: String
+
+    @Option(name: .long, help: "Trusted roots (PEM) instead of the system trust store.")
+    var caFile: String?
+
+    @Option(name: .long, help: "Seconds to wait (default 3).")
+    var timeout: Double = 3
+
+    @Flag(name: .shortAndLong, help: "JSON output.")
+    var json = false
+
+    func run() async throws {
+        let server: UpstreamServer
+        do { server = try UpstreamServer(parsing: upstream) } catch { throw ValidationError(error.description) }
+        guard let rrType = Self.type(type) else { throw ValidationError("unknown record type '\(type)'") }
+        let milliseconds = Int(max(0.1, timeout) * 1000)
+        let client = UpstreamClient(
+            upstreams: [server],
+            configuration: .init(
+                timeout: .milliseconds(milliseconds), attempts: 1, tcpTimeout: .milliseconds(milliseconds),
+                encryption: .opportunistic, caFile: caFile))
+        let started = ContinuousClock.now
+        let result: Result<DNSExchange, DNSTransportError>
+        do {
+            result = .success(try await client.query(DNSQuestion(name: name, type: rrType, class: .in)))
+        } catch {
+            result = .failure(error)
+        }
+        let elapsed = ContinuousClock.now - started
+        let status = client.upstreamStatus.first
+        var report: [String: String] = [
+            "server": server.description,
+            "ms": String(format: "%.1f", Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000),
+        ]
+        if let version = status?.tlsVersion { report["tls"] = version }
+        if let verified = status?.verifiedName { report["verified"] = verified }
+        switch result {
+        case .success(let exchange):
+            let message = exchange.message
+            report["rcode"] = "\(message.rcode)"
+            let records = message.answer.map { "\($0.name) \($0.ttl) \($0.type) \(Self.text($0))" }
+            if json {
+                var object: [String: Any] = report
+                object["answer"] = records
+                let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+                print(String(decoding: data, as: UTF8.self))
+            } else {
+                print(";; \(server) \(status?.transport ?? "") \(report["tls"].map { "\($0) verified \(report["verified"] ?? "")" } ?? "")")
+                print(";; status: \(message.rcode), \(message.answer.count) answers, \(report["ms"]!) ms")
+                for line in records { print(line) }
+            }
+            if message.rcode != .noError && message.rcode != .nxDomain { throw ExitCode(1) }
+        case .failure(let error):
+            report["error"] = error.message
+            if json {
+                let data = try JSONSerialization.data(withJSONObject: report, options: [.sortedKeys])
+                print(String(decoding: data, as: UTF8.self))
+            } else {
+                print(";; \(server): \(error.code.rawValue): \(error.message)")
+            }
+            throw ExitCode(1)
+        }
+    }
+
+    private static func type(_ text: String) -> RRType? {
+        let upper = text.uppercased()
+        if let number = UInt16(upper) { return RRType(number) }
+        if upper.hasPrefix("TYPE"), let number = UInt16(upper.dropFirst(4)) { return RRType(number) }
+        for raw in UInt16(1)...UInt16(300) where RRType(raw).description == upper { return RRType(raw) }
+        return nil
+    }
+
+    private static func text(_ record: ResourceRecord) -> String {
+        switch record.type {
+        case .a: (try? record.ipv4Address()) ?? "?"
+        case .aaaa: (try? record.ipv6Address()) ?? "?"
+        case .cname: (try? record.cnameTarget()) ?? "?"
+        default: "\\# \(record.rdata.count) " + record.rdata.map { String(format: "%02x", $0) }.joined()
+        }
+    }
+}
