@@ -135,6 +135,7 @@ let package = Package(
             dependencies: [
                 "DiscoverAPI", "DiscoverClient", "DNSCore", "Resolver",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
         ),

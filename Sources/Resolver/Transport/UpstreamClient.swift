@@ -47,6 +47,9 @@ public final class UpstreamClient: DNSTransport, Sendable {
         public var caFile: String?
         /// How long a kept DoT or DoH connection stays open without queries.
         public var idleTimeout: Duration
+        /// `[resolver] ddr`: ask plain upstreams for their designated encrypted resolvers (RFC 9462); not with
+        /// `encryption = no`.
+        public var ddr: Bool
 
         /// Creates a configuration.
         ///
@@ -59,8 +62,9 @@ public final class UpstreamClient: DNSTransport, Sendable {
             timeout: Duration = .milliseconds(1500), attempts: Int = 2,
             ednsBufferSize: UInt16 = DNSQuery.defaultEDNSBufferSize, tcpTimeout: Duration = .seconds(3),
             maxSockets: Int = 1024, encryption: EncryptionMode = .opportunistic, caFile: String? = nil,
-            idleTimeout: Duration = .seconds(30)
+            idleTimeout: Duration = .seconds(30), ddr: Bool = true
         ) {
+            self.ddr = ddr
             self.maxSockets = maxSockets
             self.encryption = encryption
             self.caFile = caFile
@@ -83,6 +87,26 @@ public final class UpstreamClient: DNSTransport, Sendable {
         /// Why it is not used, when it is not.
         var note: String?
         var statistics: UpstreamStatistics
+        /// DDR of a plain upstream: what it designated, once asked.
+        var ddr: DDRDiscovery?
+        var strict = false
+
+        /// Transport, origin and note as they are now (DDR may have upgraded the upstream since the set-up).
+        var now: (kind: String, origin: UpstreamOrigin, note: String?) {
+            guard let ddr else { return (kind, origin, note) }
+            guard let found = ddr.current else {
+                return (strict ? "none" : "udp", .configured, "DDR not asked yet (on the first query)")
+            }
+            if found.connection != nil, let kind = found.kind {
+                if let failure = ddr.verificationFailure, !strict {
+                    return ("udp", .configured, "clear text: \(failure)")
+                }
+                return (kind.rawValue, .ddrVerified, found.note)
+            }
+            return strict
+                ? ("none", .configured, "not used: encryption = strict; \(found.note)")
+                : ("udp", .configured, "clear text: \(found.note)")
+        }
     }
 
     /// The upstreams, their parsed addresses and the tries; ``reconfigure(upstreams:configuration:)`` replaces it whole.
@@ -95,12 +119,15 @@ public final class UpstreamClient: DNSTransport, Sendable {
         var connections: [ConnectionKey: any EncryptedConnection] = [:]
         /// Counters per upstream, kept across reloads.
         var statistics: [UpstreamServer: UpstreamStatistics] = [:]
+        /// DDR per plain upstream, kept across reloads that keep its settings.
+        var discoveries: [ConnectionKey: DDRDiscovery] = [:]
     }
 
     private struct ConnectionKey: Hashable {
         var server: UpstreamServer
         var caFile: String?
         var idleTimeout: Duration
+        var encryption: EncryptionMode = .opportunistic
     }
 
     private let setup: Mutex<Setup>
@@ -148,12 +175,16 @@ public final class UpstreamClient: DNSTransport, Sendable {
             upstreams: upstreams, configuration: configuration, previous: previous, group: group, logger: logger)
         setup.withLock { $0 = fresh }
         for (key, connection) in previous.connections where fresh.connections[key] == nil { connection.shutdown() }
+        for (key, discovery) in previous.discoveries where fresh.discoveries[key] == nil { discovery.shutdown() }
     }
 
     /// Every upstream, what it travels on and what it did, for `Status`.
     public var upstreamStatus: [UpstreamStatus] {
         let targets = setup.withLock { $0.targets }
-        return targets.map { $0.statistics.status(server: $0.server, transport: $0.kind, origin: $0.origin, note: $0.note) }
+        return targets.map { target in
+            let now = target.now
+            return target.statistics.status(server: target.server, transport: now.kind, origin: now.origin, note: now.note)
+        }
     }
 
     private static func makeSetup(
@@ -178,16 +209,35 @@ public final class UpstreamClient: DNSTransport, Sendable {
                 continue
             }
             switch server.transport {
+            case .plain where configuration.ddr && configuration.encryption != .no:
+                let key = ConnectionKey(
+                    server: server, caFile: configuration.caFile, idleTimeout: configuration.idleTimeout,
+                    encryption: configuration.encryption)
+                let discovery =
+                    previous?.discoveries[key] ?? result.discoveries[key]
+                    ?? DDRDiscovery(
+                        server: server, address: address, configuration: configuration, statistics: statistics,
+                        group: group, logger: logger)
+                result.discoveries[key] = discovery
+                let strict = configuration.encryption == .strict
+                result.targets.append(
+                    Target(
+                        server: server,
+                        transport: DDRTransport(discovery: discovery, plain: PlainDNSTransport(address: address), strict: strict),
+                        kind: "udp", statistics: statistics, ddr: discovery, strict: strict))
             case .plain where configuration.encryption == .strict:
-                let reason = "\(server): encryption = strict and this upstream has no encrypted path"
+                let reason = "\(server): encryption = strict and this upstream has no encrypted path (ddr = no)"
                 result.targets.append(
                     Target(
                         server: server, transport: RefusedTransport(reason: reason), kind: "none",
                         note: "not used: encryption = strict and no encrypted path to it", statistics: statistics))
             case .plain:
+                let why =
+                    configuration.encryption == .no
+                    ? "clear text: encryption = no" : "clear text: no encrypted path to it (opportunistic)"
                 result.targets.append(
                     Target(server: server, transport: PlainDNSTransport(address: address), kind: "udp",
-                        statistics: statistics))
+                        note: why, statistics: statistics))
             case .tls, .https:
                 let key = ConnectionKey(server: server, caFile: configuration.caFile, idleTimeout: configuration.idleTimeout)
                 let kind: QueryTransport = server.transport == .tls ? .tls : .https
@@ -320,7 +370,8 @@ public final class UpstreamClient: DNSTransport, Sendable {
         case final(DNSMessage)
         case failover(DNSMessage)
         case nothing
-        /// Not reachable as securely as required; the reason names the upstream.
+        /// Not reachable as securely as required, or an encrypted upstream failed on the network; the reason names
+        /// the upstream.
         case insecure(String)
         case cancelled
     }
@@ -346,6 +397,10 @@ public final class UpstreamClient: DNSTransport, Sendable {
         case .insecure(let reason):
             target.statistics.failed(reason)
             return .insecure(reason.hasPrefix("\(target.server)") ? reason : "\(target.server): \(reason)")
+        case .failed(let reason) where target.server.isEncrypted:
+            // An encrypted upstream that answered unusably (HTTP 500, wrong type, a closed connection): a network
+            // error with its reason, not a silent timeout.
+            return .insecure("\(target.server): \(reason)")
         case .truncated, .timedOut, .failed:
             return .nothing
         }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import DNSCore
 import Foundation
+import Logging
 import Resolver
 
 /// Asks one upstream directly, without the daemon: checks a DoT or DoH server by hand, like `kdig +tls`.
@@ -46,7 +47,8 @@ struct QueryCommand: AsyncParsableCommand {
             upstreams: [server],
             configuration: .init(
                 timeout: .milliseconds(milliseconds), attempts: 1, tcpTimeout: .milliseconds(milliseconds),
-                encryption: .opportunistic, caFile: caFile))
+                encryption: .opportunistic, caFile: caFile),
+            logger: Self.quietLogger)
         let started = ContinuousClock.now
         let result: Result<DNSExchange, DNSTransportError>
         do {
@@ -74,6 +76,7 @@ struct QueryCommand: AsyncParsableCommand {
                 print(String(decoding: data, as: UTF8.self))
             } else {
                 print(";; \(server) \(status?.transport ?? "") \(report["tls"].map { "\($0) verified \(report["verified"] ?? "")" } ?? "")")
+                if let note = status?.note { print(";; \(note)") }
                 print(";; status: \(message.rcode), \(message.answer.count) answers, \(report["ms"]!) ms")
                 for line in records { print(line) }
             }
@@ -84,10 +87,18 @@ struct QueryCommand: AsyncParsableCommand {
                 let data = try JSONSerialization.data(withJSONObject: report, options: [.sortedKeys])
                 print(String(decoding: data, as: UTF8.self))
             } else {
+                if let note = status?.note { print(";; \(note)") }
                 print(";; \(server): \(error.code.rawValue): \(error.message)")
             }
             throw ExitCode(1)
         }
+    }
+
+    /// The reasons are printed with the result; the library's own log lines would repeat them.
+    private static var quietLogger: Logger {
+        var logger = Logger(label: "discover.query")
+        logger.logLevel = .critical
+        return logger
     }
 
     private static func type(_ text: String) -> RRType? {

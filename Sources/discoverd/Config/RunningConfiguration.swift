@@ -162,7 +162,7 @@ extension DaemonConfiguration {
     var upstreamConfiguration: UpstreamClient.Configuration {
         UpstreamClient.Configuration(
             timeout: .milliseconds(queryTimeoutMs), attempts: attempts, maxSockets: upstreamSockets,
-            encryption: encryption, caFile: caFile, idleTimeout: .seconds(encryptedIdleSeconds))
+            encryption: encryption, caFile: caFile, idleTimeout: .seconds(encryptedIdleSeconds), ddr: ddr)
     }
 
     /// The per-connection limits of `[limits]`.

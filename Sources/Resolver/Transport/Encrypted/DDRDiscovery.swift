@@ -1,0 +1,220 @@
+import DNSCore
+import Logging
+import NIOCore
+import Synchronization
+
+/// Discovery of Designated Resolvers (RFC 9462) for one plain upstream, done once, on its first query.
+///
+/// The plain upstream is asked `_dns.resolver.arpa SVCB` (RFC 9462 §4). ServiceMode records are tried in priority
+/// order; one with ALPN `dot` (RFC 7858, port 853 unless `port`) or `h2` with a `dohpath` (RFC 9461) whose
+/// `ipv4hint`/`ipv6hint` include the upstream's own address becomes the encrypted path to it. The connection
+/// checks, at every handshake, the chain against the trust store and that the certificate names the original
+/// address (an IP subjectAltName: §4.2 "Verified Discovery"), so the upgrade is verified or not used: with
+/// `encryption = strict` an unverified or missing designation leaves the upstream unused; with `opportunistic`
+/// the upstream stays plain and Status says why. Designations to other addresses would need the certificate
+/// checked against an address other than the one connected to; they are reported and not followed.
+final class DDRDiscovery: Sendable {
+    /// What discovery found.
+    struct Result: Sendable {
+        /// The kept encrypted connection, when a designation was found.
+        var connection: (any EncryptedConnection)?
+        var kind: QueryTransport?
+        /// The designated resolver, for Status.
+        var designated: UpstreamServer?
+        /// Why there is no upgrade (or what was found), for Status and the strict refusal.
+        var note: String
+    }
+
+    private enum State {
+        case idle
+        case running([CheckedContinuation<Result, Never>])
+        case done(Result)
+    }
+
+    let server: UpstreamServer
+    private let address: SocketAddress
+    private let configuration: UpstreamClient.Configuration
+    private let statistics: UpstreamStatistics
+    private let group: any EventLoopGroup
+    private let logger: Logger
+    private let state = Mutex(State.idle)
+    /// Set when a verified handshake failed after the upgrade (opportunistic mode then stays plain).
+    private let refused = Mutex<String?>(nil)
+
+    init(
+        server: UpstreamServer, address: SocketAddress, configuration: UpstreamClient.Configuration,
+        statistics: UpstreamStatistics, group: any EventLoopGroup, logger: Logger
+    ) {
+        self.server = server
+        self.address = address
+        self.configuration = configuration
+        self.statistics = statistics
+        self.group = group
+        var logger = logger
+        logger[metadataKey: "dns.server"] = "\(server)"
+        self.logger = logger
+    }
+
+    /// What discovery found so far, without waiting (for Status).
+    var current: Result? {
+        state.withLock { if case .done(let result) = $0 { result } else { nil } }
+    }
+
+    /// Why the upgrade failed verification, if it did.
+    var verificationFailure: String? { refused.withLock { $0 } }
+
+    func upgradeFailed(_ reason: String) {
+        refused.withLock { if $0 == nil { $0 = reason } }
+    }
+
+    /// The result, discovering it on the first call; concurrent callers wait for the same discovery.
+    func result() async -> Result {
+        enum Step { case run, wait, have(Result) }
+        let step: Step = state.withLock {
+            switch $0 {
+            case .done(let result): return .have(result)
+            case .running: return .wait
+            case .idle:
+                $0 = .running([])
+                return .run
+            }
+        }
+        switch step {
+        case .have(let result):
+            return result
+        case .wait:
+            return await withCheckedContinuation { continuation in
+                let ready: Result? = state.withLock {
+                    switch $0 {
+                    case .done(let result): return result
+                    case .running(var waiting):
+                        waiting.append(continuation)
+                        $0 = .running(waiting)
+                        return nil
+                    case .idle: return Result(note: "internal: discovery not started")
+                    }
+                }
+                if let ready { continuation.resume(returning: ready) }
+            }
+        case .run:
+            let result = await discover()
+            let waiting: [CheckedContinuation<Result, Never>] = state.withLock {
+                let waiting: [CheckedContinuation<Result, Never>]
+                if case .running(let list) = $0 { waiting = list } else { waiting = [] }
+                $0 = .done(result)
+                return waiting
+            }
+            for continuation in waiting { continuation.resume(returning: result) }
+            return result
+        }
+    }
+
+    /// Closes the upgraded connection (reload).
+    func shutdown() { current?.connection?.shutdown() }
+
+    private func discover() async -> Result {
+        let question = DNSQuestion(name: "_dns.resolver.arpa.", type: .svcb, class: .in)
+        let name: DNSName
+        let template: [UInt8]
+        do {
+            name = try DNSName(question.name)
+            template = try DNSQuery.make(name: name, type: .svcb, id: 0, ednsBufferSize: configuration.ednsBufferSize)
+        } catch {
+            return Result(note: "DDR: cannot build the query: \(error)")
+        }
+        let plain = PlainDNSTransport(address: address)
+        let outcome = await plain.attempt(configuration, on: group.next(), logger: logger) { _, exchange in
+            await exchange(
+                PendingQuery(
+                    template: template, id: UInt16.random(in: .min ... .max), question: question,
+                    nameLength: name.wire.count))
+        }
+        guard case .response(let message) = outcome else {
+            return finish(Result(note: "DDR: no answer to _dns.resolver.arpa SVCB (\(outcome.reason))"))
+        }
+        let records = message.answer.filter { $0.type == .svcb }.compactMap { try? $0.svcb() }
+            .filter { !$0.isAliasMode }.sorted { $0.priority < $1.priority }
+        guard !records.isEmpty else {
+            return finish(Result(note: "DDR: no designation (\(message.rcode), \(message.answer.count) records)"))
+        }
+        var skipped: [String] = []
+        for record in records {
+            let hints = record.params.ipv4hint + record.params.ipv6hint
+            guard hints.contains(server.host) else {
+                skipped.append("\(record.target.text) at \(hints.joined(separator: ",")) is not \(server.host)")
+                continue
+            }
+            let alpn = record.params.alpn
+            let designated: UpstreamServer
+            if alpn.contains("dot") {
+                designated = UpstreamServer(
+                    transport: .tls, host: server.host, port: record.params.port.map(Int.init), tlsName: nil)
+            } else if alpn.contains("h2"), let template = record.params.dohpath {
+                // RFC 9461 §5: dohpath is a URI template relative to the target; POST needs only the path.
+                let path = String(template.prefix { $0 != "{" })
+                designated = UpstreamServer(
+                    transport: .https, host: server.host, port: record.params.port.map(Int.init), tlsName: nil,
+                    path: path.isEmpty ? "/dns-query" : path)
+            } else {
+                skipped.append("\(record.target.text): ALPN \(alpn.joined(separator: ",")) is neither dot nor h2")
+                continue
+            }
+            do {
+                let tls = try TLSClientContext(
+                    caFile: configuration.caFile, serverName: nil, alpn: designated.transport == .https ? ["h2"] : [])
+                let target = try SocketAddress(ipAddress: designated.host, port: designated.port)
+                let connection: any EncryptedConnection =
+                    designated.transport == .tls
+                    ? DoTConnection(
+                        server: designated, address: target, tls: tls, statistics: statistics,
+                        idleTimeout: configuration.idleTimeout, loop: group.next(), logger: logger)
+                    : DoHConnection(
+                        server: designated, address: target, tls: tls, statistics: statistics,
+                        idleTimeout: configuration.idleTimeout, loop: group.next(), logger: logger)
+                logger.info(
+                    "DDR: upgrading the plain upstream", metadata: ["dns.designated": "\(designated)"])
+                return finish(
+                    Result(
+                        connection: connection, kind: designated.transport == .tls ? .tls : .https,
+                        designated: designated, note: "DDR: designated \(designated) (\(record.target.text))"))
+            } catch {
+                skipped.append("\(designated): TLS set-up failed: \(error)")
+            }
+        }
+        return finish(Result(note: "DDR: no usable designation (\(skipped.joined(separator: "; ")))"))
+    }
+
+    private func finish(_ result: Result) -> Result {
+        if result.connection == nil { logger.info("DDR found no encrypted path", metadata: ["reason": "\(result.note)"]) }
+        return result
+    }
+}
+
+/// A plain upstream reached through what DDR designated: the encrypted connection once discovery found one; else
+/// plain DNS (`opportunistic`) or nothing (`strict`).
+struct DDRTransport: UpstreamTransport {
+    let discovery: DDRDiscovery
+    let plain: PlainDNSTransport
+    let strict: Bool
+
+    func attempt(
+        _ configuration: UpstreamClient.Configuration, on loop: any EventLoop, logger: Logger, run: TryExchange
+    ) async -> ExchangeOutcome {
+        let found = await discovery.result()
+        if let connection = found.connection, let kind = found.kind {
+            if strict || discovery.verificationFailure == nil {
+                let outcome = await run(kind) { query in
+                    await connection.exchange(query, timeout: TimeAmount(configuration.tcpTimeout))
+                }
+                guard case .insecure(let reason) = outcome, !strict else { return outcome }
+                // RFC 9462 §4.2: a designation that fails verification is not used; opportunistic mode goes on
+                // in clear text, and Status says so.
+                discovery.upgradeFailed("DDR designation not verified: \(reason)")
+                logger.info("DDR designation not verified; using plain DNS", metadata: ["reason": "\(reason)"])
+            }
+        } else if strict {
+            return .insecure("\(discovery.server): encryption = strict and no encrypted path to it (\(found.note))")
+        }
+        return await plain.attempt(configuration, on: loop, logger: logger, run: run)
+    }
+}

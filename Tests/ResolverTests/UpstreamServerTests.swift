@@ -1,0 +1,95 @@
+import DNSCore
+import Testing
+
+@testable import Resolver
+
+/// The upstream syntax of #16: plain, resolved's `ADDR#NAME`, `tls://` and `https://` (dnsproxy's forms).
+@Suite struct UpstreamServerTests {
+    @Test(arguments: [
+        ("192.0.2.53", UpstreamServer.Transport.plain, "192.0.2.53", 53, nil as String?, ""),
+        ("192.0.2.53:5353", .plain, "192.0.2.53", 5353, nil, ""),
+        ("2001:db8::53", .plain, "2001:db8::53", 53, nil, ""),
+        ("[2001:db8::53]:54", .plain, "2001:db8::53", 54, nil, ""),
+        ("192.0.2.53#dns.example", .tls, "192.0.2.53", 853, "dns.example", ""),
+        ("192.0.2.53:8853#DNS.Example.", .tls, "192.0.2.53", 8853, "dns.example", ""),
+        ("[2001:db8::53]#dns.example", .tls, "2001:db8::53", 853, "dns.example", ""),
+        ("tls://192.0.2.53", .tls, "192.0.2.53", 853, nil, ""),
+        ("TLS://192.0.2.53:10853#dns.example", .tls, "192.0.2.53", 10853, "dns.example", ""),
+        ("https://dns.example/dns-query#192.0.2.53", .https, "192.0.2.53", 443, "dns.example", "/dns-query"),
+        ("https://dns.example:8443/q#2001:db8::53", .https, "2001:db8::53", 8443, "dns.example", "/q"),
+        ("https://dns.example", .https, "", 443, "dns.example", "/dns-query"),
+        ("https://192.0.2.53/dns-query", .https, "192.0.2.53", 443, nil, "/dns-query"),
+        ("https://[2001:db8::53]:444/x", .https, "2001:db8::53", 444, nil, "/x"),
+    ])
+    func parses(_ text: String, _ transport: UpstreamServer.Transport, _ host: String, _ port: Int, _ name: String?, _ path: String)
+        throws
+    {
+        let server = try UpstreamServer(parsing: text)
+        #expect(server.transport == transport)
+        #expect(server.host == host)
+        #expect(server.port == port)
+        #expect(server.tlsName == name)
+        #expect(server.path == path)
+        // The description parses back to the same server.
+        #expect(try UpstreamServer(parsing: server.description) == server || host.isEmpty)
+    }
+
+    @Test(arguments: [
+        ("", "empty"), ("dns.example", "not an IPv4 or IPv6 address"), ("192.0.2.53:0", "port"),
+        ("192.0.2.53:99999", "port"), ("192.0.2.53#", "not a valid host name"), ("192.0.2.53#bad name", "not a valid"),
+        ("tls://dns.example", "not an IPv4"), ("quic://192.0.2.53", "unknown scheme"), ("http://x/", "unknown scheme"),
+        ("https://dns.example/q#notanip", "not an IPv4"), ("https://192.0.2.53/q#192.0.2.54", "differs"),
+        ("https://dns.example/a b", "plain ASCII"), ("https://dns.example/q?dns=x", "plain ASCII"),
+        ("[2001:db8::53", "'[' without ']'"), ("udp://192.0.2.53#x.example", "for DNS over TLS only"),
+    ])
+    func rejects(_ text: String, _ reason: String) {
+        #expect(throws: UpstreamSyntaxError.self) { try UpstreamServer(parsing: text) }
+        do {
+            _ = try UpstreamServer(parsing: text)
+        } catch {
+            #expect(error.reason.contains(reason), "\(text): \(error.reason)")
+            #expect(error.description.contains("upstream '\(text)'"))
+        }
+    }
+
+    @Test func descriptions() throws {
+        #expect(try UpstreamServer(parsing: "192.0.2.53").description == "192.0.2.53:53")
+        #expect(try UpstreamServer(parsing: "192.0.2.53#dns.example").description == "tls://192.0.2.53:853#dns.example")
+        #expect(
+            try UpstreamServer(parsing: "https://dns.example/dns-query#192.0.2.53").description
+                == "https://dns.example:443/dns-query#192.0.2.53")
+        #expect(try UpstreamServer(parsing: "https://dns.example/dns-query#192.0.2.53").authority == "dns.example")
+        #expect(try UpstreamServer(parsing: "https://[2001:db8::1]:8443/q").authority == "[2001:db8::1]:8443")
+    }
+}
+
+/// RFC 7830 / RFC 8467: queries over encrypted transports are padded to a multiple of 128 bytes.
+@Suite struct EDNSPaddingTests {
+    @Test(arguments: ["a.", "www.lab.test.", String(repeating: "x", count: 60) + ".lab.test.", "name-" + String(repeating: "y", count: 63) + "." + String(repeating: "z", count: 63) + "."])
+    func padsToBlocks(_ name: String) throws {
+        let dnsName = try DNSName(name)
+        let wire = try DNSQuery.make(name: dnsName, type: .a, class: .in, id: 7, dnssecOK: false, ednsBufferSize: 1232)
+        let questionLength = dnsName.wire.count + 4
+        for keepalive in [false, true] {
+            let padded = try #require(EDNSPadding.pad(wire, questionLength: questionLength, keepalive: keepalive))
+            #expect(padded.count % 128 == 0)
+            #expect(Array(padded.prefix(wire.count - 2)) == Array(wire.prefix(wire.count - 2)))
+            // ldns reads it back: same question, EDNS still present.
+            let message = try DNSMessage.parse(padded)
+            #expect(message.question?.name == dnsName.text)
+            #expect(message.edns != nil)
+            // The OPT RDATA holds the options: keepalive (11, empty) first when asked, then padding (12).
+            let optStart = 12 + questionLength
+            let rdLength = Int(padded[optStart + 9]) << 8 | Int(padded[optStart + 10])
+            #expect(padded.count == optStart + 11 + rdLength)
+            let firstCode = Int(padded[optStart + 11]) << 8 | Int(padded[optStart + 12])
+            #expect(firstCode == (keepalive ? 11 : 12))
+        }
+    }
+
+    @Test func refusesWhatItCannotPad() {
+        #expect(EDNSPadding.pad([0, 1, 2], questionLength: 5, keepalive: true) == nil)
+        let noOPT: [UInt8] = [0, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1, 0x61, 0, 0, 1, 0, 1]
+        #expect(EDNSPadding.pad(noOPT, questionLength: 7, keepalive: false) == nil)
+    }
+}

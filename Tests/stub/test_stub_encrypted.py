@@ -1,0 +1,377 @@
+"""Encrypted upstreams (#16) with real servers: Unbound 1.17 serving DoT (853) and DoH (443, HTTP/2) in dlab-dns
+with certificates of the lab CA ($LAB/ca), a Python DoH server that misbehaves on purpose (lab/dohfault.py),
+kdig and dnspython as independent clients of the same servers, and tcpdump in dlab-dns proving what is on the
+wire. discoverd runs in dlab-a; its stub listens on 127.0.0.1 ports of its own.
+
+Nothing here touches the machine's trust store: discoverd is given the lab CA with `ca-file`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import ssl
+import struct
+import subprocess
+import time
+from pathlib import Path
+
+import dns.message
+import dns.query
+import dns.rcode
+import pytest
+
+from stubkit import (EDE_NETWORK_ERROR, EDE_STALE, LAB_DIR, LAB_SCRIPT, REPO, StubDaemon, ask, kdig, lab_exec,
+                     missing, netns_socket, parallel, run, uniq, wait_until)
+
+CA = LAB_DIR / "ca" / "ca.pem"
+NAME = "dns.lab.test"
+GOOD, EXPIRED, ROGUE, WRONG, FAULT = "192.0.2.56", "192.0.2.57", "192.0.2.58", "192.0.2.59", "192.0.2.60"
+DISCOVER = Path(os.environ.get("DISCOVERD_BIN_DIR", REPO / ".build" / "debug")) / "discover"
+
+
+@pytest.fixture(scope="module")
+def tls_lab(lab):
+    if not CA.exists():
+        missing(f"{CA} missing: the lab has no CA (Scripts/lab up)")
+    for tool in ("tcpdump", "openssl"):
+        if shutil.which(tool) is None:
+            missing(f"{tool} not installed (run Scripts/bootstrap)")
+    if not wait_until(lambda: _dot_ok(GOOD), 10):
+        missing("unbound-tls does not answer DoT on 192.0.2.56 (Scripts/lab status)")
+    return lab
+
+
+def _dot_ok(server: str) -> bool:
+    out = lab_exec("a", "kdig", "+time=1", "+retry=0", f"+tls-ca={CA}", f"+tls-hostname={NAME}", f"@{server}",
+                   "lab.test", "SOA", check=False, timeout=10).stdout
+    return "status: NOERROR" in out
+
+
+_ports = iter(range(5301, 5400))
+
+
+def daemon(workdir: Path, upstream: str | list[str], *, encryption: str = "strict", extra: str = "",
+           attempts: int = 1) -> StubDaemon:
+    port = next(_ports)
+    upstreams = [upstream] if isinstance(upstream, str) else upstream
+    config = (f"[resolver]\ntimeout-ms = 1500\nattempts = {attempts}\nencryption = {encryption}\n"
+              f"ca-file = {CA}\n" + "".join(f"upstream = {u}\n" for u in upstreams[1:]) + extra
+              + "[stub]\nlocal = no\n")
+    d = StubDaemon(workdir / f"enc{port}", [f"127.0.0.1:{port}"], config, upstream=upstreams[0])
+    d.start()
+    d.port = port
+    return d
+
+
+def upstream_status(d: StubDaemon) -> list[dict]:
+    v = d.varlink()
+    try:
+        return v.status().get("upstreamServers") or []
+    finally:
+        v.close()
+
+
+class Capture:
+    """tcpdump on dlab-dns's eth0 (every packet between the lab hosts and the DNS servers) into a pcap file."""
+
+    def __init__(self, path: Path, bpf: str = "tcp or udp"):
+        self.path = path
+        self.proc = subprocess.Popen(
+            ["ip", "netns", "exec", "dlab-dns", "tcpdump", "-i", "eth0", "-U", "-s", "0", "-w", str(path), bpf],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # tcpdump says "listening on" once the capture runs.
+        deadline = time.monotonic() + 10
+        line = b""
+        while time.monotonic() < deadline and b"listening" not in line:
+            line = self.proc.stderr.readline()
+        assert b"listening" in line, "tcpdump did not start"
+
+    def stop(self) -> list[tuple[str, int, str, int, bytes]]:
+        time.sleep(0.3)
+        self.proc.send_signal(signal.SIGINT)
+        self.proc.wait(timeout=10)
+        return read_pcap(self.path)
+
+
+def read_pcap(path: Path) -> list[tuple[str, int, str, int, bytes]]:
+    """(src, sport, dst, dport, payload) of every IPv4 TCP/UDP packet in an Ethernet pcap file."""
+    data = path.read_bytes()
+    out = []
+    offset = 24
+    while offset + 16 <= len(data):
+        incl = struct.unpack("<I", data[offset + 8:offset + 12])[0]
+        frame = data[offset + 16:offset + 16 + incl]
+        offset += 16 + incl
+        if len(frame) < 34 or frame[12:14] != b"\x08\x00":
+            continue
+        ip = frame[14:]
+        ihl = (ip[0] & 0x0F) * 4
+        proto = ip[9]
+        src, dst = ".".join(map(str, ip[12:16])), ".".join(map(str, ip[16:20]))
+        total = struct.unpack("!H", ip[2:4])[0]
+        l4 = ip[ihl:total]
+        sport, dport = struct.unpack("!HH", l4[:4])
+        if proto == 6:
+            payload = l4[(l4[12] >> 4) * 4:]
+        elif proto == 17:
+            payload = l4[8:]
+        else:
+            continue
+        out.append((src, sport, dst, dport, payload))
+    return out
+
+
+def wire_name(name: str) -> bytes:
+    return b"".join(bytes([len(label)]) + label.encode() for label in name.rstrip(".").split(".")) + b"\x00"
+
+
+def tls_records(stream: bytes) -> list[tuple[int, int]]:
+    """(content type, length) of each TLS record in one direction of a connection."""
+    records = []
+    i = 0
+    while i + 5 <= len(stream):
+        ctype, length = stream[i], struct.unpack("!H", stream[i + 3:i + 5])[0]
+        records.append((ctype, length))
+        i += 5 + length
+    return records
+
+
+# ---------------------------------------------------------------- DoT
+
+
+def test_dot_strict_answers_and_status_says_tls(tls_lab, workdir):
+    d = daemon(workdir, f"{GOOD}#{NAME}")
+    try:
+        r = ask("h3.lab.test", "A", server="127.0.0.1", port=d.port)
+        assert r.rcode == "NOERROR" and r.texts("A"), r.msg
+        [up] = upstream_status(d)
+        assert up["server"] == f"tls://{GOOD}:853#{NAME}"
+        assert up["transport"] == "tls" and up["origin"] == "configured"
+        assert up["tlsVersion"] == "TLSv1.3" and up["verifiedName"] == NAME
+        assert up["connectionsOpened"] == 1 and up["handshakes"] == 1 and up["queries"] >= 1
+        assert up["p50Ms"] is not None and up["failures"] == 0
+        text = run([DISCOVER, "--socket", d.socket_path, "status"]).stdout
+        assert f"tls://{GOOD}:853#{NAME}: tls (configured), TLSv1.3 verified {NAME}" in text, text
+    finally:
+        d.stop()
+
+
+def test_dot_without_name_verifies_the_ip_san(tls_lab, workdir):
+    d = daemon(workdir, f"tls://{GOOD}")
+    try:
+        r = ask("h3.lab.test", "A", server="127.0.0.1", port=d.port)
+        assert r.rcode == "NOERROR", r.msg
+        assert upstream_status(d)[0]["verifiedName"] == GOOD
+    finally:
+        d.stop()
+
+
+def test_privacy_no_lab_name_on_port_53_and_queries_padded_to_128(tls_lab, workdir):
+    d = daemon(workdir, f"{GOOD}#{NAME}")
+    names = [uniq("private") for _ in range(20)]
+    cap = Capture(workdir / "dot.pcap")
+    try:
+        for n in names:
+            ask(n, "A", server="127.0.0.1", port=d.port)
+    finally:
+        packets = cap.stop()
+        d.stop()
+    # Nothing of ours in clear text: no port-53 packet from host A at all, and no name anywhere on the wire.
+    assert not [p for p in packets if p[0] == "192.0.2.1" and 53 in (p[1], p[3])]
+    for n in names:
+        assert not [p for p in packets if wire_name(n) in p[4] or n.encode() in p[4]], n
+    upstream = b"".join(p[4] for p in packets if p[0] == "192.0.2.1" and p[3] == 853)
+    records = tls_records(upstream)
+    app = [length for ctype, length in records if ctype == 23]
+    # TLS 1.3: the client's first application-data record is its Finished; every later one is one DNS query:
+    # 2 bytes of length, the padded message, 1 byte of content type, 16 bytes of AEAD tag (RFC 8446 §5.2).
+    queries = app[1:]
+    assert len(queries) >= len(names), records
+    assert all((n - 2 - 1 - 16) % 128 == 0 for n in queries), queries
+
+
+def test_thousand_queries_one_connection_one_handshake(tls_lab, workdir):
+    d = daemon(workdir, f"{GOOD}#{NAME}")
+    try:
+        names = [uniq("many") for _ in range(1000)]
+
+        def batch(part):
+            return [ask(n, "A", server="127.0.0.1", port=d.port, timeout=5).rcode for n in part]
+
+        results = parallel(*[lambda p=names[i::8]: batch(p) for i in range(8)])
+        codes = [c for part in results for c in part]
+        assert len(codes) == 1000 and set(codes) == {"NXDOMAIN"}, set(codes)
+        [up] = upstream_status(d)
+        assert up["connectionsOpened"] == 1 and up["handshakes"] == 1, up
+        assert up["queries"] >= 1000 and up["failures"] == 0, up
+    finally:
+        d.stop()
+
+
+@pytest.mark.parametrize("upstream,reason", [
+    (f"{EXPIRED}#{NAME}", "certificate expired"),
+    (f"{ROGUE}#{NAME}", "not signed by a trusted CA"),
+    (f"{WRONG}#{NAME}", "does not match"),
+    (f"tls://{WRONG}", "does not match"),
+    (f"https://{NAME}/dns-query#{EXPIRED}", "certificate expired"),
+], ids=["expired", "unknown-ca", "wrong-name", "no-ip-san", "doh-expired"])
+def test_strict_certificate_failures_servfail_ede_log_and_nothing_in_clear(tls_lab, workdir, upstream, reason):
+    d = daemon(workdir, upstream)
+    name = uniq("strictfail")
+    cap = Capture(workdir / "fail.pcap")
+    try:
+        r = ask(name, "A", server="127.0.0.1", port=d.port, timeout=6)
+        assert r.rcode == "SERVFAIL"
+        [(code, text)] = [e for e in r.ede if e[0] == EDE_NETWORK_ERROR]
+        assert reason in text, text
+        assert wait_until(lambda: "encrypted upstream not reachable" in d.log_tail(50) and reason in d.log_tail(50), 5)
+        [up] = upstream_status(d)
+        assert up["failures"] >= 1 and reason in up["lastFailure"], up
+        assert d.alive()
+    finally:
+        packets = cap.stop()
+        d.stop()
+    assert not [p for p in packets if p[0] == "192.0.2.1" and 53 in (p[1], p[3])]
+    assert not [p for p in packets if wire_name(name) in p[4]]
+
+
+def test_strict_plain_upstream_is_not_used(tls_lab, workdir):
+    d = daemon(workdir, "192.0.2.54")
+    cap = Capture(workdir / "plain.pcap", "udp port 53 or tcp port 53")
+    try:
+        r = ask(uniq("strictplain"), "A", server="127.0.0.1", port=d.port, timeout=6)
+        assert r.rcode == "SERVFAIL"
+        assert any(c == EDE_NETWORK_ERROR and "strict" in t for c, t in r.ede), r.ede
+        [up] = upstream_status(d)
+        assert up["transport"] == "none" and "strict" in up["note"], up
+    finally:
+        packets = cap.stop()
+        d.stop()
+    assert not [p for p in packets if p[0] == "192.0.2.1"], "strict mode sent plain DNS"
+
+
+def test_opportunistic_plain_upstream_falls_back_and_says_so(tls_lab, workdir):
+    d = daemon(workdir, "192.0.2.54", encryption="opportunistic", extra="ddr = no\n")
+    try:
+        r = ask("h3.lab.test", "A", server="127.0.0.1", port=d.port)
+        assert r.rcode == "NOERROR"
+        [up] = upstream_status(d)
+        assert up["transport"] == "udp" and up["origin"] == "configured", up
+        assert up["note"] and "clear text" in up["note"], up
+    finally:
+        d.stop()
+
+
+def test_server_killed_mid_stream_reconnects_and_serves_stale_meanwhile(tls_lab, workdir):
+    d = daemon(workdir, f"{GOOD}#{NAME}")
+    try:
+        first = ask("stale.lab.test", "A", server="127.0.0.1", port=d.port)
+        assert first.rcode == "NOERROR" and first.texts("A")
+        run([LAB_SCRIPT, "kill", "unbound-tls"], timeout=30)
+        time.sleep(3)  # the 2 s TTL runs out
+        r = ask("stale.lab.test", "A", server="127.0.0.1", port=d.port, timeout=6)
+        assert r.rcode == "NOERROR" and r.texts("A") == first.texts("A")
+        assert EDE_STALE in r.ede_codes, r.ede
+        up = upstream_status(d)[0]
+        assert up["failures"] >= 1 and up["connectionsOpen"] == 0, up
+    finally:
+        run([LAB_SCRIPT, "up"], timeout=120)
+    try:
+        def fresh():
+            return ask(uniq("back"), "A", server="127.0.0.1", port=d.port, timeout=4).rcode == "NXDOMAIN"
+        assert wait_until(fresh, 20, interval=0.5), d.log_tail()
+        up = upstream_status(d)[0]
+        assert up["connectionsOpened"] >= 2 and up["handshakes"] >= 2 and up["connectionsOpen"] == 1, up
+    finally:
+        d.stop()
+
+
+# ---------------------------------------------------------------- DoH
+
+
+def test_doh_strict_answers_over_http2(tls_lab, workdir):
+    d = daemon(workdir, f"https://{NAME}/dns-query#{GOOD}")
+    try:
+        names = [uniq("doh") for _ in range(50)]
+        codes = parallel(*[lambda n=n: ask(n, "A", server="127.0.0.1", port=d.port).rcode for n in names])
+        assert set(codes) == {"NXDOMAIN"}
+        r = ask("h3.lab.test", "A", server="127.0.0.1", port=d.port)
+        assert r.rcode == "NOERROR" and r.texts("A")
+        [up] = upstream_status(d)
+        assert up["transport"] == "https" and up["tlsVersion"] == "TLSv1.3" and up["verifiedName"] == NAME
+        assert up["connectionsOpened"] == 1 and up["handshakes"] == 1 and up["queries"] >= 51, up
+    finally:
+        d.stop()
+
+
+@pytest.fixture(scope="module")
+def dohfault(tls_lab):
+    name = f"dohfault-{os.getpid()}"
+    run([LAB_SCRIPT, "spawn", "dns", name, str(REPO / ".venv" / "bin" / "python"), "-u", str(REPO / "lab" / "dohfault.py"),
+         "--listen", FAULT, "--port", "443", "--cert", str(LAB_DIR / "ca" / "dohfault.pem"),
+         "--key", str(LAB_DIR / "ca" / "dohfault.key"), "--upstream", "192.0.2.53"], timeout=30)
+    try:
+        assert wait_until(lambda: "ready" in (LAB_DIR / "logs" / f"{name}.log").read_text(), 10)
+        yield FAULT
+    finally:
+        run([LAB_SCRIPT, "kill", name], check=False, timeout=30)
+
+
+@pytest.mark.parametrize("path,reason", [
+    ("/status500", "HTTP status 500"),
+    ("/wrongtype", "content type 'text/html'"),
+    ("/truncated", "unusable DoH reply"),
+    ("/garbage", "unusable DoH reply"),
+    ("/reset", "reset the HTTP/2 stream"),
+])
+def test_doh_server_faults_give_a_clean_error_and_the_daemon_lives(dohfault, workdir, path, reason):
+    d = daemon(workdir, f"https://{NAME}{path}#{dohfault}")
+    try:
+        for _ in range(3):
+            r = ask(uniq("dohfault"), "A", server="127.0.0.1", port=d.port, timeout=6)
+            assert r.rcode == "SERVFAIL"
+            assert any(c == EDE_NETWORK_ERROR and reason in t for c, t in r.ede), r.ede
+        # The same server answers properly on its good path, on the same kind of connection.
+        assert d.alive()
+        [up] = upstream_status(d)
+        assert up["failures"] >= 3 and reason in up["lastFailure"], up
+    finally:
+        d.stop()
+    good = daemon(workdir, f"https://{NAME}/dns-query#{dohfault}")
+    try:
+        assert ask("h3.lab.test", "A", server="127.0.0.1", port=good.port).rcode == "NOERROR"
+    finally:
+        good.stop()
+
+
+# ---------------------------------------------------------------- peers on the same servers
+
+
+def test_peers_kdig_and_dnspython_agree_with_discover_query(tls_lab):
+    want = sorted(kdig("+short", f"@192.0.2.53", "multi.lab.test", "A").text.split())
+    assert want
+    dot = kdig(f"+tls-ca={CA}", f"+tls-hostname={NAME}", f"@{GOOD}", "multi.lab.test", "A")
+    assert dot.status == "NOERROR" and sorted(r[4] for r in dot.records("ANSWER", "A")) == want
+    doh = kdig(f"+https=/dns-query", f"+tls-ca={CA}", f"+tls-hostname={NAME}", f"@{GOOD}", "multi.lab.test", "A")
+    assert doh.status == "NOERROR" and sorted(r[4] for r in doh.records("ANSWER", "A")) == want
+    script = f"""
+import ssl, dns.message, dns.query
+ctx = ssl.create_default_context(cafile={str(CA)!r})
+q = dns.message.make_query("multi.lab.test", "A")
+t = dns.query.tls(q, {GOOD!r}, ssl_context=ctx, server_hostname={NAME!r}, timeout=5)
+h = dns.query.https(q, "https://{NAME}/dns-query", bootstrap_address={GOOD!r}, verify={str(CA)!r}, timeout=5, http_version=dns.query.HTTPVersion.H2)
+for m in (t, h):
+    print(" ".join(sorted(rd.address for rs in m.answer for rd in rs)))
+"""
+    out = lab_exec("a", str(REPO / ".venv" / "bin" / "python"), "-c", script, timeout=30).stdout.split("\n")
+    assert out[0].split() == want and out[1].split() == want, out
+    for upstream in (f"{GOOD}#{NAME}", f"https://{NAME}/dns-query#{GOOD}"):
+        text = lab_exec("a", str(DISCOVER), "query", "multi.lab.test", "A", "--upstream", upstream,
+                        "--ca-file", str(CA), timeout=30).stdout
+        assert "TLSv1.3 verified dns.lab.test" in text and "status: NOERROR" in text, text
+        assert sorted(line.split()[-1] for line in text.splitlines() if " A " in line) == want, text
+    bad = lab_exec("a", str(DISCOVER), "query", "multi.lab.test", "--upstream", f"{EXPIRED}#{NAME}",
+                   "--ca-file", str(CA), timeout=30, check=False)
+    assert bad.returncode == 1 and "certificate expired" in bad.stdout, bad.stdout

@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""A DNS-over-HTTPS server that misbehaves on purpose (lab only), HTTP/2 over TLS with the h2 library.
+
+The path chooses the fault; every other path relays the query to Knot over UDP and answers properly:
+
+  /status500   HTTP 500, no body
+  /wrongtype   the right DNS answer, but content-type text/html
+  /truncated   the first half of the DNS answer, then the stream ends
+  /garbage     200 application/dns-message with 64 random bytes
+  /reset       the stream is reset (RST_STREAM) without an answer
+
+Usage: dohfault.py --listen ADDR --port 443 --cert PEM --key KEY --upstream 192.0.2.53
+Prints "ready" once listening. Stops on SIGTERM.
+"""
+import argparse
+import os
+import socket
+import ssl
+import threading
+
+import h2.config
+import h2.connection
+import h2.events
+
+
+def relay(query: bytes, upstream: str) -> bytes:
+    with socket.socket(socket.AF_INET6 if ":" in upstream else socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.settimeout(2)
+        s.sendto(query, (upstream, 53))
+        return s.recv(65535)
+
+
+def serve(conn: ssl.SSLSocket, upstream: str) -> None:
+    h2c = h2.connection.H2Connection(config=h2.config.H2Configuration(client_side=False))
+    h2c.initiate_connection()
+    conn.sendall(h2c.data_to_send())
+    paths: dict[int, str] = {}
+    bodies: dict[int, bytes] = {}
+    try:
+        while True:
+            data = conn.recv(65535)
+            if not data:
+                return
+            for event in h2c.receive_data(data):
+                if isinstance(event, h2.events.RequestReceived):
+                    headers = {k.decode() if isinstance(k, bytes) else k: v.decode() if isinstance(v, bytes) else v
+                               for k, v in event.headers}
+                    paths[event.stream_id] = headers.get(":path", "/")
+                    bodies[event.stream_id] = b""
+                elif isinstance(event, h2.events.DataReceived):
+                    bodies[event.stream_id] = bodies.get(event.stream_id, b"") + event.data
+                    h2c.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+                if isinstance(event, (h2.events.StreamEnded,)):
+                    sid = event.stream_id
+                    respond(h2c, sid, paths.pop(sid, "/"), bodies.pop(sid, b""), upstream)
+            conn.sendall(h2c.data_to_send())
+    except (OSError, h2.exceptions.ProtocolError):
+        return
+    finally:
+        conn.close()
+
+
+def respond(h2c, sid: int, path: str, query: bytes, upstream: str) -> None:
+    if path.startswith("/status500"):
+        h2c.send_headers(sid, [(":status", "500"), ("content-length", "0")], end_stream=True)
+        return
+    if path.startswith("/reset"):
+        h2c.reset_stream(sid)
+        return
+    if path.startswith("/garbage"):
+        body = os.urandom(64)
+        h2c.send_headers(sid, [(":status", "200"), ("content-type", "application/dns-message")])
+        h2c.send_data(sid, body, end_stream=True)
+        return
+    try:
+        answer = relay(query, upstream)
+    except OSError:
+        h2c.send_headers(sid, [(":status", "502")], end_stream=True)
+        return
+    if path.startswith("/wrongtype"):
+        h2c.send_headers(sid, [(":status", "200"), ("content-type", "text/html")])
+        h2c.send_data(sid, answer, end_stream=True)
+    elif path.startswith("/truncated"):
+        h2c.send_headers(sid, [(":status", "200"), ("content-type", "application/dns-message")])
+        h2c.send_data(sid, answer[: len(answer) // 2], end_stream=True)
+    else:
+        h2c.send_headers(sid, [(":status", "200"), ("content-type", "application/dns-message"),
+                               ("content-length", str(len(answer)))])
+        h2c.send_data(sid, answer, end_stream=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--listen", required=True)
+    parser.add_argument("--port", type=int, default=443)
+    parser.add_argument("--cert", required=True)
+    parser.add_argument("--key", required=True)
+    parser.add_argument("--upstream", default="192.0.2.53")
+    args = parser.parse_args()
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(args.cert, args.key)
+    context.set_alpn_protocols(["h2"])
+    family = socket.AF_INET6 if ":" in args.listen else socket.AF_INET
+    server = socket.socket(family, socket.SOCK_STREAM)
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind((args.listen, args.port))
+    server.listen(64)
+    print("ready", flush=True)
+    while True:
+        raw, _ = server.accept()
+        try:
+            conn = context.wrap_socket(raw, server_side=True)
+        except (ssl.SSLError, OSError):
+            raw.close()
+            continue
+        threading.Thread(target=serve, args=(conn, args.upstream), daemon=True).start()
+
+
+if __name__ == "__main__":
+    main()
