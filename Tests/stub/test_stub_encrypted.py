@@ -252,14 +252,59 @@ def test_strict_plain_upstream_is_not_used(tls_lab, workdir):
     assert not [p for p in packets if p[0] == "192.0.2.1"], "strict mode sent plain DNS"
 
 
-def test_opportunistic_plain_upstream_falls_back_and_says_so(tls_lab, workdir):
-    d = daemon(workdir, "192.0.2.54", encryption="opportunistic", extra="ddr = no\n")
+@pytest.mark.parametrize("ddr", ["yes", "no"])
+def test_opportunistic_plain_upstream_falls_back_and_says_so(tls_lab, workdir, ddr):
+    d = daemon(workdir, "192.0.2.54", encryption="opportunistic", extra=f"ddr = {ddr}\n")
     try:
         r = ask("h3.lab.test", "A", server="127.0.0.1", port=d.port)
         assert r.rcode == "NOERROR"
         [up] = upstream_status(d)
         assert up["transport"] == "udp" and up["origin"] == "configured", up
         assert up["note"] and "clear text" in up["note"], up
+        if ddr == "yes":
+            assert "DDR: no designation" in up["note"], up
+    finally:
+        d.stop()
+
+
+# ---------------------------------------------------------------- DDR (RFC 9462)
+
+
+def test_ddr_upgrades_a_plain_upstream_verified_and_strict_accepts_it(tls_lab, workdir):
+    d = daemon(workdir, GOOD)
+    names = [uniq("ddr") for _ in range(5)]
+    cap = Capture(workdir / "ddr.pcap")
+    try:
+        for n in names:
+            assert ask(n, "A", server="127.0.0.1", port=d.port, timeout=6).rcode == "NXDOMAIN"
+        [up] = upstream_status(d)
+        assert up["server"] == f"{GOOD}:53" and up["transport"] == "tls", up
+        assert up["origin"] == "ddr-verified" and up["verifiedName"] == GOOD, up
+        assert f"designated tls://{GOOD}:853" in up["note"], up
+    finally:
+        packets = cap.stop()
+        d.stop()
+    clear = [p for p in packets if p[0] == "192.0.2.1" and p[3] == 53]
+    # In clear text only the discovery question itself (RFC 9462 §4), never a name being resolved.
+    assert clear and all(wire_name("_dns.resolver.arpa") in p[4] for p in clear), clear
+    for n in names:
+        assert not [p for p in packets if wire_name(n) in p[4]], n
+
+
+@pytest.mark.parametrize("encryption", ["strict", "opportunistic"])
+def test_ddr_designation_failing_verification(tls_lab, workdir, encryption):
+    # unbound-expired designates itself; its certificate expired in 2021.
+    d = daemon(workdir, EXPIRED, encryption=encryption)
+    try:
+        r = ask(uniq("ddrfail"), "A", server="127.0.0.1", port=d.port, timeout=6)
+        [up] = upstream_status(d)
+        if encryption == "strict":
+            assert r.rcode == "SERVFAIL"
+            assert any(c == EDE_NETWORK_ERROR and "certificate expired" in t for c, t in r.ede), r.ede
+            assert up["origin"] == "configured" and "not verified" in up["note"], up
+        else:
+            assert r.rcode == "NXDOMAIN"
+            assert up["transport"] == "udp" and "DDR designation not verified: certificate expired" in up["note"], up
     finally:
         d.stop()
 

@@ -183,7 +183,14 @@ public final class UpstreamClient: DNSTransport, Sendable {
         let targets = setup.withLock { $0.targets }
         return targets.map { target in
             let now = target.now
-            return target.statistics.status(server: target.server, transport: now.kind, origin: now.origin, note: now.note)
+            var status = target.statistics.status(
+                server: target.server, transport: now.kind, origin: now.origin, note: now.note)
+            if now.origin == .ddrVerified && status.handshakes == 0 {
+                // Designated, but no handshake has passed verification yet: not (yet) a verified upgrade.
+                status.origin = .configured
+                status.note = "\(now.note ?? "DDR"); not verified yet" + (status.lastFailure.map { ": \($0)" } ?? "")
+            }
+            return status
         }
     }
 
