@@ -321,6 +321,13 @@ struct LifecycleTests {
         ("[nope]\n", "unknown section [nope]"),
         ("[daemon]\nlog-level = loud\n", "'loud' is not a log level"),
         ("socket = /tmp/x\n", "outside a section"),
+        ("[resolver]\nupstream = quic://192.0.2.1\n", "[resolver] upstream: upstream 'quic://192.0.2.1': unknown scheme"),
+        ("[resolver]\nupstream = 192.0.2.1#bad name\n", "is not a valid host name"),
+        ("[resolver]\nupstream = https://dns.example/dns-query\n", "the DoH host needs an address"),
+        ("[resolver]\nencryption = maybe\n", "[resolver] encryption: 'maybe' is not strict, opportunistic or no"),
+        ("[resolver]\nca-file = /nonexistent/ca.pem\n", "[resolver] ca-file: cannot read '/nonexistent/ca.pem'"),
+        ("[resolver]\nbootstrap = 192.0.2.1\n", "[resolver] bootstrap: '192.0.2.1' is not 'HOST ADDR'"),
+        ("[resolver]\nddr = sometimes\n", "[resolver] ddr: 'sometimes' is not yes or no"),
     ])
     func configurationErrorsNameTheProblem(config: String, message: String) throws {
         let daemon = try DaemonProcess(config: config, waitForSocket: false)
@@ -335,6 +342,30 @@ struct LifecycleTests {
         let fromFile = try DaemonProcess(
             arguments: ["--upstream", "192.0.2.9"], config: "[resolver]\nupstream = 192.0.2.1\n")
         #expect(try await DiscoverClient(socketPath: fromFile.socketPath).status().upstreams == ["192.0.2.9:53"])
+    }
+
+    @Test func encryptedUpstreamsAreAcceptedInEveryForm() async throws {
+        let config = """
+            [resolver]
+            upstream = 192.0.2.1#dns.example
+            upstream = tls://[2001:db8::1]:8853
+            upstream = https://doh.example/q
+            upstream = https://192.0.2.3/dns-query
+            bootstrap = doh.example 192.0.2.2
+            encryption = strict
+            ddr = no
+
+            """
+        let daemon = try DaemonProcess(config: config, passUpstreamFlag: false)
+        let status = try await DiscoverClient(socketPath: daemon.socketPath).status()
+        #expect(
+            status.upstreams == [
+                "tls://192.0.2.1:853#dns.example", "tls://[2001:db8::1]:8853", "https://doh.example:443/q#192.0.2.2",
+                "https://192.0.2.3:443/dns-query",
+            ])
+        #expect(status.upstreamServers?.map(\.transport) == ["tls", "tls", "https", "https"])
+        let flags = try DaemonProcess(arguments: ["--upstream", "https://doh.example/q#192.0.2.7", "--encryption", "no"])
+        #expect(try await DiscoverClient(socketPath: flags.socketPath).status().upstreams == ["https://doh.example:443/q#192.0.2.7"])
     }
 
     @Test func openFilesSoftLimitIsRaisedToTheHardLimit() throws {

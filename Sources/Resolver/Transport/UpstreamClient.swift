@@ -256,17 +256,9 @@ public final class UpstreamClient: DNSTransport, Sendable {
                     continue
                 }
                 do {
-                    let tls = try TLSClientContext(
-                        caFile: configuration.caFile, serverName: server.tlsName,
-                        alpn: server.transport == .https ? ["h2"] : [])
-                    let connection: any EncryptedConnection =
-                        server.transport == .tls
-                        ? DoTConnection(
-                            server: server, address: address, tls: tls, statistics: statistics,
-                            idleTimeout: configuration.idleTimeout, loop: group.next(), logger: logger)
-                        : DoHConnection(
-                            server: server, address: address, tls: tls, statistics: statistics,
-                            idleTimeout: configuration.idleTimeout, loop: group.next(), logger: logger)
+                    let connection = try EncryptedConnections.make(
+                        server, address: address, configuration: configuration, statistics: statistics, group: group,
+                        logger: logger)
                     result.connections[key] = connection
                     result.targets.append(
                         Target(server: server, transport: EncryptedTransport(connection: connection, kind: kind),

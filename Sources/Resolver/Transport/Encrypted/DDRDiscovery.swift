@@ -160,17 +160,9 @@ final class DDRDiscovery: Sendable {
                 continue
             }
             do {
-                let tls = try TLSClientContext(
-                    caFile: configuration.caFile, serverName: nil, alpn: designated.transport == .https ? ["h2"] : [])
-                let target = try SocketAddress(ipAddress: designated.host, port: designated.port)
-                let connection: any EncryptedConnection =
-                    designated.transport == .tls
-                    ? DoTConnection(
-                        server: designated, address: target, tls: tls, statistics: statistics,
-                        idleTimeout: configuration.idleTimeout, loop: group.next(), logger: logger)
-                    : DoHConnection(
-                        server: designated, address: target, tls: tls, statistics: statistics,
-                        idleTimeout: configuration.idleTimeout, loop: group.next(), logger: logger)
+                let connection = try EncryptedConnections.make(
+                    designated, address: SocketAddress(ipAddress: designated.host, port: designated.port),
+                    configuration: configuration, statistics: statistics, group: group, logger: logger)
                 logger.info(
                     "DDR: upgrading the plain upstream", metadata: ["dns.designated": "\(designated)"])
                 return finish(

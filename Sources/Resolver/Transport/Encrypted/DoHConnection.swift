@@ -51,16 +51,6 @@ final class DoHConnection: EncryptedConnection, @unchecked Sendable {
         self.logger = logger
     }
 
-    func exchange(_ query: PendingQuery, timeout: TimeAmount) async -> ExchangeOutcome {
-        let promise = loop.makePromise(of: ExchangeOutcome.self)
-        return await withTaskCancellationHandler {
-            loop.execute { self.start(query, timeout: timeout, promise: promise) }
-            return (try? await promise.futureResult.get()) ?? .failed("internal: try ended without an outcome")
-        } onCancel: {
-            promise.succeed(.cancelled)
-        }
-    }
-
     func shutdown() {
         loop.execute {
             self.idleClose?.cancel()
@@ -68,7 +58,8 @@ final class DoHConnection: EncryptedConnection, @unchecked Sendable {
         }
     }
 
-    private func start(_ query: PendingQuery, timeout: TimeAmount, promise: EventLoopPromise<ExchangeOutcome>) {
+    func start(_ query: PendingQuery, timeout: TimeAmount, promise: EventLoopPromise<ExchangeOutcome>) {
+        loop.preconditionInEventLoop()
         guard let padded = query.padded(keepalive: false) else {
             promise.succeed(.failed("the query cannot carry EDNS padding"))
             return

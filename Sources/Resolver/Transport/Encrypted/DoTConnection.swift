@@ -54,17 +54,6 @@ final class DoTConnection: EncryptedConnection, @unchecked Sendable {
         self.logger = logger
     }
 
-    /// Sends `query` on the connection (opening it first when needed) and waits for its reply until `timeout`.
-    func exchange(_ query: PendingQuery, timeout: TimeAmount) async -> ExchangeOutcome {
-        let promise = loop.makePromise(of: ExchangeOutcome.self)
-        return await withTaskCancellationHandler {
-            loop.execute { self.start(query, timeout: timeout, promise: promise) }
-            return (try? await promise.futureResult.get()) ?? .failed("internal: try ended without an outcome")
-        } onCancel: {
-            promise.succeed(.cancelled)
-        }
-    }
-
     /// Closes the connection (on reload, when the upstream is gone); waiting tries fail.
     func shutdown() {
         loop.execute {
@@ -73,7 +62,7 @@ final class DoTConnection: EncryptedConnection, @unchecked Sendable {
         }
     }
 
-    private func start(_ query: PendingQuery, timeout: TimeAmount, promise: EventLoopPromise<ExchangeOutcome>) {
+    func start(_ query: PendingQuery, timeout: TimeAmount, promise: EventLoopPromise<ExchangeOutcome>) {
         loop.preconditionInEventLoop()
         var query = query
         while pending[query.id] != nil {

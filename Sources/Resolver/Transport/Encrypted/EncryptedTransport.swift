@@ -4,10 +4,47 @@ import NIOCore
 /// A kept connection to one encrypted upstream (``DoTConnection``, ``DoHConnection``).
 protocol EncryptedConnection: AnyObject, Sendable {
     var statistics: UpstreamStatistics { get }
-    /// One query on the connection, opened when needed; its reply or why there is none, within `timeout`.
-    func exchange(_ query: PendingQuery, timeout: TimeAmount) async -> ExchangeOutcome
+    /// The event loop that owns the connection and all its state.
+    var loop: any EventLoop { get }
+    /// On `loop`: sends `query` (connecting first when needed); `promise` gets the reply or why there is none.
+    func start(_ query: PendingQuery, timeout: TimeAmount, promise: EventLoopPromise<ExchangeOutcome>)
     /// Closes the connection; waiting tries fail.
     func shutdown()
+}
+
+extension EncryptedConnection {
+    /// One query on the connection, opened when needed; its reply or why there is none, within `timeout`.
+    /// Cancelling the calling task ends the try at once (the connection stays).
+    func exchange(_ query: PendingQuery, timeout: TimeAmount) async -> ExchangeOutcome {
+        let promise = loop.makePromise(of: ExchangeOutcome.self)
+        return await withTaskCancellationHandler {
+            loop.execute { self.start(query, timeout: timeout, promise: promise) }
+            return (try? await promise.futureResult.get()) ?? .failed("internal: try ended without an outcome")
+        } onCancel: {
+            promise.succeed(.cancelled)
+        }
+    }
+}
+
+/// Builds the kept connection of a DoT or DoH upstream.
+enum EncryptedConnections {
+    /// A DoT or DoH connection to `server` at `address`, verified as ``TLSClientContext`` says; nothing is
+    /// opened until the first query.
+    static func make(
+        _ server: UpstreamServer, address: SocketAddress, configuration: UpstreamClient.Configuration,
+        statistics: UpstreamStatistics, group: any EventLoopGroup, logger: Logger
+    ) throws -> any EncryptedConnection {
+        let tls = try TLSClientContext(
+            caFile: configuration.caFile, serverName: server.tlsName, alpn: server.transport == .https ? ["h2"] : [])
+        if server.transport == .tls {
+            return DoTConnection(
+                server: server, address: address, tls: tls, statistics: statistics,
+                idleTimeout: configuration.idleTimeout, loop: group.next(), logger: logger)
+        }
+        return DoHConnection(
+            server: server, address: address, tls: tls, statistics: statistics,
+            idleTimeout: configuration.idleTimeout, loop: group.next(), logger: logger)
+    }
 }
 
 /// DNS over TLS or DNS over HTTPS: every try is one exchange on the upstream's kept connection.
