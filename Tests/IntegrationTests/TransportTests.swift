@@ -347,7 +347,7 @@ struct LifecycleTests {
     @Test func encryptedUpstreamsAreAcceptedInEveryForm() async throws {
         let config = """
             [resolver]
-            upstream = 192.0.2.1#dns.example
+            upstream = 192.0.2.1#dns.example   # a comment after a blank
             upstream = tls://[2001:db8::1]:8853
             upstream = https://doh.example/q
             upstream = https://192.0.2.3/dns-query

@@ -8,8 +8,22 @@ struct INIEntry: Equatable {
 }
 
 /// The format of discoverd.conf and of static service files: `[section]` headers, `key = value` lines, `#`
-/// comments (anywhere) and `;` comment lines, a key repeated for lists.
+/// comments (at the start of a line or after a blank) and `;` comment lines, a key repeated for lists.
+///
+/// A `#` inside a value is kept: `upstream = 9.9.9.9#dns.quad9.net` is DNS over TLS (systemd-resolved's syntax),
+/// and cutting it there would silently send that upstream's queries in clear text.
 enum INIFile {
+    /// Where a comment starts: a `#` at the start of the line or after a space or tab.
+    static func commentStart(_ line: Substring) -> Substring.Index? {
+        var previous: Character?
+        for index in line.indices {
+            let character = line[index]
+            if character == "#", previous == nil || previous == " " || previous == "\t" { return index }
+            previous = character
+        }
+        return nil
+    }
+
     /// The entries of `text` in order. Errors name the file and line.
     static func entries(_ text: String, source: String, sections: Set<String>) throws(ConfigurationError) -> [INIEntry] {
         var entries: [INIEntry] = []
@@ -18,7 +32,7 @@ enum INIFile {
         for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let location = "\(source):\(index + 1)"
             var line = Substring(rawLine)
-            if let hash = line.firstIndex(of: "#") { line = line[..<hash] }
+            if let hash = commentStart(line) { line = line[..<hash] }
             let trimmed = line.trimmingCharacters(in: .whitespaces)
             if trimmed.isEmpty || trimmed.hasPrefix(";") { continue }
             if trimmed.hasPrefix("[") {
