@@ -1,18 +1,19 @@
 # Encrypted DNS in the lab (issue #16), sourced by Scripts/lab: a lab CA made with openssl at `up`, and Unbound
 # serving DNS over TLS (tls-port 853) and DNS over HTTPS (https-port 443, HTTP/2 through nghttp2) in dlab-dns.
 #
-#   192.0.2.56 / 2001:db8::56  unbound-tls      good certificate: DNS:dns.lab.test, IP:192.0.2.56, IP:2001:db8::56
+#   192.0.2.63 / 2001:db8::63  unbound-tls      good certificate: DNS:dns.lab.test, IP:192.0.2.63, IP:2001:db8::63
 #   (each also serves plain DNS on 53 and answers _dns.resolver.arpa SVCB designating itself: DDR, RFC 9462)
-#   192.0.2.57                 unbound-expired  certificate for dns.lab.test + IP, expired in 2021
-#   192.0.2.58                 unbound-rogue    certificate for dns.lab.test + IP from a CA nobody trusts
-#   192.0.2.59                 unbound-wrong    certificate for wrong.example only (no IP SAN)
-#   192.0.2.60                 free for a DoH fault server started by a test (lab/dohfault.py)
+#   192.0.2.64                 unbound-expired  certificate for dns.lab.test + IP, expired in 2021
+#   192.0.2.65                 unbound-rogue    certificate for dns.lab.test + IP from a CA nobody trusts
+#   192.0.2.66                 unbound-wrong    certificate for wrong.example only (no IP SAN)
+#   192.0.2.67                 free for a DoH fault server started by a test (lab/dohfault.py)
 #
 # Everything lives in $LAB/ca and $LAB/tls; the machine's trust store is never touched: clients are pointed at
-# $LAB/ca/ca.pem (discoverd --ca-file, kdig +tls-ca=, dnspython ssl contexts).
+# $LAB/ca/ca.pem (discoverd --ca-file, kdig +tls-ca=, dnspython ssl contexts). Addresses .63-.67: Scripts/bench
+# puts its own fault server on .56.
 
-TLS_GOOD4=192.0.2.56 TLS_GOOD6=2001:db8::56
-TLS_EXPIRED4=192.0.2.57 TLS_ROGUE4=192.0.2.58 TLS_WRONG4=192.0.2.59 TLS_FAULT4=192.0.2.60
+TLS_GOOD4=192.0.2.63 TLS_GOOD6=2001:db8::63
+TLS_EXPIRED4=192.0.2.64 TLS_ROGUE4=192.0.2.65 TLS_WRONG4=192.0.2.66 TLS_FAULT4=192.0.2.67
 TLS_NAME=dns.lab.test
 TLS_PROCS=(unbound-tls unbound-expired unbound-rogue unbound-wrong)
 

@@ -27,7 +27,7 @@ from stubkit import (EDE_NETWORK_ERROR, EDE_STALE, LAB_DIR, LAB_SCRIPT, REPO, St
 
 CA = LAB_DIR / "ca" / "ca.pem"
 NAME = "dns.lab.test"
-GOOD, EXPIRED, ROGUE, WRONG, FAULT = "192.0.2.56", "192.0.2.57", "192.0.2.58", "192.0.2.59", "192.0.2.60"
+GOOD, EXPIRED, ROGUE, WRONG, FAULT = "192.0.2.63", "192.0.2.64", "192.0.2.65", "192.0.2.66", "192.0.2.67"
 DISCOVER = Path(os.environ.get("DISCOVERD_BIN_DIR", REPO / ".build" / "debug")) / "discover"
 
 
@@ -39,7 +39,7 @@ def tls_lab(lab):
         if shutil.which(tool) is None:
             missing(f"{tool} not installed (run Scripts/bootstrap)")
     if not wait_until(lambda: _dot_ok(GOOD), 10):
-        missing("unbound-tls does not answer DoT on 192.0.2.56 (Scripts/lab status)")
+        missing("unbound-tls does not answer DoT on 192.0.2.63 (Scripts/lab status)")
     return lab
 
 
