@@ -121,13 +121,6 @@ public final class DNSResolver: Sendable {
             same: { stale, fresh in
                 stale.bindings == fresh.bindings && stale.aliasChain == fresh.aliasChain
                     && stale.fallbackTarget == fresh.fallbackTarget && stale.note == fresh.note
-            },
-            mark: { resolution, outcome, attempts, elapsed in
-                resolution.source = .network
-                resolution.staleSeconds = nil
-                resolution.refresh = outcome
-                resolution.attempts = attempts + resolution.attempts
-                resolution.elapsedMilliseconds = elapsed
             })
     }
 
@@ -144,23 +137,15 @@ public final class DNSResolver: Sendable {
                 let (addresses, provenance) = try await addresses(host, family: family, optimistic: optimistic)
                 return (try Self.addressResolution(host, addresses, provenance, since: start), provenance)
             },
-            same: { stale, fresh in Set(stale.addresses) == Set(fresh.addresses) },
-            mark: { resolution, outcome, attempts, elapsed in
-                resolution.source = .network
-                resolution.staleSeconds = nil
-                resolution.refresh = outcome
-                resolution.attempts = attempts + resolution.attempts
-                resolution.elapsedMilliseconds = elapsed
-            })
+            same: { stale, fresh in Set(stale.addresses) == Set(fresh.addresses) })
     }
 
     /// The two-answer stream of optimistic DNS: the first answer, and after an expired one the network's, once the
     /// refreshes in flight are done (a hop still expired is asked again, bypassing the cache).
-    private func updates<R: Sendable>(
+    private func updates<R: RefreshableResolution>(
         optimistic: Bool,
         resolve: @escaping @Sendable (Bool) async throws(ResolverError) -> (R, Provenance),
-        same: @escaping @Sendable (R, R) -> Bool,
-        mark: @escaping @Sendable (inout R, RefreshOutcome, [QueryAttempt], Double) -> Void
+        same: @escaping @Sendable (R, R) -> Bool
     ) -> AsyncThrowingStream<R, any Error> {
         let client = Self.currentClient
         return AsyncThrowingStream { continuation in
@@ -175,9 +160,11 @@ public final class DNSResolver: Sendable {
                         // The network's answer: whatever is still expired (its refresh ran elsewhere, or failed
                         // recently) is asked now; what the refresh just stored is fresh.
                         var (fresh, _) = try await resolve(false)
-                        mark(
-                            &fresh, same(first, fresh) ? .confirmed : .changed, attempts,
-                            Self.milliseconds(since: refreshStart))
+                        fresh.source = .network
+                        fresh.staleSeconds = nil
+                        fresh.refresh = same(first, fresh) ? .confirmed : .changed
+                        fresh.attempts = attempts + fresh.attempts
+                        fresh.elapsedMilliseconds = Self.milliseconds(since: refreshStart)
                         continuation.yield(fresh)
                     }
                     continuation.finish()

@@ -68,6 +68,18 @@ public struct HTTPSResolution: Sendable, Hashable {
     public var refresh: RefreshOutcome? = nil
 }
 
+/// The fields of a resolution that the second answer of an optimistic `more` call sets.
+protocol RefreshableResolution: Sendable {
+    var source: ResolutionSource { get set }
+    var staleSeconds: UInt32? { get set }
+    var refresh: RefreshOutcome? { get set }
+    var attempts: [QueryAttempt] { get set }
+    var elapsedMilliseconds: Double { get set }
+}
+
+extension HTTPSResolution: RefreshableResolution {}
+extension AddressResolution: RefreshableResolution {}
+
 /// What the network said about an answer served from expired cache (draft-gakiwate-dnsop-optimistic-dns: the
 /// fresh answer matters to the application only when it differs).
 public enum RefreshOutcome: String, Sendable, Hashable {
