@@ -176,6 +176,7 @@ public final class StubResponder: Sendable {
         if resolver.cachedWalk(query.nameText, type: query.type, class: query.class, options: options, trace: &trace)
             != nil
         {
+            resolver.countHits(trace)
             refreshes.merge(trace.refreshes)
             return .reply(reply(query, parts: trace.steps, limit: limit))
         }
