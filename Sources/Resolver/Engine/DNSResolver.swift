@@ -611,28 +611,6 @@ public final class DNSResolver: Sendable {
         }
     }
 
-    /// Records a cache answer (fresh or stale) in `provenance` and returns it; nil for a miss.
-    static func account(_ lookup: CacheLookup<CachedRRset>, key: CacheKey, provenance: inout Provenance)
-        -> CacheAnswer<CachedRRset>?
-    {
-        switch lookup {
-        case .fresh(let answer, let remaining):
-            provenance.sources.insert(.cache)
-            provenance.ttl = min(provenance.ttl, remaining)
-            provenance.cacheLookups += 1
-            return answer
-        case .stale(let answer, let staleSeconds, let answerTTL, _):
-            provenance.sources.insert(.expiredCache)
-            provenance.ttl = min(provenance.ttl, answerTTL)
-            provenance.staleSeconds = max(provenance.staleSeconds ?? 0, staleSeconds)
-            provenance.staleKeys.append(key)
-            provenance.cacheLookups += 1
-            return answer
-        case .miss:
-            return nil
-        }
-    }
-
     enum FetchOutcome: Sendable {
         case answer(CacheAnswer<CachedRRset>, ttl: UInt32, attempts: [QueryAttempt])
         case failure(ResolverError)

@@ -10,9 +10,17 @@ public enum ResolutionSource: String, Sendable, Codable, Hashable {
     case network
 }
 
+/// Which sources contributed to an answer: three bits, no allocation on a cache hit.
+struct SourceSet: OptionSet, Sendable {
+    let rawValue: UInt8
+    static let cache = SourceSet(rawValue: 1)
+    static let expiredCache = SourceSet(rawValue: 2)
+    static let network = SourceSet(rawValue: 4)
+}
+
 /// The records of one name and type after following CNAMEs, with where they came from.
 struct Provenance: Sendable {
-    var sources: Set<ResolutionSource> = []
+    var sources: SourceSet = []
     var ttl: UInt32 = .max
     var staleSeconds: UInt32?
     var attempts: [QueryAttempt] = []
