@@ -167,7 +167,7 @@ final class DoHConnection: EncryptedConnection, @unchecked Sendable {
         statistics.connectionClosed()
         let waiting = queued
         queued = []
-        for (_, promise) in waiting { promise.succeed(.failed("the server closed the connection")) }
+        for (_, promise) in waiting { promise.succeed(.failed(EncryptedConnections.closedByServer)) }
     }
 
     private func armIdleClose() {

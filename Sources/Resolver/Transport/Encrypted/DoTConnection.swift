@@ -159,7 +159,7 @@ final class DoTConnection: EncryptedConnection, @unchecked Sendable {
         channel = nil
         statistics.connectionClosed()
         if !pending.isEmpty {
-            failAll(.failed("the server closed the connection"))
+            failAll(.failed(EncryptedConnections.closedByServer))
         }
     }
 

@@ -28,6 +28,9 @@ extension EncryptedConnection {
 
 /// Builds the kept connection of a DoT or DoH upstream.
 enum EncryptedConnections {
+    /// The failure of a query whose connection the server closed before answering it.
+    static let closedByServer = "the server closed the connection"
+
     /// A DoT or DoH connection to `server` at `address`, verified as ``TLSClientContext`` says; nothing is
     /// opened until the first query.
     static func make(
@@ -56,7 +59,13 @@ struct EncryptedTransport: UpstreamTransport {
         _ configuration: UpstreamClient.Configuration, on loop: any EventLoop, logger: Logger, run: TryExchange
     ) async -> ExchangeOutcome {
         // The connection may need a TCP and a TLS handshake first: the TCP try's timeout covers it.
-        await run(kind) { query in
+        let outcome = await run(kind) { query in
+            await connection.exchange(query, timeout: TimeAmount(configuration.tcpTimeout))
+        }
+        // RFC 7766 §6.2.3: a server may close an idle or busy connection with queries unanswered; they are sent
+        // again once, on a new connection, before the try counts as failed.
+        guard case .failed(let reason) = outcome, reason == EncryptedConnections.closedByServer else { return outcome }
+        return await run(kind) { query in
             await connection.exchange(query, timeout: TimeAmount(configuration.tcpTimeout))
         }
     }
