@@ -28,6 +28,10 @@ import Testing
         attempts: 2, optimistic: true, staleTtl: 30, maxStale: 86400, refreshRetry: 30, noOptimisticDomains: ["x."],
         cacheSize: 100_000, persistInterval: 300)
     static let stubQueries = StubQueryCounts(udp: 1, tcp: 2)
+    static let upstreamServer = UpstreamServerStatus(
+        server: "tls://192.0.2.53:853#dns.example", transport: "tls", origin: "configured", note: "n",
+        tlsVersion: "TLSv1.3", verifiedName: "dns.example", connectionsOpened: 1, connectionsOpen: 1, handshakes: 1,
+        resumptions: 0, queries: 1, p50Ms: 1.5, failures: 0, lastFailure: "r")
     static let upstreamQueries = UpstreamQueryStatus(
         limit: 512, perClientLimit: 128, socketLimit: 1024, inflight: 1, peak: 2, socketsOpen: 1, refused: 0,
         refusedPerClient: 0, socketsRefused: 0, coalesced: 3, busiestClient: "uid 0", busiestClientInflight: 1,
@@ -51,6 +55,7 @@ import Testing
             "io.discoverd.Daemon.StubStatus": stub,
             "io.discoverd.Daemon.StubQueryCounts": stubQueries,
             "io.discoverd.Daemon.UpstreamQueries": upstreamQueries,
+            "io.discoverd.Daemon.UpstreamServer": upstreamServer,
         ]
     }
 
@@ -113,7 +118,7 @@ import Testing
             reply: StatusReply(
                 version: "1", uptimeSeconds: 1, avahi: .running, upstreams: ["192.0.2.53:53"], cache: cache,
                 connections: 1, subscriptions: 1, registrations: 1, stub: stub, settings: settings,
-                upstreamQueries: upstreamQueries)),
+                upstreamQueries: upstreamQueries, upstreamServers: [upstreamServer])),
         MethodPin(Methods.reload, reply: VarlinkEmpty()),
     ]
 
@@ -124,7 +129,7 @@ import Testing
         .tooManyConnections(limit: 1), .invalidConfiguration(reason: "r"), .internalError(reason: "r"),
         .noSuchName("n"), .resolverTimeout(name: "n", servers: ["s"]),
         .upstreamFailure(rcode: "SERVFAIL", name: "n", server: "s"), .invalidDNSName("n", reason: "r"),
-        .tooManyQueries(name: "n", reason: "r"),
+        .tooManyQueries(name: "n", reason: "r"), .networkError(name: "n", reason: "r"),
         .invalidServiceType("t", reason: "r"), .invalidServiceName("n", reason: "r"), .notFound("n"),
         .discoveryTimeout, .avahiUnavailable, .nameConflict("n"), .subscriberTooSlow,
     ]

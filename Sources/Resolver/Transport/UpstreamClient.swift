@@ -48,7 +48,8 @@ public final class UpstreamClient: DNSTransport, Sendable {
         /// How long a kept DoT or DoH connection stays open without queries.
         public var idleTimeout: Duration
         /// `[resolver] ddr`: ask plain upstreams for their designated encrypted resolvers (RFC 9462); not with
-        /// `encryption = no`.
+        /// `encryption = no`. Off by default for an embedded client (it asks only what it is told); the daemon
+        /// turns it on unless `ddr = no`.
         public var ddr: Bool
 
         /// Creates a configuration.
@@ -62,7 +63,7 @@ public final class UpstreamClient: DNSTransport, Sendable {
             timeout: Duration = .milliseconds(1500), attempts: Int = 2,
             ednsBufferSize: UInt16 = DNSQuery.defaultEDNSBufferSize, tcpTimeout: Duration = .seconds(3),
             maxSockets: Int = 1024, encryption: EncryptionMode = .opportunistic, caFile: String? = nil,
-            idleTimeout: Duration = .seconds(30), ddr: Bool = true
+            idleTimeout: Duration = .seconds(30), ddr: Bool = false
         ) {
             self.ddr = ddr
             self.maxSockets = maxSockets
