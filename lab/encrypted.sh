@@ -81,7 +81,8 @@ EOF
     chmod 0644 "$dir"/*.pem
 }
 
-# write_unbound_tls NAME CERT ADDR...: an Unbound forwarding lab.test to Knot, DoT on 853, DoH on 443, plain on 53.
+# write_unbound_tls NAME CERT ADDR...: an Unbound forwarding lab.test to Knot through the fault server (so a test or
+# the bench can delay or break the upstream behind it), DoT on 853, DoH on 443, plain on 53.
 write_unbound_tls() {
     local name=$1 cert=$2; shift 2
     local dir="$LAB/tls/$name" a v4=() v6=() hints
@@ -129,7 +130,7 @@ EOF
         cat <<EOF
 stub-zone:
     name: "$ZONE."
-    stub-addr: $KNOT4
+    stub-addr: $FAULT4
     stub-no-cache: yes
 EOF
     } >"$dir/unbound.conf"
