@@ -93,3 +93,37 @@ import Testing
         #expect(EDNSPadding.pad(noOPT, questionLength: 7, keepalive: false) == nil)
     }
 }
+
+/// RFC 9462 §4: which designations of `_dns.resolver.arpa` a plain upstream is upgraded to.
+@Suite struct DDRDesignationTests {
+    static func record(_ priority: UInt16, alpn: [String], port: UInt16? = nil, v4: [String] = [], v6: [String] = [],
+        dohpath: String? = nil) throws -> SVCBRecord
+    {
+        var params = SVCBParams()
+        params.alpnIDs = alpn.map { Array($0.utf8) }
+        params.port = port
+        params.ipv4hint = v4
+        params.ipv6hint = v6
+        params.dohpath = dohpath
+        return SVCBRecord(priority: priority, target: try DNSName("dns.example."), params: params)
+    }
+
+    @Test func priorityOrderOwnAddressOnlyAndBothProtocols() throws {
+        var skipped: [String] = []
+        let records = [
+            try Self.record(2, alpn: ["h2"], v4: ["192.0.2.53"], dohpath: "/q{?dns}"),
+            try Self.record(1, alpn: ["dot"], port: 8853, v4: ["192.0.2.53"], v6: ["2001:db8::53"]),
+            try Self.record(0, alpn: ["dot"], v4: ["192.0.2.53"]),  // AliasMode: not a designation
+            try Self.record(3, alpn: ["dot"], v4: ["198.51.100.1"]),  // another address: cannot be verified
+            try Self.record(4, alpn: ["h3"], v4: ["192.0.2.53"]),  // no protocol we speak
+            try Self.record(5, alpn: ["h2"], v4: ["192.0.2.53"]),  // h2 without dohpath
+        ]
+        let found = DDRDiscovery.designations(records, for: "192.0.2.53", skipped: &skipped)
+        #expect(found.map(\.server.description) == ["tls://192.0.2.53:8853", "https://192.0.2.53:443/q"])
+        #expect(found.allSatisfy { $0.server.tlsName == nil })  // the certificate must name the address
+        #expect(skipped.count == 3)
+        #expect(skipped[0].contains("198.51.100.1 is not 192.0.2.53"))
+        var none: [String] = []
+        #expect(DDRDiscovery.designations(records, for: "2001:db8::53", skipped: &none).map(\.server.port) == [8853])
+    }
+}

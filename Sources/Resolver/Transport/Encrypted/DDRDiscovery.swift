@@ -133,47 +133,59 @@ final class DDRDiscovery: Sendable {
             return finish(Result(note: "DDR: no answer to _dns.resolver.arpa SVCB (\(outcome.reason))"))
         }
         let records = message.answer.filter { $0.type == .svcb }.compactMap { try? $0.svcb() }
-            .filter { !$0.isAliasMode }.sorted { $0.priority < $1.priority }
+            .filter { !$0.isAliasMode }
         guard !records.isEmpty else {
             return finish(Result(note: "DDR: no designation (\(message.rcode), \(message.answer.count) records)"))
         }
         var skipped: [String] = []
-        for record in records {
-            let hints = record.params.ipv4hint + record.params.ipv6hint
-            guard hints.contains(server.host) else {
-                skipped.append("\(record.target.text) at \(hints.joined(separator: ",")) is not \(server.host)")
-                continue
-            }
-            let alpn = record.params.alpn
-            let designated: UpstreamServer
-            if alpn.contains("dot") {
-                designated = UpstreamServer(
-                    transport: .tls, host: server.host, port: record.params.port.map(Int.init), tlsName: nil)
-            } else if alpn.contains("h2"), let template = record.params.dohpath {
-                // RFC 9461 §5: dohpath is a URI template relative to the target; POST needs only the path.
-                let path = String(template.prefix { $0 != "{" })
-                designated = UpstreamServer(
-                    transport: .https, host: server.host, port: record.params.port.map(Int.init), tlsName: nil,
-                    path: path.isEmpty ? "/dns-query" : path)
-            } else {
-                skipped.append("\(record.target.text): ALPN \(alpn.joined(separator: ",")) is neither dot nor h2")
-                continue
-            }
+        for (designated, target) in Self.designations(records, for: server.host, skipped: &skipped) {
             do {
                 let connection = try EncryptedConnections.make(
                     designated, address: SocketAddress(ipAddress: designated.host, port: designated.port),
                     configuration: configuration, statistics: statistics, group: group, logger: logger)
-                logger.info(
-                    "DDR: upgrading the plain upstream", metadata: ["dns.designated": "\(designated)"])
+                logger.info("DDR: upgrading the plain upstream", metadata: ["dns.designated": "\(designated)"])
                 return finish(
                     Result(
                         connection: connection, kind: designated.transport == .tls ? .tls : .https,
-                        designated: designated, note: "DDR: designated \(designated) (\(record.target.text))"))
+                        designated: designated, note: "DDR: designated \(designated) (\(target))"))
             } catch {
                 skipped.append("\(designated): TLS set-up failed: \(error)")
             }
         }
         return finish(Result(note: "DDR: no usable designation (\(skipped.joined(separator: "; ")))"))
+    }
+
+    /// The encrypted resolvers `records` designate for the plain upstream at `address`, best first (RFC 9462 §4):
+    /// ServiceMode records by priority, ALPN `dot` (port 853 unless given) or `h2` with a `dohpath` (RFC 9461), and
+    /// only those whose hints include `address`, so the certificate can be checked for it (§4.2). Why each other
+    /// record was passed over goes to `skipped`.
+    static func designations(_ records: [SVCBRecord], for address: String, skipped: inout [String])
+        -> [(server: UpstreamServer, target: String)]
+    {
+        var found: [(server: UpstreamServer, target: String)] = []
+        for record in records.filter({ !$0.isAliasMode }).sorted(by: { $0.priority < $1.priority }) {
+            let hints = record.params.ipv4hint + record.params.ipv6hint
+            guard hints.contains(address) else {
+                skipped.append("\(record.target.text) at \(hints.joined(separator: ",")) is not \(address)")
+                continue
+            }
+            let alpn = record.params.alpn
+            let port = record.params.port.map(Int.init)
+            if alpn.contains("dot") {
+                found.append((UpstreamServer(transport: .tls, host: address, port: port, tlsName: nil), record.target.text))
+            }
+            if alpn.contains("h2"), let template = record.params.dohpath {
+                // RFC 9461 §5: dohpath is a URI template relative to the target; POST needs only its path.
+                let path = String(template.prefix { $0 != "{" })
+                found.append(
+                    (UpstreamServer(transport: .https, host: address, port: port, tlsName: nil, path: path),
+                        record.target.text))
+            }
+            if !alpn.contains("dot") && !(alpn.contains("h2") && record.params.dohpath != nil) {
+                skipped.append("\(record.target.text): ALPN \(alpn.joined(separator: ",")) without dot or h2 + dohpath")
+            }
+        }
+        return found
     }
 
     private func finish(_ result: Result) -> Result {
