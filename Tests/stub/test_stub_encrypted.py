@@ -433,3 +433,22 @@ for m in (t, h):
     bad = lab_exec("a", str(DISCOVER), "query", "multi.lab.test", "--upstream", f"{EXPIRED}#{NAME}",
                    "--ca-file", str(CA), timeout=30, check=False)
     assert bad.returncode == 1 and "certificate expired" in bad.stdout, bad.stdout
+
+
+def test_reload_switches_a_plain_upstream_to_encrypted(tls_lab, workdir):
+    d = daemon(workdir, GOOD, encryption="no")
+    try:
+        assert ask(uniq("reload"), "A", server="127.0.0.1", port=d.port).rcode == "NXDOMAIN"
+        [up] = upstream_status(d)
+        assert up["transport"] == "udp" and "encryption = no" in up["note"], up
+        d.reload(d.config.replace("encryption = no", "encryption = strict"))
+        assert ask(uniq("reload"), "A", server="127.0.0.1", port=d.port, timeout=6).rcode == "NXDOMAIN"
+        [up] = upstream_status(d)
+        assert up["transport"] == "tls" and up["origin"] == "ddr-verified", up
+        v = d.varlink()
+        try:
+            assert v.status()["upstreams"] == [f"{GOOD}:53"]
+        finally:
+            v.close()
+    finally:
+        d.stop()
