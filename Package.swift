@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "DiscoverClient", targets: ["DiscoverClient"]),
         .library(name: "DiscoverAPI", targets: ["DiscoverAPI"]),
         .library(name: "Resolver", targets: ["Resolver"]),
+        .library(name: "DNSSDModel", targets: ["DNSSDModel"]),
         .library(name: "Discovery", targets: ["Discovery"]),
         .library(name: "DNSStub", targets: ["DNSStub"]),
         .library(name: "DiscoverServer", targets: ["DiscoverServer"]),
@@ -60,10 +61,14 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // The DNS-SD model, no C: service instances, types and subtypes, TXT, validation, browse and advertisement
+        // events, the registration protocol, the error type. Discovery (mDNS) and WideAreaDiscovery (unicast) implement it.
+        .target(name: "DNSSDModel", swiftSettings: strict),
+
         // DNS-SD over one Avahi client.
         .target(
             name: "Discovery",
-            dependencies: ["CAvahi", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["CAvahi", "DNSSDModel", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
 
@@ -71,7 +76,7 @@ let package = Package(
         .target(
             name: "WideAreaDiscovery",
             dependencies: [
-                "CLDNS", "Resolver", "Discovery",
+                "CLDNS", "DNSSDModel", "Resolver",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -95,7 +100,7 @@ let package = Package(
         .target(
             name: "DiscoverServer",
             dependencies: [
-                "DiscoverAPI", "Resolver", "Discovery", "WideAreaDiscovery",
+                "DiscoverAPI", "DNSSDModel", "Resolver", "Discovery", "WideAreaDiscovery",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -108,7 +113,7 @@ let package = Package(
         .executableTarget(
             name: "discoverd",
             dependencies: [
-                "DiscoverAPI", "DiscoverServer", "Resolver", "Discovery", "DNSStub", "WideAreaDiscovery",
+                "DiscoverAPI", "DiscoverServer", "DNSSDModel", "Resolver", "Discovery", "DNSStub", "WideAreaDiscovery",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -131,7 +136,7 @@ let package = Package(
         // Browse fan-out benchmark (BENCHMARKS-discovery.md, Scripts/bench-discovery).
         .executableTarget(
             name: "discovery-bench",
-            dependencies: ["Discovery", "DiscoverClient", "DiscoverAPI", "CBenchIO"],
+            dependencies: ["DNSSDModel", "Discovery", "DiscoverClient", "DiscoverAPI", "CBenchIO"],
             exclude: ["adlatency.py"],
             swiftSettings: strict
         ),
@@ -139,14 +144,15 @@ let package = Package(
         .testTarget(name: "DiscoverAPITests", dependencies: ["DiscoverAPI"], swiftSettings: strict),
         .testTarget(name: "ResolverTests", dependencies: ["Resolver"], swiftSettings: strict),
         .testTarget(name: "DNSStubTests", dependencies: ["DNSStub", "Resolver"], swiftSettings: strict),
-        .testTarget(name: "DiscoveryTests", dependencies: ["Discovery"], swiftSettings: strict),
+        .testTarget(name: "DNSSDModelTests", dependencies: ["DNSSDModel"], swiftSettings: strict),
+        .testTarget(name: "DiscoveryTests", dependencies: ["Discovery", "DNSSDModel"], swiftSettings: strict),
         .testTarget(
-            name: "WideAreaDiscoveryTests", dependencies: ["WideAreaDiscovery", "Discovery", "Resolver"],
+            name: "WideAreaDiscoveryTests", dependencies: ["WideAreaDiscovery", "DNSSDModel", "Resolver"],
             swiftSettings: strict),
         .testTarget(
             name: "DiscoverServerTests",
             dependencies: [
-                "DiscoverServer", "DiscoverAPI", "Resolver", "Discovery", "WideAreaDiscovery",
+                "DiscoverServer", "DiscoverAPI", "DNSSDModel", "Resolver", "Discovery", "WideAreaDiscovery",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

@@ -1,4 +1,5 @@
 import CBenchIO
+import DNSSDModel
 @_spi(Benchmarks) import Discovery
 import Foundation
 

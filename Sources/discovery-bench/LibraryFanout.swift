@@ -1,4 +1,5 @@
 @_spi(Benchmarks) import Discovery
+import DNSSDModel
 import Foundation
 
 #if canImport(Glibc)

@@ -1,3 +1,4 @@
+import DNSSDModel
 import DiscoverAPI
 @testable import DiscoverServer
 import Discovery
@@ -63,8 +64,8 @@ final class TestBrowseSource: Sendable {
         return routes
     }
 
-    static func service(_ name: String, port: Int? = nil, padding: Int = 0) -> Discovery.Service {
-        Discovery.Service(
+    static func service(_ name: String, port: Int? = nil, padding: Int = 0) -> DNSSDModel.Service {
+        DNSSDModel.Service(
             name: name, type: type, domain: "local", port: port,
             txt: padding > 0 ? ["pad": String(repeating: "p", count: padding)] : [:])
     }

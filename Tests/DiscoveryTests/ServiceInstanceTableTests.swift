@@ -1,3 +1,4 @@
+import DNSSDModel
 import Testing
 
 @testable import Discovery

@@ -1,4 +1,4 @@
-import Discovery
+import DNSSDModel
 import Logging
 import Resolver
 import Testing

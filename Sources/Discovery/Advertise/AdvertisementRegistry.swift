@@ -1,3 +1,4 @@
+import DNSSDModel
 import Logging
 
 /// Every live advertisement; registers them again when avahi-daemon comes back.

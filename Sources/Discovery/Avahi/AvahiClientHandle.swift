@@ -1,4 +1,5 @@
 import CAvahi
+import DNSSDModel
 import Logging
 import Synchronization
 

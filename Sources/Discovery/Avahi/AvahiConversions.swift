@@ -1,4 +1,5 @@
 import CAvahi
+import DNSSDModel
 
 #if canImport(Glibc)
     import Glibc

@@ -1,4 +1,5 @@
 import CAvahi
+import DNSSDModel
 
 /// Owns one Avahi object (browser or resolver) of the client and the callback box it was given as userdata.
 ///

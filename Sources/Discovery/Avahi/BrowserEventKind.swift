@@ -1,4 +1,5 @@
 import CAvahi
+import DNSSDModel
 
 /// The kind of a browser callback (`AvahiBrowserEvent`), with the error for a failure.
 enum BrowserEventKind {

@@ -1,4 +1,5 @@
 import CAvahi
+import DNSSDModel
 
 /// Owns one `AvahiEntryGroup`: the records of one advertisement.
 ///

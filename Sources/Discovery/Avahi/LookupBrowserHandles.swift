@@ -1,4 +1,5 @@
 import CAvahi
+import DNSSDModel
 
 /// Owns one `AvahiServiceTypeBrowser` (used by one-shot `browseTypes`).
 ///

@@ -1,4 +1,5 @@
 import CAvahi
+import DNSSDModel
 
 /// One callback of a record browser. For `new` and `remove`, `name` is in Avahi's escaped text form and `rdata` is
 /// the record's RDATA as avahi-daemon serialized it for D-Bus (`avahi_rdata_serialize`: wire format without a

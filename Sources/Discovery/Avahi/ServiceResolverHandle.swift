@@ -1,4 +1,5 @@
 import CAvahi
+import DNSSDModel
 
 /// Owns one `AvahiServiceResolver`. Kept open it reports `FOUND` again whenever the service data changes.
 ///

@@ -1,4 +1,5 @@
 import CAvahi
+import DNSSDModel
 import Dispatch
 
 #if canImport(Glibc)

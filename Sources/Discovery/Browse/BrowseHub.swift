@@ -1,3 +1,4 @@
+import DNSSDModel
 import Logging
 
 /// Shares Avahi browsers between subscribers: one `SharedBrowser` per `BrowseKey`, reference-counted by its

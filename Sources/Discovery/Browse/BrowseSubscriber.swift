@@ -1,3 +1,5 @@
+import DNSSDModel
+
 /// One consumer of a shared browser: its own bounded buffer, so it can neither block the poll thread nor other
 /// subscribers.
 ///

@@ -1,3 +1,5 @@
+import DNSSDModel
+
 /// Identifies a service instance: name + type + domain (RFC 6763 §4.1).
 struct InstanceKey: Hashable, Sendable {
     var name: String

@@ -1,3 +1,4 @@
+import DNSSDModel
 import Logging
 
 /// What identifies a shared browser: every browse with the same key shares one set of Avahi objects.

@@ -1,3 +1,5 @@
+import DNSSDModel
+
 /// Domain names as text: parsing presentation format into labels, and writing labels back either in the canonical
 /// form `MDNSRecord.name` uses or in the escaped form Avahi's API takes.
 enum DNSNameText {

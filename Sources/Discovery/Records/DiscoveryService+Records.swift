@@ -1,3 +1,5 @@
+import DNSSDModel
+
 extension DiscoveryService {
     /// The records of (name, type) on the link, asked for over multicast DNS through avahi-daemon.
     ///

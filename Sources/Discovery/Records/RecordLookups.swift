@@ -1,3 +1,5 @@
+import DNSSDModel
+
 /// Record look-ups over Avahi's record browser: a one-shot collection and a stream of changes.
 enum RecordLookups {
     /// A validated request: the name in Avahi's text form, class, type and interface.

@@ -1,3 +1,5 @@
+import DNSSDModel
+
 /// The plumbing of a one-shot Avahi operation (resolve, browse types, browse domains): one continuation resumed
 /// exactly once, by the Avahi callbacks, by a deadline, by task cancellation or by the loss of the connection to
 /// avahi-daemon (`avahiUnavailable`, before the client frees the objects); Avahi objects freed when it ends.

@@ -1,4 +1,5 @@
 import CAvahi
+import DNSSDModel
 
 /// One-shot lookups: resolve one instance, list service types, list browse domains.
 enum ServiceLookups {

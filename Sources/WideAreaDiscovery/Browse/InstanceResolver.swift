@@ -1,4 +1,4 @@
-import Discovery
+import DNSSDModel
 import Resolver
 
 /// A resolved instance and how long the answer it was built from stays valid.

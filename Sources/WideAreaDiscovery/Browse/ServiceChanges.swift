@@ -1,4 +1,5 @@
-import Discovery
+import DNSSDModel
+
 
 /// What changed between two looks at a unicast browse: the events to report (RFC 6763 over unicast DNS has no
 /// announcements, so changes are found by comparing answers).

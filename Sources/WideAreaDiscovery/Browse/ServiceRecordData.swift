@@ -1,4 +1,5 @@
-import Discovery
+import DNSSDModel
+
 
 /// The fields of an SRV record (RFC 2782).
 public struct SRVData: Hashable, Sendable {

@@ -1,4 +1,4 @@
-import Discovery
+import DNSSDModel
 import Foundation
 
 /// The records one wide-area registration puts in its zone (RFC 6763 §4-§7): the type's PTR (and subtype PTRs)

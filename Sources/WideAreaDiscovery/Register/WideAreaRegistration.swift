@@ -1,4 +1,4 @@
-import Discovery
+import DNSSDModel
 import Logging
 import Synchronization
 
@@ -7,7 +7,7 @@ import Synchronization
 ///
 /// `events` says `registered` with the final name (after `Name (2)` renames on conflicts) or `failed` with an
 /// error naming the server's rcode; nothing is left half-registered, because each UPDATE is atomic (RFC 2136 §3.4).
-public final class WideAreaRegistration: Sendable {
+public final class WideAreaRegistration: ServiceRegistration {
     /// The id the API reports (`wa-N`, distinct from Avahi registration ids).
     public let registrationID: String
     /// `registered` first, later `failed`; ends when withdrawn or failed. Meant for one consumer.

@@ -1,3 +1,4 @@
+import DNSSDModel
 import DNSStub
 import Discovery
 import Resolver

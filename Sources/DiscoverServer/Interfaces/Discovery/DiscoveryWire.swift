@@ -1,3 +1,4 @@
+import DNSSDModel
 import DiscoverAPI
 import Discovery
 import Foundation
@@ -50,7 +51,7 @@ struct DiscoveryCallError: VarlinkErrorConvertible {
     }
 }
 
-extension Discovery.Service {
+extension DNSSDModel.Service {
     /// Identifies an instance in a one-shot browse's result.
     var key: String { "\(name)\u{0}\(type)\u{0}\(domain)" }
 

@@ -1,6 +1,6 @@
 import Testing
 
-@testable import Discovery
+@testable import DNSSDModel
 
 @Suite("TXTRecord codec")
 struct TXTRecordTests {
