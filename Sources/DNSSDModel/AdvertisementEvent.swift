@@ -5,5 +5,5 @@ public enum AdvertisementEvent: Hashable, Sendable {
     /// A later collision (or re-registration after an avahi-daemon restart) changed the name.
     case renamed(name: String)
     /// The registration failed for good; the stream ends after this event.
-    case failed(DiscoveryError)
+    case failed(DNSSDError)
 }

@@ -44,7 +44,7 @@ public final class DiscoveryService: Sendable {
         logger: Logger = Logger(label: "discoverd.discovery"),
         dbusSystemBusAddress: String? = nil,
         subscriberBufferLimit: Int = 10_000
-    ) throws(DiscoveryError) {
+    ) throws(DNSSDError) {
         if let dbusSystemBusAddress {
             setenv("DBUS_SYSTEM_BUS_ADDRESS", dbusSystemBusAddress, 1)
         }
@@ -65,7 +65,7 @@ public final class DiscoveryService: Sendable {
     /// Idempotent. Do not call from inside a stream consumer that holds no other reference (it is cheap to call twice).
     public func shutdown() {
         self.registry.endAll()
-        self.hub.failAll(DiscoveryError(.avahiUnavailable, "the discovery service is shutting down"))
+        self.hub.failAll(DNSSDError(.avahiUnavailable, "the discovery service is shutting down"))
         self.client.close()
         self.poll.stop()
     }
@@ -144,7 +144,7 @@ public final class DiscoveryService: Sendable {
         subtype: String? = nil,
         interface: String? = nil,
         resolve: Bool = false
-    ) throws(DiscoveryError) -> AsyncThrowingStream<BrowseEvent, any Error> {
+    ) throws(DNSSDError) -> AsyncThrowingStream<BrowseEvent, any Error> {
         let key = try self.browseKey(type: type, domain: domain, subtype: subtype, interface: interface)
         return try self.hub.subscribe(key: key, includeResolved: resolve)
     }
@@ -154,20 +154,20 @@ public final class DiscoveryService: Sendable {
         domain: String?,
         subtype: String?,
         interface: String?
-    ) throws(DiscoveryError) -> BrowseKey {
+    ) throws(DNSSDError) -> BrowseKey {
         let parsed = try ServiceValidation.browsableServiceType(type)
         var normalizedDomain: String?
         if let domain {
             try ServiceValidation.domain(domain)
             normalizedDomain = AvahiConversions.normalizedDomain(domain)
         }
-        let sub = try subtype.map { (value) throws(DiscoveryError) in
+        let sub = try subtype.map { (value) throws(DNSSDError) in
             try ServiceValidation.subtype(value, of: parsed.string)
         }
         var index = AvahiConversions.interfaceUnspecified
         if let interface {
             guard let found = AvahiConversions.interfaceIndex(interface) else {
-                throw DiscoveryError(.invalidParameter, "no interface named \"\(interface)\"")
+                throw DNSSDError(.invalidParameter, "no interface named \"\(interface)\"")
             }
             index = found
         }
@@ -199,7 +199,7 @@ public final class DiscoveryService: Sendable {
         subtypes: [String] = [],
         domain: String? = nil,
         host: String? = nil
-    ) throws(DiscoveryError) -> Advertisement {
+    ) throws(DNSSDError) -> Advertisement {
         if let name { try ServiceValidation.instanceName(name) }
         let parsed = try ServiceValidation.serviceType(type)
         let validPort = try ServiceValidation.port(port)
@@ -233,7 +233,7 @@ public final class DiscoveryService: Sendable {
         subtypes: [String] = [],
         domain: String? = nil,
         host: String? = nil
-    ) throws(DiscoveryError) -> Advertisement {
+    ) throws(DNSSDError) -> Advertisement {
         try self.advertise(
             name: name,
             type: type,
@@ -257,7 +257,7 @@ public final class DiscoveryService: Sendable {
         type: String,
         domain: String? = nil,
         timeout: Duration = DiscoveryService.defaultTimeout
-    ) async throws -> Service {
+    ) async throws -> DNSSDService {
         try ServiceValidation.instanceName(name)
         let parsed = try ServiceValidation.browsableServiceType(type)
         if let domain { try ServiceValidation.domain(domain) }

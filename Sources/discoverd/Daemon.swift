@@ -42,7 +42,7 @@ struct Daemon {
         let resolver = DNSResolver(
             transport: upstreams, configuration: .init(cachePolicy: configuration.cachePolicy), logger: logger)
         // Unicast DNS-SD reads through the same optimistic cache; leftovers of a crashed run go first.
-        let wideArea = WideAreaDiscovery(
+        let wideArea = UnicastDNSSD(
             source: ResolverRecordSource(resolver: resolver), settings: configuration.wideAreaSettings,
             stateDirectory: configuration.stateDirectory, logger: logger)
         await wideArea.removeLeftovers()
@@ -149,7 +149,7 @@ struct Daemon {
 /// Withdraws every advertisement and closes the Avahi client at shutdown, after clients are gone.
 private struct DiscoveryShutdown: ServiceLifecycle.Service {
     let discovery: DiscoveryService
-    let wideArea: WideAreaDiscovery
+    let wideArea: UnicastDNSSD
 
     func run() async throws {
         try? await gracefulShutdown()

@@ -41,7 +41,7 @@ struct ValidationTests {
     )
     func browsableTypes(type: String) throws {
         #expect(try ServiceValidation.browsableServiceType(type).string == type)
-        #expect(throws: DiscoveryError.self, "advertising stays strict (RFC 6335)") {
+        #expect(throws: DNSSDError.self, "advertising stays strict (RFC 6335)") {
             try ServiceValidation.serviceType(type)
         }
     }
@@ -57,7 +57,7 @@ struct ValidationTests {
         #expect {
             try ServiceValidation.browsableServiceType(type)
         } throws: { error in
-            (error as? DiscoveryError)?.code == .invalidServiceType
+            (error as? DNSSDError)?.code == .invalidServiceType
         }
     }
 
@@ -66,12 +66,12 @@ struct ValidationTests {
         #expect(try ServiceValidation.subtype("_printer", of: "_http._tcp") == "_printer")
         #expect(try ServiceValidation.subtype("printer", of: "_http._tcp") == "_printer")
         #expect(try ServiceValidation.subtype("_printer._sub._http._tcp", of: "_http._tcp") == "_printer")
-        #expect(throws: DiscoveryError.self) {
+        #expect(throws: DNSSDError.self) {
             try ServiceValidation.subtype("_printer._sub._ipp._tcp", of: "_http._tcp")
         }
-        #expect(throws: DiscoveryError.self) { try ServiceValidation.subtype("_", of: "_http._tcp") }
-        #expect(throws: DiscoveryError.self) { try ServiceValidation.subtype("_a b", of: "_http._tcp") }
-        #expect(throws: DiscoveryError.self) { try ServiceValidation.subtype("_a.b", of: "_http._tcp") }
+        #expect(throws: DNSSDError.self) { try ServiceValidation.subtype("_", of: "_http._tcp") }
+        #expect(throws: DNSSDError.self) { try ServiceValidation.subtype("_a b", of: "_http._tcp") }
+        #expect(throws: DNSSDError.self) { try ServiceValidation.subtype("_a.b", of: "_http._tcp") }
     }
 
     @Test("instance names: 1-63 bytes of UTF-8, no control characters")
@@ -112,7 +112,7 @@ struct ValidationTests {
         try ServiceValidation.domain("example.com")
         try ServiceValidation.hostName("printer.local")
         for bad in ["", ".", "a..b", "a b", String(repeating: "x", count: 64) + ".com"] {
-            #expect(throws: DiscoveryError.self) { try ServiceValidation.domain(bad) }
+            #expect(throws: DNSSDError.self) { try ServiceValidation.domain(bad) }
         }
     }
 }

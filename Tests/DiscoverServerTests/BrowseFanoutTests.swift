@@ -12,13 +12,13 @@ final class TestBrowseSource: Sendable {
     private struct State {
         var continuations: [AsyncThrowingStream<BrowseEvent, any Error>.Continuation] = []
         var terminated = 0
-        var failure: DiscoveryError?
+        var failure: DNSSDError?
     }
 
     private let state = NIOLockedValueBox(State())
 
     /// With `failure`, starting the browse throws it.
-    init(failure: DiscoveryError? = nil) {
+    init(failure: DNSSDError? = nil) {
         state.withLockedValue { $0.failure = failure }
     }
 
@@ -29,7 +29,7 @@ final class TestBrowseSource: Sendable {
         { [self] in
             let (stream, continuation) = AsyncThrowingStream.makeStream(of: BrowseEvent.self, throwing: (any Error).self)
             continuation.onTermination = { [self] _ in state.withLockedValue { $0.terminated += 1 } }
-            let failure = state.withLockedValue { state -> DiscoveryError? in
+            let failure = state.withLockedValue { state -> DNSSDError? in
                 state.continuations.append(continuation)
                 return state.failure
             }
@@ -44,7 +44,7 @@ final class TestBrowseSource: Sendable {
         for event in events { continuation?.yield(event) }
     }
 
-    func finish(throwing error: DiscoveryError) {
+    func finish(throwing error: DNSSDError) {
         state.withLockedValue { $0.continuations.last }?.finish(throwing: error)
     }
 }
@@ -64,8 +64,8 @@ final class TestBrowseSource: Sendable {
         return routes
     }
 
-    static func service(_ name: String, port: Int? = nil, padding: Int = 0) -> DNSSDModel.Service {
-        DNSSDModel.Service(
+    static func service(_ name: String, port: Int? = nil, padding: Int = 0) -> DNSSDService {
+        DNSSDService(
             name: name, type: type, domain: "local", port: port,
             txt: padding > 0 ? ["pad": String(repeating: "p", count: padding)] : [:])
     }
@@ -259,7 +259,7 @@ final class TestBrowseSource: Sendable {
         for harness in harnesses { try await harness.send(ConnectionHandlerTests.call("io.discoverd.Test.Wait", gate: "after")) }
         #expect(try await eventuallyTrue { fanout.callCount(Self.key) == 3 && source.starts == 1 })
         source.yield(.added(Self.service("a")))
-        source.finish(throwing: DiscoveryError(.avahiUnavailable, "gone"))
+        source.finish(throwing: DNSSDError(.avahiUnavailable, "gone"))
         for harness in harnesses {
             let replies = try await Self.read(harness, count: 2)
             #expect(replies == ["added a", "error io.discoverd.Discovery.AvahiUnavailable"])
@@ -271,7 +271,7 @@ final class TestBrowseSource: Sendable {
 
     @Test func aBrowseThatCannotStartAnswersEveryCallWithItsError() async throws {
         let fanout = BrowseFanout()
-        let source = TestBrowseSource(failure: DiscoveryError(.invalidServiceType, "bad type"))
+        let source = TestBrowseSource(failure: DNSSDError(.invalidServiceType, "bad type"))
         let harness = try await ConnectionHarness(routes: Self.routes(fanout, source))
         let reply = try await harness.call(Self.browse)
         #expect(reply["error"] as? String == "io.discoverd.Discovery.InvalidServiceType")

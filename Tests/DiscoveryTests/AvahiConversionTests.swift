@@ -6,18 +6,18 @@ import Testing
 
 @Suite("Avahi conversions")
 struct AvahiConversionTests {
-    @Test("Avahi error codes become DiscoveryError codes with Avahi's text")
+    @Test("Avahi error codes become DNSSDError codes with Avahi's text")
     func avahiErrors() {
-        #expect(DiscoveryError.fromAvahi(0, "ok") == nil)
-        let collision = DiscoveryError.fromAvahi(-8, "add")
+        #expect(DNSSDError.fromAvahi(0, "ok") == nil)
+        let collision = DNSSDError.fromAvahi(-8, "add")
         #expect(collision?.code == .nameConflict)
         #expect(collision?.avahiErrorText == "Local name collision")
-        #expect(DiscoveryError.fromAvahi(-26, "x")?.code == .avahiUnavailable)
-        #expect(DiscoveryError.fromAvahi(-11, "x")?.code == .invalidServiceType)
-        #expect(DiscoveryError.fromAvahi(-15, "x")?.code == .timeout)
-        #expect(DiscoveryError.fromAvahi(-30, "x")?.code == .notFound)
-        #expect(DiscoveryError.fromAvahi(-1, "x")?.code == .avahiFailure)
-        #expect(throws: DiscoveryError.self) { try check(-8, "add") }
+        #expect(DNSSDError.fromAvahi(-26, "x")?.code == .avahiUnavailable)
+        #expect(DNSSDError.fromAvahi(-11, "x")?.code == .invalidServiceType)
+        #expect(DNSSDError.fromAvahi(-15, "x")?.code == .timeout)
+        #expect(DNSSDError.fromAvahi(-30, "x")?.code == .notFound)
+        #expect(DNSSDError.fromAvahi(-1, "x")?.code == .avahiFailure)
+        #expect(throws: DNSSDError.self) { try check(-8, "add") }
     }
 
     @Test("alternative service names")

@@ -38,15 +38,15 @@ public final class Advertisement: Sendable {
 
     /// Replaces the TXT record with key/value pairs; a `nil` value is a boolean attribute (`key` without `=`).
     /// - Throws: `invalidParameter` for a bad key or size, `notFound` after withdrawal, or the Avahi error.
-    public func updateTXT(_ txt: [String: String?]) throws(DiscoveryError) {
+    public func updateTXT(_ txt: [String: String?]) throws(DNSSDError) {
         try self.updateTXT(TXTRecord(validating: txt))
     }
 
     /// Replaces the TXT record with raw strings (validated like `TXTRecord(validating:)`).
     /// - Throws: `invalidParameter` for a bad key or size, `notFound` after withdrawal, or the Avahi error.
-    public func updateTXT(_ txt: TXTRecord) throws(DiscoveryError) {
+    public func updateTXT(_ txt: TXTRecord) throws(DNSSDError) {
         let validated = try TXTRecord(validating: txt.strings)
-        try self.registry.client.poll.withLocked { () throws(DiscoveryError) in
+        try self.registry.client.poll.withLocked { () throws(DNSSDError) in
             try self.record.updateTXT(validated)
         }
     }

@@ -1,9 +1,9 @@
 import CAvahi
 import DNSSDModel
 
-extension DiscoveryError {
+extension DNSSDError {
     /// Turns an Avahi return code into an error, or `nil` when it is not an error (`rc >= 0`).
-    static func fromAvahi(_ rc: Int32, _ what: String) -> DiscoveryError? {
+    static func fromAvahi(_ rc: Int32, _ what: String) -> DNSSDError? {
         guard rc < 0 else { return nil }
         let code: Code
         switch Int(rc) {
@@ -27,14 +27,14 @@ extension DiscoveryError {
             code = .avahiFailure
         }
         let text = avahi_strerror(rc).map { String(cString: $0) }
-        return DiscoveryError(code, what, avahiError: rc, avahiErrorText: text)
+        return DNSSDError(code, what, avahiError: rc, avahiErrorText: text)
     }
 }
 
-/// Throws the `DiscoveryError` matching an Avahi return code; returns the code when it is not an error.
+/// Throws the `DNSSDError` matching an Avahi return code; returns the code when it is not an error.
 @discardableResult
-func check(_ rc: Int32, _ what: @autoclosure () -> String) throws(DiscoveryError) -> Int32 {
-    if let error = DiscoveryError.fromAvahi(rc, what()) {
+func check(_ rc: Int32, _ what: @autoclosure () -> String) throws(DNSSDError) -> Int32 {
+    if let error = DNSSDError.fromAvahi(rc, what()) {
         throw error
     }
     return rc

@@ -22,7 +22,7 @@ final class AvahiObjectHandle<Event> {
     ///   - create: calls `avahi_*_new` with the connected client and the userdata to give it.
     ///   - free: calls `avahi_*_free`.
     ///   - handler: runs for every callback, lock held.
-    /// - Throws: `avahiUnavailable` if the client is not connected, else the Avahi error as `DiscoveryError`.
+    /// - Throws: `avahiUnavailable` if the client is not connected, else the Avahi error as `DNSSDError`.
     init(
         client: AvahiClientHandle,
         counter: WritableKeyPath<AvahiObjectCounts, Int>,
@@ -30,7 +30,7 @@ final class AvahiObjectHandle<Event> {
         create: (OpaquePointer, UnsafeMutableRawPointer) -> OpaquePointer?,
         free: @escaping (OpaquePointer) -> Void,
         handler: @escaping (Event) -> Void
-    ) throws(DiscoveryError) {
+    ) throws(DNSSDError) {
         self.client = client
         self.counter = counter
         self.free = free
@@ -38,8 +38,8 @@ final class AvahiObjectHandle<Event> {
         let box = Unmanaged.passRetained(CallbackBox<Event>(poll: client.poll, handler: handler))
         guard let pointer = create(avahiClient, box.toOpaque()) else {
             box.release()
-            throw DiscoveryError.fromAvahi(avahi_client_errno(avahiClient), "cannot \(what)")
-                ?? DiscoveryError(.avahiFailure, "cannot \(what)")
+            throw DNSSDError.fromAvahi(avahi_client_errno(avahiClient), "cannot \(what)")
+                ?? DNSSDError(.avahiFailure, "cannot \(what)")
         }
         self.pointer = pointer
         self.box = box

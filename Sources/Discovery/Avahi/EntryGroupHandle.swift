@@ -8,7 +8,7 @@ final class EntryGroupHandle {
     /// One state callback; `error` is set for `AVAHI_ENTRY_GROUP_FAILURE`.
     struct Event {
         var state: AvahiEntryGroupState
-        var error: DiscoveryError?
+        var error: DNSSDError?
     }
 
     private let client: AvahiClientHandle
@@ -18,7 +18,7 @@ final class EntryGroupHandle {
 
     /// Creates an empty group. Lock held. The handler may run before this initializer returns (with UNCOMMITED).
     /// - Throws: `avahiUnavailable` unless avahi-daemon is running, or the Avahi error.
-    init(client: AvahiClientHandle, handler: @escaping (Event) -> Void) throws(DiscoveryError) {
+    init(client: AvahiClientHandle, handler: @escaping (Event) -> Void) throws(DNSSDError) {
         self.client = client
         let avahiClient = try client.runningClient()
         let box = Unmanaged.passRetained(CallbackBox<Event>(poll: client.poll, handler: handler))
@@ -26,12 +26,12 @@ final class EntryGroupHandle {
             avahiClient,
             { group, state, userdata in
                 guard let box = CallbackBox<Event>.fromCallback(userdata) else { return }
-                var error: DiscoveryError?
+                var error: DNSSDError?
                 if state == AVAHI_ENTRY_GROUP_FAILURE {
                     let rc = group.flatMap { avahi_entry_group_get_client($0) }.map { avahi_client_errno($0) }
                     error =
-                        DiscoveryError.fromAvahi(rc ?? Int32(AVAHI_ERR_FAILURE), "registration failed")
-                        ?? DiscoveryError(.avahiFailure, "registration failed")
+                        DNSSDError.fromAvahi(rc ?? Int32(AVAHI_ERR_FAILURE), "registration failed")
+                        ?? DNSSDError(.avahiFailure, "registration failed")
                 }
                 box.handler(Event(state: state, error: error))
             },
@@ -39,8 +39,8 @@ final class EntryGroupHandle {
         )
         guard let pointer else {
             box.release()
-            throw DiscoveryError.fromAvahi(avahi_client_errno(avahiClient), "cannot create entry group")
-                ?? DiscoveryError(.avahiFailure, "cannot create entry group")
+            throw DNSSDError.fromAvahi(avahi_client_errno(avahiClient), "cannot create entry group")
+                ?? DNSSDError(.avahiFailure, "cannot create entry group")
         }
         self.pointer = pointer
         self.box = box
@@ -57,9 +57,9 @@ final class EntryGroupHandle {
         port: UInt16,
         txt: TXTRecord,
         subtypes: [String]
-    ) throws(DiscoveryError) {
-        guard let pointer else { throw DiscoveryError(.avahiUnavailable, "entry group is closed") }
-        try AvahiConversions.withStringList(txt) { list throws(DiscoveryError) in
+    ) throws(DNSSDError) {
+        guard let pointer else { throw DNSSDError(.avahiUnavailable, "entry group is closed") }
+        try AvahiConversions.withStringList(txt) { list throws(DNSSDError) in
             try check(
                 avahi_entry_group_add_service_strlst(
                     pointer,
@@ -94,9 +94,9 @@ final class EntryGroupHandle {
     }
 
     /// Replaces the TXT record of a committed service. Lock held.
-    func updateTXT(name: String, type: String, domain: String?, txt: TXTRecord) throws(DiscoveryError) {
-        guard let pointer else { throw DiscoveryError(.avahiUnavailable, "entry group is closed") }
-        try AvahiConversions.withStringList(txt) { list throws(DiscoveryError) in
+    func updateTXT(name: String, type: String, domain: String?, txt: TXTRecord) throws(DNSSDError) {
+        guard let pointer else { throw DNSSDError(.avahiUnavailable, "entry group is closed") }
+        try AvahiConversions.withStringList(txt) { list throws(DNSSDError) in
             try check(
                 avahi_entry_group_update_service_txt_strlst(
                     pointer,
@@ -114,14 +114,14 @@ final class EntryGroupHandle {
     }
 
     /// Starts registration. Lock held.
-    func commit() throws(DiscoveryError) {
-        guard let pointer else { throw DiscoveryError(.avahiUnavailable, "entry group is closed") }
+    func commit() throws(DNSSDError) {
+        guard let pointer else { throw DNSSDError(.avahiUnavailable, "entry group is closed") }
         try check(avahi_entry_group_commit(pointer), "cannot commit entry group")
     }
 
     /// Withdraws and empties the group so it can be filled again. Lock held.
-    func reset() throws(DiscoveryError) {
-        guard let pointer else { throw DiscoveryError(.avahiUnavailable, "entry group is closed") }
+    func reset() throws(DNSSDError) {
+        guard let pointer else { throw DNSSDError(.avahiUnavailable, "entry group is closed") }
         try check(avahi_entry_group_reset(pointer), "cannot reset entry group")
     }
 

@@ -7,7 +7,7 @@ import DNSSDModel
 final class ServiceTypeBrowserHandle {
     /// One callback: a service type seen or gone in a domain.
     struct Event {
-        var kind: BrowserEventKind
+        var kind: BrowserCallbackKind
         var type: String
         var domain: String
     }
@@ -17,7 +17,7 @@ final class ServiceTypeBrowserHandle {
     // Retained while the Avahi object exists; released in `close` after the free (lock held).
     private var box: Unmanaged<CallbackBox<Event>>?
 
-    init(client: AvahiClientHandle, domain: String?, handler: @escaping (Event) -> Void) throws(DiscoveryError) {
+    init(client: AvahiClientHandle, domain: String?, handler: @escaping (Event) -> Void) throws(DNSSDError) {
         self.client = client
         let avahiClient = try client.connectedClient()
         let box = Unmanaged.passRetained(CallbackBox<Event>(poll: client.poll, handler: handler))
@@ -29,7 +29,7 @@ final class ServiceTypeBrowserHandle {
             AvahiLookupFlags(0),
             { browser, _, _, event, type, domain, _, userdata in
                 guard let box = CallbackBox<Event>.fromCallback(userdata) else { return }
-                let kind = BrowserEventKind(
+                let kind = BrowserCallbackKind(
                     event,
                     client: browser.flatMap { avahi_service_type_browser_get_client($0) },
                     what: "service type browser"
@@ -42,8 +42,8 @@ final class ServiceTypeBrowserHandle {
         )
         guard let pointer else {
             box.release()
-            throw DiscoveryError.fromAvahi(avahi_client_errno(avahiClient), "cannot browse service types")
-                ?? DiscoveryError(.avahiFailure, "cannot browse service types")
+            throw DNSSDError.fromAvahi(avahi_client_errno(avahiClient), "cannot browse service types")
+                ?? DNSSDError(.avahiFailure, "cannot browse service types")
         }
         self.pointer = pointer
         self.box = box
@@ -73,7 +73,7 @@ final class ServiceTypeBrowserHandle {
 final class DomainBrowserHandle {
     /// One callback: a browse domain seen or gone.
     struct Event {
-        var kind: BrowserEventKind
+        var kind: BrowserCallbackKind
         var domain: String
     }
 
@@ -82,7 +82,7 @@ final class DomainBrowserHandle {
     // Retained while the Avahi object exists; released in `close` after the free (lock held).
     private var box: Unmanaged<CallbackBox<Event>>?
 
-    init(client: AvahiClientHandle, handler: @escaping (Event) -> Void) throws(DiscoveryError) {
+    init(client: AvahiClientHandle, handler: @escaping (Event) -> Void) throws(DNSSDError) {
         self.client = client
         let avahiClient = try client.connectedClient()
         let box = Unmanaged.passRetained(CallbackBox<Event>(poll: client.poll, handler: handler))
@@ -95,7 +95,7 @@ final class DomainBrowserHandle {
             AvahiLookupFlags(0),
             { browser, _, _, event, domain, _, userdata in
                 guard let box = CallbackBox<Event>.fromCallback(userdata) else { return }
-                let kind = BrowserEventKind(
+                let kind = BrowserCallbackKind(
                     event,
                     client: browser.flatMap { avahi_domain_browser_get_client($0) },
                     what: "domain browser"
@@ -106,8 +106,8 @@ final class DomainBrowserHandle {
         )
         guard let pointer else {
             box.release()
-            throw DiscoveryError.fromAvahi(avahi_client_errno(avahiClient), "cannot browse domains")
-                ?? DiscoveryError(.avahiFailure, "cannot browse domains")
+            throw DNSSDError.fromAvahi(avahi_client_errno(avahiClient), "cannot browse domains")
+                ?? DNSSDError(.avahiFailure, "cannot browse domains")
         }
         self.pointer = pointer
         self.box = box

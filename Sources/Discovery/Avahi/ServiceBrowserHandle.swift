@@ -9,7 +9,7 @@ final class ServiceBrowserHandle {
     struct Event {
         var interface: Int32
         var proto: Int32
-        var kind: BrowserEventKind
+        var kind: BrowserCallbackKind
         var name: String
         var type: String
         var domain: String
@@ -21,14 +21,14 @@ final class ServiceBrowserHandle {
     private var box: Unmanaged<CallbackBox<Event>>?
 
     /// Creates the browser. Lock held.
-    /// - Throws: the Avahi error as `DiscoveryError`.
+    /// - Throws: the Avahi error as `DNSSDError`.
     init(
         client: AvahiClientHandle,
         interface: Int32,
         type: String,
         domain: String?,
         handler: @escaping (Event) -> Void
-    ) throws(DiscoveryError) {
+    ) throws(DNSSDError) {
         self.client = client
         let avahiClient = try client.connectedClient()
         let box = Unmanaged.passRetained(CallbackBox<Event>(poll: client.poll, handler: handler))
@@ -41,7 +41,7 @@ final class ServiceBrowserHandle {
             AvahiLookupFlags(0),
             { browser, interface, proto, event, name, type, domain, _, userdata in
                 guard let box = CallbackBox<Event>.fromCallback(userdata) else { return }
-                let kind = BrowserEventKind(
+                let kind = BrowserCallbackKind(
                     event,
                     client: browser.flatMap { avahi_service_browser_get_client($0) },
                     what: "service browser"
@@ -61,8 +61,8 @@ final class ServiceBrowserHandle {
         )
         guard let pointer else {
             box.release()
-            throw DiscoveryError.fromAvahi(avahi_client_errno(avahiClient), "cannot browse \(type)")
-                ?? DiscoveryError(.avahiFailure, "cannot browse \(type)")
+            throw DNSSDError.fromAvahi(avahi_client_errno(avahiClient), "cannot browse \(type)")
+                ?? DNSSDError(.avahiFailure, "cannot browse \(type)")
         }
         self.pointer = pointer
         self.box = box

@@ -20,7 +20,7 @@ final class ServiceResolverHandle {
     struct Event {
         var interface: Int32
         var proto: Int32
-        var result: Result<Found, DiscoveryError>
+        var result: Result<Found, DNSSDError>
     }
 
     private let client: AvahiClientHandle
@@ -32,7 +32,7 @@ final class ServiceResolverHandle {
     /// - Parameters:
     ///   - proto: the protocol to query with, as reported by the browser; the address family asked for is the same
     ///     (A over IPv4, AAAA over IPv6), so the two sightings of a dual-stack service give both addresses.
-    /// - Throws: the Avahi error as `DiscoveryError`.
+    /// - Throws: the Avahi error as `DNSSDError`.
     init(
         client: AvahiClientHandle,
         interface: Int32,
@@ -41,7 +41,7 @@ final class ServiceResolverHandle {
         type: String,
         domain: String,
         handler: @escaping (Event) -> Void
-    ) throws(DiscoveryError) {
+    ) throws(DNSSDError) {
         self.client = client
         let avahiClient = try client.connectedClient()
         let box = Unmanaged.passRetained(CallbackBox<Event>(poll: client.poll, handler: handler))
@@ -56,7 +56,7 @@ final class ServiceResolverHandle {
             AvahiLookupFlags(0),
             { resolver, interface, proto, event, name, type, domain, host, address, port, txt, _, userdata in
                 guard let box = CallbackBox<Event>.fromCallback(userdata) else { return }
-                let result: Result<Found, DiscoveryError>
+                let result: Result<Found, DNSSDError>
                 if event == AVAHI_RESOLVER_FOUND {
                     result = .success(
                         Found(
@@ -72,8 +72,8 @@ final class ServiceResolverHandle {
                 } else {
                     let rc = resolver.flatMap { avahi_service_resolver_get_client($0) }.map { avahi_client_errno($0) }
                     result = .failure(
-                        DiscoveryError.fromAvahi(rc ?? Int32(AVAHI_ERR_FAILURE), "cannot resolve service")
-                            ?? DiscoveryError(.avahiFailure, "cannot resolve service")
+                        DNSSDError.fromAvahi(rc ?? Int32(AVAHI_ERR_FAILURE), "cannot resolve service")
+                            ?? DNSSDError(.avahiFailure, "cannot resolve service")
                     )
                 }
                 box.handler(Event(interface: interface, proto: proto, result: result))
@@ -82,8 +82,8 @@ final class ServiceResolverHandle {
         )
         guard let pointer else {
             box.release()
-            throw DiscoveryError.fromAvahi(avahi_client_errno(avahiClient), "cannot resolve \(name).\(type)")
-                ?? DiscoveryError(.avahiFailure, "cannot resolve \(name).\(type)")
+            throw DNSSDError.fromAvahi(avahi_client_errno(avahiClient), "cannot resolve \(name).\(type)")
+                ?? DNSSDError(.avahiFailure, "cannot resolve \(name).\(type)")
         }
         self.pointer = pointer
         self.box = box

@@ -37,16 +37,16 @@ final class ThreadedPoll: @unchecked Sendable {
     private let waiter = DispatchQueue(label: "discoverd.avahi.waiter")
 
     /// Creates and starts the poll thread.
-    /// - Throws: `DiscoveryError.avahiFailure` if Avahi cannot create or start the thread.
-    init() throws(DiscoveryError) {
+    /// - Throws: `DNSSDError.avahiFailure` if Avahi cannot create or start the thread.
+    init() throws(DNSSDError) {
         guard let pointer = avahi_threaded_poll_new() else {
-            throw DiscoveryError(.avahiFailure, "avahi_threaded_poll_new failed")
+            throw DNSSDError(.avahiFailure, "avahi_threaded_poll_new failed")
         }
         self.pointer = pointer
         let rc = avahi_threaded_poll_start(pointer)
         guard rc >= 0 else {
             avahi_threaded_poll_free(pointer)
-            throw DiscoveryError(.avahiFailure, "avahi_threaded_poll_start failed (\(rc))")
+            throw DNSSDError(.avahiFailure, "avahi_threaded_poll_start failed (\(rc))")
         }
         self.started = true
     }

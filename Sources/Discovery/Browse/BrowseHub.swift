@@ -35,7 +35,7 @@ final class BrowseHub: @unchecked Sendable {
 
     /// Subscribes to a browse; the stream ends when its consumer is cancelled or fails.
     /// - Throws: `avahiUnavailable` if avahi-daemon is not connected, or the Avahi error of the first browser.
-    func subscribe(key: BrowseKey, includeResolved: Bool) throws(DiscoveryError) -> AsyncThrowingStream<
+    func subscribe(key: BrowseKey, includeResolved: Bool) throws(DNSSDError) -> AsyncThrowingStream<
         BrowseEvent, any Error
     > {
         let (stream, continuation) = AsyncThrowingStream.makeStream(
@@ -43,7 +43,7 @@ final class BrowseHub: @unchecked Sendable {
             throwing: (any Error).self,
             bufferingPolicy: .bufferingOldest(self.bufferLimit)
         )
-        let id: UInt64 = try self.client.poll.withLocked { () throws(DiscoveryError) -> UInt64 in
+        let id: UInt64 = try self.client.poll.withLocked { () throws(DNSSDError) -> UInt64 in
             _ = try self.client.connectedClient()
             self.nextID += 1
             let id = self.nextID
@@ -87,7 +87,7 @@ final class BrowseHub: @unchecked Sendable {
     }
 
     /// Ends every subscriber with `error` (shutdown).
-    func failAll(_ error: DiscoveryError) {
+    func failAll(_ error: DNSSDError) {
         self.client.poll.withLocked {
             for shared in Array(self.browsers.values) { shared.fail(error) }
         }

@@ -4,7 +4,7 @@ import DNSSDModel
 /// subscribers.
 ///
 /// Overflow policy: the buffer keeps the oldest `limit` events (`bufferingOldest`). When an event does not fit, the
-/// subscriber is terminated with `DiscoveryError.subscriberTooSlow` after the events already buffered: it never
+/// subscriber is terminated with `DNSSDError.subscriberTooSlow` after the events already buffered: it never
 /// sees a stream with a silent gap, and a client that must not miss anything can browse again and get a fresh
 /// snapshot. (Dropping the newest or the oldest quietly would leave its view of the network wrong.)
 struct BrowseSubscriber {

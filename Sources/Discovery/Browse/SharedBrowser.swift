@@ -63,12 +63,12 @@ final class SharedBrowser: @unchecked Sendable {
 
     /// Creates the Avahi browsers (one per domain). Lock held.
     /// - Throws: the first browser's error if none could be created.
-    func start(extraDomains: Set<String>) throws(DiscoveryError) {
+    func start(extraDomains: Set<String>) throws(DNSSDError) {
         guard !self.isStarted, !self.isClosed else { return }
         self.isStarted = true
         self.allForNowReached = false
         let domains = self.key.domain.map { [$0] } ?? ([""] + extraDomains.sorted())
-        var firstError: DiscoveryError?
+        var firstError: DNSSDError?
         for domain in domains {
             do {
                 try self.addAvahiBrowser(domain: domain)
@@ -130,7 +130,7 @@ final class SharedBrowser: @unchecked Sendable {
         self.resolverFailures.removeAll()
     }
 
-    private func addAvahiBrowser(domain: String) throws(DiscoveryError) {
+    private func addAvahiBrowser(domain: String) throws(DNSSDError) {
         let browser = try ServiceBrowserHandle(
             client: self.client,
             interface: self.key.interface,
@@ -175,7 +175,7 @@ final class SharedBrowser: @unchecked Sendable {
     }
 
     /// Ends every subscriber's stream with `error` (their termination handlers unsubscribe them).
-    func fail(_ error: DiscoveryError) {
+    func fail(_ error: DNSSDError) {
         for subscriber in self.subscribers.values { subscriber.continuation.finish(throwing: error) }
     }
 
@@ -187,7 +187,7 @@ final class SharedBrowser: @unchecked Sendable {
         for subscriber in overflowed {
             self.logger.info("browse subscriber too slow; dropping it", metadata: ["subscriber": "\(subscriber.id)"])
             subscriber.continuation.finish(
-                throwing: DiscoveryError(
+                throwing: DNSSDError(
                     .subscriberTooSlow,
                     "the subscriber did not consume browse events fast enough and was dropped"
                 )

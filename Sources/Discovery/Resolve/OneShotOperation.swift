@@ -68,7 +68,7 @@ final class OneShotOperation<Value: Sendable, State>: @unchecked Sendable {
                     }
                     self.continuation = continuation
                     self.lossObserver = self.client.addLossObserver { [weak self] in
-                        self?.finish(.failure(DiscoveryError(.avahiUnavailable, "avahi-daemon went away")))
+                        self?.finish(.failure(DNSSDError(.avahiUnavailable, "avahi-daemon went away")))
                     }
                     do {
                         try start(self)

@@ -24,11 +24,11 @@ public final class WideAreaRegistration: ServiceRegistration {
 
     private let state: Mutex<State>
     private let continuation: AsyncStream<AdvertisementEvent>.Continuation
-    private let owner: WideAreaDiscovery
+    private let owner: UnicastDNSSD
     private let locator: UpdateServerLocator
     private let key: TSIGKey
 
-    init(id: String, plan: RegistrationPlan, locator: UpdateServerLocator, key: TSIGKey, owner: WideAreaDiscovery) {
+    init(id: String, plan: RegistrationPlan, locator: UpdateServerLocator, key: TSIGKey, owner: UnicastDNSSD) {
         registrationID = id
         (events, continuation) = AsyncStream.makeStream()
         state = Mutex(State(plan: plan))
@@ -40,7 +40,7 @@ public final class WideAreaRegistration: ServiceRegistration {
     /// The name registered (after renames).
     public var name: String { state.withLock { $0.plan.instance } }
 
-    /// Starts registering; called once by ``WideAreaDiscovery/advertise(name:type:port:txt:subtypes:domain:host:)``.
+    /// Starts registering; called once by ``UnicastDNSSD/advertise(name:type:port:txt:subtypes:domain:host:)``.
     func start() {
         let task = Task { await self.run() }
         state.withLock { $0.lifecycle = task }
@@ -117,13 +117,13 @@ public final class WideAreaRegistration: ServiceRegistration {
 
     private func fail(_ error: WideAreaError) {
         _ = owner.finished(id: registrationID, host: state.withLock { $0.plan.host })
-        let code: DiscoveryError.Code = error.code == .nameConflict ? .nameConflict : .invalidParameter
-        continuation.yield(.failed(DiscoveryError(code, error.message)))
+        let code: DNSSDError.Code = error.code == .nameConflict ? .nameConflict : .invalidParameter
+        continuation.yield(.failed(DNSSDError(code, error.message)))
         continuation.finish()
     }
 
     /// Replaces the TXT record (an UPDATE deleting the old TXT and adding the new, while our SRV is there).
-    /// - Throws: `DiscoveryError.invalidParameter` for a bad TXT; `WideAreaError` when the server refuses.
+    /// - Throws: `DNSSDError.invalidParameter` for a bad TXT; `WideAreaError` when the server refuses.
     public func updateTXT(_ txt: [String: String?]) throws {
         let validated = try TXTRecord(validating: txt)
         let (old, new, located) = state.withLock { state in

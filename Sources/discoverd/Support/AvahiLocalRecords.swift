@@ -83,7 +83,7 @@ struct AvahiLocalRecords: LocalRecordSource {
     }
 
     private static func error(_ error: any Error) -> LocalLookupError {
-        if let error = error as? DiscoveryError, error.code == .avahiUnavailable {
+        if let error = error as? DNSSDError, error.code == .avahiUnavailable {
             return LocalLookupError("avahi-daemon is not running: .local names cannot be resolved")
         }
         return LocalLookupError("mDNS look-up failed: \(error)")

@@ -287,8 +287,8 @@ typealias EventLog = StreamLog<BrowseEvent>
 
 extension StreamLog where Event == BrowseEvent {
     /// The services currently known from the events so far (added/changed minus removed), by name.
-    var current: [String: Service] {
-        var result: [String: Service] = [:]
+    var current: [String: DNSSDService] {
+        var result: [String: DNSSDService] = [:]
         for event in self.all {
             switch event {
             case .added(let service), .changed(let service): result[service.name] = service
@@ -307,7 +307,7 @@ extension String {
 }
 
 extension BrowseEvent {
-    var service: Service? {
+    var service: DNSSDService? {
         switch self {
         case .added(let service), .changed(let service), .removed(let service): service
         case .allForNow: nil

@@ -275,7 +275,7 @@ struct LabDiscoveryTests {
         do {
             for try await event in slow { received.append(event) }
             Issue.record("the stream ended without an error")
-        } catch let error as DiscoveryError {
+        } catch let error as DNSSDError {
             #expect(error.code == .subscriberTooSlow)
         }
         #expect(received.count == 2, "the buffered events are delivered before the error")
@@ -314,7 +314,7 @@ struct LabDiscoveryTests {
         do {
             _ = try await discovery.resolve(name: "Nobody-\(name)", type: type, timeout: .seconds(2))
             Issue.record("resolving a missing instance succeeded")
-        } catch let error as DiscoveryError {
+        } catch let error as DNSSDError {
             #expect(error.code == .timeout || error.code == .notFound)
         }
         #expect(ContinuousClock.now - start < .seconds(4))
@@ -325,11 +325,11 @@ struct LabDiscoveryTests {
     @Test("invalid input is refused before Avahi is involved")
     func validationThroughTheService() async throws {
         let discovery = try await Lab.running()
-        #expect(throws: DiscoveryError.self) { try discovery.browse(type: "_bad type._tcp") }
-        #expect(throws: DiscoveryError.self) { try discovery.browse(type: "_http._tcp", interface: "nope0") }
-        #expect(throws: DiscoveryError.self) { try discovery.advertise(name: "", type: "_http._tcp", port: 80) }
-        #expect(throws: DiscoveryError.self) { try discovery.advertise(type: "_http._tcp", port: 70000) }
-        #expect(throws: DiscoveryError.self) {
+        #expect(throws: DNSSDError.self) { try discovery.browse(type: "_bad type._tcp") }
+        #expect(throws: DNSSDError.self) { try discovery.browse(type: "_http._tcp", interface: "nope0") }
+        #expect(throws: DNSSDError.self) { try discovery.advertise(name: "", type: "_http._tcp", port: 80) }
+        #expect(throws: DNSSDError.self) { try discovery.advertise(type: "_http._tcp", port: 70000) }
+        #expect(throws: DNSSDError.self) {
             try discovery.advertise(type: "_http._tcp", port: 80, txt: ["bad=key": "v"])
         }
         do {
@@ -398,11 +398,11 @@ struct LabDiscoveryTests {
             do {
                 _ = try await pendingLookup.value
                 Issue.record("a record lookup pending while the daemon went away succeeded")
-            } catch let error as DiscoveryError {
+            } catch let error as DNSSDError {
                 #expect(error.code == .avahiUnavailable)
             }
             try await waitUntil("the record stream failed") { records.failure != nil }
-            #expect((records.failure as? DiscoveryError)?.code == .avahiUnavailable)
+            #expect((records.failure as? DNSSDError)?.code == .avahiUnavailable)
             do {
                 _ = try await discovery.lookupRecords(name: "lab-b.local", type: 1)
                 Issue.record("lookupRecords succeeded without avahi-daemon")

@@ -106,7 +106,7 @@ extension LabDiscoveryTests {
         #expect(ContinuousClock.now - start < .seconds(3))
         #expect(discovery.objectCounts.otherBrowsers == 0)
 
-        await #expect(throws: DiscoveryError(.invalidName, "invalid name \"a..local\": empty label")) {
+        await #expect(throws: DNSSDError(.invalidName, "invalid name \"a..local\": empty label")) {
             try await discovery.lookupRecords(name: "a..local", type: 1)
         }
         do {
@@ -175,7 +175,7 @@ extension LabDiscoveryTests {
         #expect(log.current[name]?.txt == ["flag": nil, "k": "v"])
         let service = try await discovery.resolve(name: name, type: type)
         #expect(service.type == type)
-        #expect(throws: DiscoveryError.self, "advertising such a type stays refused") {
+        #expect(throws: DNSSDError.self, "advertising such a type stays refused") {
             try discovery.advertise(name: name, type: type, port: 1)
         }
         log.cancel()

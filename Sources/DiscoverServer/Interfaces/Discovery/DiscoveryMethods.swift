@@ -16,7 +16,7 @@ public enum DiscoveryMethods {
     /// Registers every method of the interface; calls for a unicast domain go to `wideArea` when given.
     public static func register(
         into routes: inout RouteTable, discovery: DiscoveryService, registrations: RegistrationTable,
-        access: AccessControl, wideArea: WideAreaDiscovery? = nil
+        access: AccessControl, wideArea: UnicastDNSSD? = nil
     ) {
         // Browse streams with the same parameters share one browse, whose events are encoded once for all calls.
         let fanout = BrowseFanout()
@@ -132,7 +132,7 @@ public enum DiscoveryMethods {
     /// Starts a browse: through Avahi, or in a unicast domain; without a domain, the link and the unicast browse
     /// domains (RFC 6763 §11) as one stream.
     static func browse(
-        _ parameters: BrowseParameters, discovery: DiscoveryService, wideArea: WideAreaDiscovery?
+        _ parameters: BrowseParameters, discovery: DiscoveryService, wideArea: UnicastDNSSD?
     ) async throws -> AsyncThrowingStream<BrowseEvent, any Error> {
         if let wideArea, let domain = parameters.domain, WideAreaDomain.isUnicast(domain) {
             return try wideArea.browse(

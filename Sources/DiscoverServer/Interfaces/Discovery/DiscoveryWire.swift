@@ -14,11 +14,11 @@ struct DiscoverySubject: Sendable {
     /// The parameter an `invalidParameter` error is about.
     var parameter: String = "parameters"
 
-    /// Runs `body`, tagging a ``DiscoveryError`` it throws with this subject.
+    /// Runs `body`, tagging a ``DNSSDError`` it throws with this subject.
     func mapErrors<T>(_ body: () async throws -> T) async throws -> T {
         do {
             return try await body()
-        } catch let error as DiscoveryError {
+        } catch let error as DNSSDError {
             throw DiscoveryCallError(error: error, subject: self)
         } catch let error as WideAreaError {
             throw WideAreaCallError(error: error, subject: self)
@@ -26,9 +26,9 @@ struct DiscoverySubject: Sendable {
     }
 }
 
-/// A ``DiscoveryError`` together with the subject of its call: enough to build the varlink error of API.md.
+/// A ``DNSSDError`` together with the subject of its call: enough to build the varlink error of API.md.
 struct DiscoveryCallError: VarlinkErrorConvertible {
-    var error: DiscoveryError
+    var error: DNSSDError
     var subject: DiscoverySubject
 
     var varlinkError: VarlinkError {
@@ -51,7 +51,7 @@ struct DiscoveryCallError: VarlinkErrorConvertible {
     }
 }
 
-extension DNSSDModel.Service {
+extension DNSSDService {
     /// Identifies an instance in a one-shot browse's result.
     var key: String { "\(name)\u{0}\(type)\u{0}\(domain)" }
 

@@ -2,14 +2,14 @@ import DNSSDModel
 import Foundation
 import Logging
 
-extension WideAreaDiscovery {
+extension UnicastDNSSD {
     /// Registers a service in the unicast `domain` by DNS UPDATE signed with the domain's TSIG key.
     ///
     /// Validates everything first and returns at once; `events` then says `registered` (with the final name) or
     /// `failed` (the error names the rcode: REFUSED, NOTAUTH, BADSIG, ...).
     /// - Parameters:
     ///   - host: the SRV target; nil publishes `HOSTNAME.DOMAIN` with this machine's non-link-local addresses.
-    /// - Throws: `DiscoveryError` for bad arguments; ``WideAreaError`` `noKey` when no key is configured for the
+    /// - Throws: `DNSSDError` for bad arguments; ``WideAreaError`` `noKey` when no key is configured for the
     ///   domain.
     public func advertise(
         name: String?, type: String, port: Int, txt: [String: String?], subtypes: [String], domain: String,
@@ -20,7 +20,7 @@ extension WideAreaDiscovery {
         let parsed = try ServiceValidation.serviceType(type)
         let validPort = try ServiceValidation.port(port)
         let validTXT = try TXTRecord(validating: txt)
-        let labels = try subtypes.map { (subtype) throws(DiscoveryError) in
+        let labels = try subtypes.map { (subtype) throws(DNSSDError) in
             try ServiceValidation.subtype(subtype, of: parsed.string)
         }
         try ServiceValidation.domain(domain)

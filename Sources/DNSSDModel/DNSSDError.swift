@@ -3,7 +3,7 @@
 /// Each `code` is answered with one varlink error of `io.discoverd.Discovery` (the daemon's Discovery adapter maps
 /// every code on purpose); `message` says what went wrong in words; `avahiError` and `avahiErrorText` carry Avahi's
 /// own error number and text when the error came from Avahi (the `Discovery` module fills them in).
-public struct DiscoveryError: Error, Hashable, Sendable, CustomStringConvertible {
+public struct DNSSDError: Error, Hashable, Sendable, CustomStringConvertible {
     /// What kind of failure this is.
     public struct Code: Hashable, Sendable, CaseIterable, CustomStringConvertible {
         enum Base: Hashable, Sendable, CaseIterable {
@@ -77,8 +77,8 @@ public struct DiscoveryError: Error, Hashable, Sendable, CustomStringConvertible
 
     public var description: String {
         if let text = self.avahiErrorText {
-            return "DiscoveryError.\(self.code): \(self.message) (avahi: \(text))"
+            return "DNSSDError.\(self.code): \(self.message) (avahi: \(text))"
         }
-        return "DiscoveryError.\(self.code): \(self.message)"
+        return "DNSSDError.\(self.code): \(self.message)"
     }
 }

@@ -1,5 +1,5 @@
 /// One DNS-SD service instance, merged over every interface and protocol it was seen on.
-public struct Service: Hashable, Sendable {
+public struct DNSSDService: Hashable, Sendable {
     /// The instance name, e.g. `Living Room Printer`.
     public var name: String
     /// The service type, e.g. `_ipp._tcp`.
@@ -43,16 +43,4 @@ public struct Service: Hashable, Sendable {
         self.txt = txt
         self.txtRaw = txtRaw
     }
-}
-
-/// An event of a browse stream.
-public enum BrowseEvent: Hashable, Sendable {
-    /// A service instance appeared (first sighting on any interface/protocol).
-    case added(Service)
-    /// A service instance disappeared from every interface/protocol, or Avahi went away.
-    case removed(Service)
-    /// The interfaces, addresses or TXT record of a known instance changed.
-    case changed(Service)
-    /// Avahi has reported everything it currently knows; more events may follow.
-    case allForNow
 }
