@@ -33,7 +33,7 @@ let package = Package(
         .systemLibrary(name: "CLDNS", pkgConfig: "ldns", providers: [.apt(["libldns-dev"])]),
 
         // Wire types and varlink framing: no C, no NIO, usable by any client.
-        .target(name: "DiscoverAPI", swiftSettings: strict),
+        .target(name: "DiscoverAPI", dependencies: ["DNSSDModel"], swiftSettings: strict),
 
         // DNS: ldns codec, async I/O, cache, optimistic DNS, RFC 9460, connection plans.
         .target(
@@ -88,7 +88,7 @@ let package = Package(
         .target(
             name: "DiscoverClient",
             dependencies: [
-                "DiscoverAPI",
+                "DiscoverAPI", "DNSSDModel",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -127,7 +127,7 @@ let package = Package(
         .executableTarget(
             name: "discover",
             dependencies: [
-                "DiscoverAPI", "DiscoverClient",
+                "DiscoverAPI", "DiscoverClient", "DNSSDModel",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict
@@ -141,7 +141,7 @@ let package = Package(
             swiftSettings: strict
         ),
 
-        .testTarget(name: "DiscoverAPITests", dependencies: ["DiscoverAPI"], swiftSettings: strict),
+        .testTarget(name: "DiscoverAPITests", dependencies: ["DiscoverAPI", "DNSSDModel"], swiftSettings: strict),
         .testTarget(name: "ResolverTests", dependencies: ["Resolver"], swiftSettings: strict),
         .testTarget(name: "DNSStubTests", dependencies: ["DNSStub", "Resolver"], swiftSettings: strict),
         .testTarget(name: "DNSSDModelTests", dependencies: ["DNSSDModel"], swiftSettings: strict),
@@ -159,12 +159,14 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        .testTarget(name: "DiscoverClientTests", dependencies: ["DiscoverClient", "DiscoverAPI"], swiftSettings: strict),
+        .testTarget(
+            name: "DiscoverClientTests", dependencies: ["DiscoverClient", "DiscoverAPI", "DNSSDModel"],
+            swiftSettings: strict),
         .testTarget(name: "discoverdTests", dependencies: ["discoverd"], swiftSettings: strict),
         // Integration tests: start the built daemon binary on the network lab.
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["DiscoverClient", "DiscoverAPI"],
+            dependencies: ["DiscoverClient", "DiscoverAPI", "DNSSDModel"],
             swiftSettings: strict
         ),
     ]

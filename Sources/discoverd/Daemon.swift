@@ -147,7 +147,7 @@ struct Daemon {
 }
 
 /// Withdraws every advertisement and closes the Avahi client at shutdown, after clients are gone.
-private struct DiscoveryShutdown: ServiceLifecycle.Service {
+private struct DiscoveryShutdown: Service {
     let discovery: DiscoveryService
     let wideArea: UnicastDNSSD
 

@@ -1,3 +1,4 @@
+import DNSSDModel
 import Foundation
 import Testing
 
@@ -37,9 +38,9 @@ struct WireTypesTests {
     }
 
     @Test func discoveryTypesRoundTrip() throws {
-        let service = Service(
+        let service = DNSSDService(
             name: "Game of Bob", type: "_tictactoe._tcp", domain: "local", interfaces: ["eth0"], host: "lab-b.local",
-            port: 4242, addresses: ["192.0.2.2", "fe80::1%eth0"], txt: ["version": "2"], txtRaw: ["dmVyc2lvbj0y"])
+            port: 4242, addresses: ["192.0.2.2", "fe80::1%eth0"], txt: ["version": "2"], txtRaw: [Array("version=2".utf8)])
         #expect(try roundTrip(BrowseReply(event: .added, service: service)) == BrowseReply(event: .added, service: service))
         #expect(try roundTrip(AdvertiseReply(event: .renamed, id: "7", name: "Game of Bob #2")).name == "Game of Bob #2")
     }

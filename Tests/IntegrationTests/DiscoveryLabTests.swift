@@ -1,3 +1,4 @@
+import DNSSDModel
 import DiscoverClient
 import Foundation
 import Testing
@@ -170,8 +171,7 @@ struct DiscoveryLabTests {
         #expect(service.txt["path"] == "/zc")
         #expect(service.txt["bin"] == nil, "a non-UTF-8 value is not in txt (API.md: UTF-8 values only)")
         let raw = try #require(service.txtRaw, "txtRaw present when a value is not UTF-8")
-        let expected = [Data("bin=".utf8) + Data([0xFF, 0xFE, 0x00, 0xC3]), Data("path=/zc".utf8)]
-            .map { $0.base64EncodedString() }
+        let expected = [Array("bin=".utf8) + [0xFF, 0xFE, 0x00, 0xC3], Array("path=/zc".utf8)]
         #expect(Set(raw) == Set(expected), "txtRaw \(raw)")
 
         // Resolve gives the same TXT.
@@ -231,7 +231,7 @@ struct DiscoveryLabTests {
         ]
 
         // Without `more`: one reply with the set (retried: a cold cache may answer all-for-now early).
-        let set = try await eventuallyValue(timeout: .seconds(15)) { () -> [Service]? in
+        let set = try await eventuallyValue(timeout: .seconds(15)) { () -> [DNSSDService]? in
             let services = try await fixture.client.services(ofType: type, resolve: true, timeoutMs: 5000)
             return Set(services.map(\.name)) == Set(names) && services.allSatisfy { $0.port != nil } ? services : nil
         }

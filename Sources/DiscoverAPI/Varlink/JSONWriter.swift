@@ -413,29 +413,3 @@ extension PlanEndpoint: JSONWritable {
         writer.endObject()
     }
 }
-
-extension Service: JSONWritable {
-    public func write(to writer: inout JSONWriter) {
-        writer.beginObject()
-        writer.field("name", name)
-        writer.field("type", type)
-        writer.field("domain", domain)
-        writer.field("interfaces", strings: interfaces)
-        writer.field("host", host)
-        writer.field("port", port)
-        writer.field("addresses", strings: addresses)
-        writer.field("txt", object: txt)
-        if let txtRaw { writer.field("txtRaw", strings: txtRaw) }
-        writer.endObject()
-    }
-}
-
-extension BrowseReply: JSONWritable {
-    public func write(to writer: inout JSONWriter) {
-        writer.beginObject()
-        writer.field("event", event?.rawValue)
-        if let service { writer.field("service", service) }
-        if let services { writer.field("services", array: services) }
-        writer.endObject()
-    }
-}

@@ -1,3 +1,4 @@
+import DNSSDModel
 import DiscoverClient
 import Foundation
 import Testing
@@ -480,11 +481,11 @@ final class SpawnedProcess: @unchecked Sendable {
 final class BrowseRecorder: @unchecked Sendable {
     // `changes` and `failure` are guarded by `lock`; `task` is set once in init.
     private let lock = NSLock()
-    private var changes: [BrowseChange] = []
+    private var changes: [BrowseEvent] = []
     private var failure: (any Error)?
     private var task: Task<Void, Never>?
 
-    init(_ stream: AsyncThrowingStream<BrowseChange, any Error>) {
+    init(_ stream: AsyncThrowingStream<BrowseEvent, any Error>) {
         task = Task { [weak self] in
             do {
                 for try await change in stream {
@@ -497,12 +498,12 @@ final class BrowseRecorder: @unchecked Sendable {
         }
     }
 
-    var all: [BrowseChange] { lock.withLock { changes } }
+    var all: [BrowseEvent] { lock.withLock { changes } }
     var error: (any Error)? { lock.withLock { failure } }
 
     /// Index of the first change after `start` matching `predicate`, waiting up to `timeout`.
     func waitFor(
-        after start: Int = -1, timeout: Duration = .seconds(15), _ predicate: @escaping (BrowseChange) -> Bool
+        after start: Int = -1, timeout: Duration = .seconds(15), _ predicate: @escaping (BrowseEvent) -> Bool
     ) async -> Int? {
         var index: Int?
         _ = await eventually(timeout: timeout) {
@@ -518,8 +519,8 @@ final class BrowseRecorder: @unchecked Sendable {
     deinit { task?.cancel() }
 }
 
-extension BrowseChange {
-    var service: Service? {
+extension BrowseEvent {
+    var service: DNSSDService? {
         switch self {
         case .added(let service), .removed(let service), .changed(let service): service
         case .allForNow: nil

@@ -43,7 +43,7 @@ public enum DiscoveryMethods {
                 return try await discovery.resolve(
                     name: parameters.name, type: parameters.type, domain: parameters.domain, timeout: timeout)
             }
-            return ResolveServiceReply(service: service.wire)
+            return ResolveServiceReply(service: service)
         }
 
         routes.register(Methods.advertise, requiresMore: true) { parameters, context in
@@ -179,15 +179,15 @@ public enum DiscoveryMethods {
     /// The services present once Avahi says all-for-now, or when `timeout` passes.
     static func collect(
         _ stream: AsyncThrowingStream<BrowseEvent, any Error>, timeout: Duration, subject: DiscoverySubject
-    ) async throws -> [DiscoverAPI.Service] {
-        let found = NIOLockedValueBox([String: DiscoverAPI.Service]())
+    ) async throws -> [DNSSDService] {
+        let found = NIOLockedValueBox([String: DNSSDService]())
         try await subject.mapErrors {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
                     for try await event in stream {
                         switch event {
                         case .added(let service), .changed(let service):
-                            found.withLockedValue { $0[service.key] = service.wire }
+                            found.withLockedValue { $0[service.key] = service }
                         case .removed(let service):
                             _ = found.withLockedValue { $0.removeValue(forKey: service.key) }
                         case .allForNow:

@@ -1,7 +1,6 @@
 import DNSSDModel
 import DiscoverAPI
 import Discovery
-import Foundation
 import WideAreaDiscovery
 
 // Discovery's domain types as the wire types of io.discoverd.Discovery (API.md), and its errors as the interface's
@@ -54,20 +53,14 @@ struct DiscoveryCallError: VarlinkErrorConvertible {
 extension DNSSDService {
     /// Identifies an instance in a one-shot browse's result.
     var key: String { "\(name)\u{0}\(type)\u{0}\(domain)" }
-
-    var wire: DiscoverAPI.Service {
-        DiscoverAPI.Service(
-            name: name, type: type, domain: domain, interfaces: interfaces, host: host, port: port,
-            addresses: addresses, txt: txt, txtRaw: txtRaw.map { $0.map { Data($0).base64EncodedString() } })
-    }
 }
 
 extension BrowseEvent {
     var wire: BrowseReply {
         switch self {
-        case .added(let service): BrowseReply(event: .added, service: service.wire)
-        case .removed(let service): BrowseReply(event: .removed, service: service.wire)
-        case .changed(let service): BrowseReply(event: .changed, service: service.wire)
+        case .added(let service): BrowseReply(event: .added, service: service)
+        case .removed(let service): BrowseReply(event: .removed, service: service)
+        case .changed(let service): BrowseReply(event: .changed, service: service)
         case .allForNow: BrowseReply(event: .allForNow)
         }
     }
