@@ -145,7 +145,8 @@ let package = Package(
         .testTarget(name: "ResolverTests", dependencies: ["Resolver"], swiftSettings: strict),
         .testTarget(name: "DNSStubTests", dependencies: ["DNSStub", "Resolver"], swiftSettings: strict),
         .testTarget(name: "DNSSDModelTests", dependencies: ["DNSSDModel"], swiftSettings: strict),
-        .testTarget(name: "DiscoveryTests", dependencies: ["Discovery", "DNSSDModel"], swiftSettings: strict),
+        .testTarget(
+            name: "DiscoveryTests", dependencies: ["Discovery", "DNSSDModel", "LabSupport"], swiftSettings: strict),
         .testTarget(
             name: "WideAreaDiscoveryTests", dependencies: ["WideAreaDiscovery", "DNSSDModel", "Resolver"],
             swiftSettings: strict),
@@ -163,10 +164,13 @@ let package = Package(
             name: "DiscoverClientTests", dependencies: ["DiscoverClient", "DiscoverAPI", "DNSSDModel"],
             swiftSettings: strict),
         .testTarget(name: "discoverdTests", dependencies: ["discoverd"], swiftSettings: strict),
+        // Helpers every lab test shares: the lab's environment, one posix_spawn process type, peers, polling,
+        // stream logs, the lock over host a's avahi-daemon.
+        .target(name: "LabSupport", dependencies: ["DNSSDModel"], path: "Tests/LabSupport", swiftSettings: strict),
         // Integration tests: start the built daemon binary on the network lab.
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["DiscoverClient", "DiscoverAPI", "DNSSDModel"],
+            dependencies: ["DiscoverClient", "DiscoverAPI", "DNSSDModel", "LabSupport"],
             swiftSettings: strict
         ),
     ]

@@ -1,5 +1,6 @@
 import DiscoverClient
 import Foundation
+import LabSupport
 import Testing
 
 /// Runs `discover ARGS...` to completion, as root or (with `uid`) as that user through `setpriv`.

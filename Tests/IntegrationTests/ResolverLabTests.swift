@@ -1,6 +1,7 @@
 import DiscoverAPI
 import DiscoverClient
 import Foundation
+import LabSupport
 import Testing
 
 /// The resolver of the real daemon binary against real DNS servers in the network lab: Knot serving `lab.test`
