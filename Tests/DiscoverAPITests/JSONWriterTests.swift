@@ -65,7 +65,7 @@ struct JSONWriterTests {
         try check(ResolveAddressesReply(name: "a.", addresses: ["192.0.2.1", "2001:db8::1"], source: .network, ttl: 300, timing: Self.timing))
     }
 
-    @Test func browseReplies() throws {
+    @Test func browseRepliesWriteTheSameJSONAsJSONEncoder() throws {
         let service = DNSSDService(
             name: Self.awkward, type: "_tictactoe._tcp", domain: "local", interfaces: ["eth0"], host: "lab-a.local",
             port: 4242, addresses: ["192.0.2.1", "fe80::1%eth0"], txt: ["version": "2", "b": Self.awkward, "": "x"],

@@ -85,16 +85,16 @@ struct WireTypesTests {
 
 @Suite("Socket path")
 struct SocketPathTests {
-    @Test func rootUsesRun() {
+    @Test func rootsDaemonListensUnderRun() {
         #expect(SocketPath.daemonDefault(uid: 0, environment: [:]) == "/run/discoverd/io.discoverd")
     }
 
-    @Test func userUsesRuntimeDirectory() {
+    @Test func aUsersDaemonListensInItsRuntimeDirectory() {
         #expect(SocketPath.daemonDefault(uid: 1000, environment: ["XDG_RUNTIME_DIR": "/run/user/1000"]) == "/run/user/1000/discoverd/io.discoverd")
         #expect(SocketPath.daemonDefault(uid: 1000, environment: [:]) == "/run/user/1000/discoverd/io.discoverd")
     }
 
-    @Test func clientOrder() {
+    @Test func clientsTryTheExplicitPathThenTheEnvironmentThenTheirOwnOrTheSystemDaemon() {
         let env = ["DISCOVERD_SOCKET": "/tmp/x.sock", "XDG_RUNTIME_DIR": "/run/user/5"]
         #expect(SocketPath.clientDefault(explicit: "/e.sock", uid: 5, environment: env) == "/e.sock")
         #expect(SocketPath.clientDefault(uid: 5, environment: env) == "/tmp/x.sock")

@@ -188,7 +188,7 @@ struct CLILabTests {
         #expect(daemon.stop() == 0)
     }
 
-    @Test func svcbCommand() async throws {
+    @Test func svcbCommandPrintsTheProcessedBindingsOfAnSVCBName() async throws {
         let daemon = try labDaemon(upstream: ResolverLab.knot)
         let socket = ["--socket", daemon.socketPath]
         let text = try discover(["svcb", "_dns.svcb.lab.test"] + socket)

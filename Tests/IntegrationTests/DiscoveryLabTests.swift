@@ -170,7 +170,7 @@ struct DiscoveryLabTests {
             Set(service.addresses) == [env["LAB_B_IP4"] ?? "192.0.2.2", linkLocal + "%eth0"],
             "IPv4 and the link-local address with %eth0: \(service.addresses)")
         #expect(service.txt["path"] == "/zc")
-        #expect(service.txt["bin"] == nil, "a non-UTF-8 value is not in txt (API.md: UTF-8 values only)")
+        #expect(service.txt["bin"] == nil, "a non-UTF-8 value is not in txt (docs/API.md: UTF-8 values only)")
         let raw = try #require(service.txtRaw, "txtRaw present when a value is not UTF-8")
         let expected = [Array("bin=".utf8) + [0xFF, 0xFE, 0x00, 0xC3], Array("path=/zc".utf8)]
         #expect(Set(raw) == Set(expected), "txtRaw \(raw)")

@@ -227,7 +227,7 @@ extension ResolverLabTests {
             #expect(daemon.stop() == 0)
         }
 
-        @Test func priorityOrder() async throws {
+        @Test func bindingsComeInPriorityOrderAsKdigSeesThem() async throws {
             let daemon = try labDaemon(upstream: ResolverLab.knot)
             let client = DiscoverClient(socketPath: daemon.socketPath)
             let prio = try await client.resolveHTTPS("prio.lab.test")
@@ -246,7 +246,7 @@ extension ResolverLabTests {
             #expect(daemon.stop() == 0)
         }
 
-        @Test func mandatoryKeys() async throws {
+        @Test func bindingsWithUnsupportedMandatoryKeysAreSetAside() async throws {
             let daemon = try labDaemon(upstream: ResolverLab.knot)
             let client = DiscoverClient(socketPath: daemon.socketPath)
             let usable = try await client.resolveHTTPS("mandatory.lab.test")

@@ -184,3 +184,18 @@ extension BrowseReply: JSONWritable {
         writer.endObject()
     }
 }
+
+/// The methods of `io.discoverd.Discovery`.
+extension Methods {
+    public static let browse = VarlinkMethod<BrowseParameters, BrowseReply>("io.discoverd.Discovery.Browse")
+    public static let resolveService = VarlinkMethod<ResolveServiceParameters, ResolveServiceReply>(
+        "io.discoverd.Discovery.Resolve")
+    public static let advertise = VarlinkMethod<AdvertiseParameters, AdvertiseReply>("io.discoverd.Discovery.Advertise")
+    public static let updateAdvertisement = VarlinkMethod<UpdateAdvertisementParameters, VarlinkEmpty>(
+        "io.discoverd.Discovery.UpdateAdvertisement")
+    public static let withdraw = VarlinkMethod<WithdrawParameters, VarlinkEmpty>("io.discoverd.Discovery.Withdraw")
+    public static let browseTypes = VarlinkMethod<BrowseTypesParameters, BrowseTypesReply>(
+        "io.discoverd.Discovery.BrowseTypes")
+    public static let browseDomains = VarlinkMethod<VarlinkEmpty, BrowseDomainsReply>(
+        "io.discoverd.Discovery.BrowseDomains")
+}

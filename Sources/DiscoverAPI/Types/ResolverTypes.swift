@@ -1,4 +1,4 @@
-// Wire types of the io.discoverd.Resolver interface (API.md).
+// Wire types of the io.discoverd.Resolver interface (docs/API.md).
 
 /// Where an answer came from.
 public enum AnswerSource: String, Codable, Sendable {
@@ -451,4 +451,19 @@ public struct FlushParameters: VarlinkParameters, Equatable {
 public struct FlushReply: Codable, Equatable, Sendable {
     public var flushed: Int
     public init(flushed: Int) { self.flushed = flushed }
+}
+
+/// The methods of `io.discoverd.Resolver`.
+extension Methods {
+    public static let resolveHTTPS = VarlinkMethod<ResolveHTTPSParameters, ResolveHTTPSReply>(
+        "io.discoverd.Resolver.ResolveHTTPS")
+    public static let resolveSVCB = VarlinkMethod<ResolveSVCBParameters, ResolveHTTPSReply>(
+        "io.discoverd.Resolver.ResolveSVCB")
+    public static let resolveAddresses = VarlinkMethod<ResolveAddressesParameters, ResolveAddressesReply>(
+        "io.discoverd.Resolver.ResolveAddresses")
+    public static let connectionPlan = VarlinkMethod<ConnectionPlanParameters, ConnectionPlanReply>(
+        "io.discoverd.Resolver.ConnectionPlan")
+    public static let reportAltSvc = VarlinkMethod<ReportAltSvcParameters, ReportAltSvcReply>(
+        "io.discoverd.Resolver.ReportAltSvc")
+    public static let flush = VarlinkMethod<FlushParameters, FlushReply>("io.discoverd.Resolver.Flush")
 }

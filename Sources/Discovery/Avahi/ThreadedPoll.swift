@@ -21,7 +21,7 @@ private let lockOwnerKey: pthread_key_t = {
 
 /// Owns one `AvahiThreadedPoll`: the thread that runs the Avahi client's D-Bus I/O and every Avahi callback.
 ///
-/// Lock rule (DESIGN.md): every call into Avahi happens inside `withLocked { }`, except in Avahi callbacks, which run
+/// Lock rule (docs/DESIGN.md): every call into Avahi happens inside `withLocked { }`, except in Avahi callbacks, which run
 /// on the poll thread with the lock already held; the lock is not recursive, so `withLocked` detects both cases.
 ///
 /// Waiting rule: the poll thread holds the lock while it dispatches, and Avahi calls made under it may wait for a

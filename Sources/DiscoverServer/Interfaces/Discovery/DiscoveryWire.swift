@@ -3,7 +3,7 @@ import DiscoverAPI
 import Discovery
 import WideAreaDiscovery
 
-// Discovery's domain types as the wire types of io.discoverd.Discovery (API.md), and its errors as the interface's
+// Discovery's domain types as the wire types of io.discoverd.Discovery (docs/API.md), and its errors as the interface's
 // varlink errors. This is the only place either mapping is written.
 
 /// What a Discovery call was about: the wire errors name it, the domain errors do not carry it.
@@ -25,7 +25,7 @@ struct DiscoverySubject: Sendable {
     }
 }
 
-/// A ``DNSSDError`` together with the subject of its call: enough to build the varlink error of API.md.
+/// A ``DNSSDError`` together with the subject of its call: enough to build the varlink error of docs/API.md.
 struct DiscoveryCallError: VarlinkErrorConvertible {
     var error: DNSSDError
     var subject: DiscoverySubject

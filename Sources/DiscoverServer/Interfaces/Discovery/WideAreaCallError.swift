@@ -2,7 +2,7 @@ import DNSSDModel
 import DiscoverAPI
 import WideAreaDiscovery
 
-/// A ``WideAreaError`` together with the subject of its call, as the varlink error of API.md.
+/// A ``WideAreaError`` together with the subject of its call, as the varlink error of docs/API.md.
 ///
 /// io.discoverd.Discovery has no error for a DNS server that failed: those are answered with the Resolver
 /// interface's `UpstreamFailure {rcode}`, which names the rcode (REFUSED, NOTAUTH, BADSIG).
