@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "DNSStub", targets: ["DNSStub"]),
         .library(name: "DiscoverServer", targets: ["DiscoverServer"]),
         .library(name: "WideAreaDiscovery", targets: ["WideAreaDiscovery"]),
+        .library(name: "DNSSD", targets: ["DNSSD"]),
     ],
     dependencies: [
 
@@ -84,6 +85,12 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // DNS-SD for a program, as the daemon does it: one facade over mDNS (Discovery) and unicast DNS
+        // (WideAreaDiscovery) that picks the side per domain, merges the browse of every browse domain and keeps
+        // Avahi's thread rule.
+        .target(
+            name: "DNSSD", dependencies: ["DNSSDModel", "Discovery", "WideAreaDiscovery"], swiftSettings: strict),
+
         // Async Swift client of the daemon.
         .target(
             name: "DiscoverClient",
@@ -100,7 +107,7 @@ let package = Package(
         .target(
             name: "DiscoverServer",
             dependencies: [
-                "DiscoverAPI", "DNSSDModel", "Resolver", "Discovery", "WideAreaDiscovery",
+                "DiscoverAPI", "DNSSD", "DNSSDModel", "Resolver", "Discovery", "WideAreaDiscovery",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -113,7 +120,8 @@ let package = Package(
         .executableTarget(
             name: "discoverd",
             dependencies: [
-                "DiscoverAPI", "DiscoverServer", "DNSSDModel", "Resolver", "Discovery", "DNSStub", "WideAreaDiscovery",
+                "DiscoverAPI", "DiscoverServer", "DNSSD", "DNSSDModel", "Resolver", "Discovery", "DNSStub",
+                "WideAreaDiscovery",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -145,6 +153,7 @@ let package = Package(
         .testTarget(name: "ResolverTests", dependencies: ["Resolver"], swiftSettings: strict),
         .testTarget(name: "DNSStubTests", dependencies: ["DNSStub", "Resolver"], swiftSettings: strict),
         .testTarget(name: "DNSSDModelTests", dependencies: ["DNSSDModel"], swiftSettings: strict),
+        .testTarget(name: "DNSSDTests", dependencies: ["DNSSD", "DNSSDModel"], swiftSettings: strict),
         .testTarget(
             name: "DiscoveryTests", dependencies: ["Discovery", "DNSSDModel", "LabSupport"], swiftSettings: strict),
         .testTarget(

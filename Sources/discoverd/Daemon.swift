@@ -1,3 +1,4 @@
+import DNSSD
 import DNSSDModel
 import DNSStub
 import DiscoverAPI
@@ -47,7 +48,8 @@ struct Daemon {
             stateDirectory: configuration.stateDirectory, logger: logger)
         await wideArea.removeLeftovers()
         DiscoveryMethods.register(
-            into: &routes, discovery: discovery, registrations: registrations, access: access, wideArea: wideArea)
+            into: &routes, discovery: ServiceDiscovery(mdns: discovery, unicast: wideArea),
+            registrations: registrations, access: access)
         let resolverOptions = ResolverMethods.Options(optimistic: configuration.optimistic)
         ResolverMethods.register(into: &routes, resolver: resolver, options: resolverOptions, access: access)
 

@@ -1,6 +1,5 @@
 import DNSSDModel
-import Discovery
-import NIOConcurrencyHelpers
+import Synchronization
 
 /// Several browses as one stream: a Browse without a domain covers `local` and the unicast browse domains
 /// (RFC 6763 §11: the configured ones and the `lb._dns-sd._udp` "legacy browse" domains).
@@ -9,13 +8,20 @@ import NIOConcurrencyHelpers
 /// the stream ends: its error ends the merged stream; a unicast domain that fails only stops contributing, so a
 /// dead DNS server never takes the link's services away.
 enum MergedBrowse {
+    /// The sources that have not said all-for-now yet.
+    private final class Waiting: Sendable {
+        let sources: Mutex<Set<Int>>
+        init(_ sources: Set<Int>) { self.sources = Mutex(sources) }
+    }
+
+    /// The events of every stream as one; see the type's comment for how it ends.
     static func merge(_ streams: [AsyncThrowingStream<BrowseEvent, any Error>]) -> AsyncThrowingStream<BrowseEvent, any Error> {
         guard streams.count > 1 else { return streams.first ?? AsyncThrowingStream { $0.finish() } }
         return AsyncThrowingStream { continuation in
             // Sources that have not said all-for-now yet.
-            let waiting = NIOLockedValueBox(Set(streams.indices))
+            let waiting = Waiting(Set(streams.indices))
             @Sendable func reachedAllForNow(_ index: Int) {
-                let done = waiting.withLockedValue { pending in
+                let done = waiting.sources.withLock { pending in
                     pending.remove(index) != nil && pending.isEmpty
                 }
                 if done { continuation.yield(.allForNow) }
