@@ -166,7 +166,7 @@ final class AdvertisementRecord: @unchecked Sendable {
         return String(cString: next)
     }
 
-    private func handleGroup(_ event: EntryGroupHandle.Event) {
+    private func handleGroup(_ event: EntryGroupEvent) {
         guard !self.isEnded, let group = self.group else { return }
         switch event.state {
         case AVAHI_ENTRY_GROUP_ESTABLISHED:

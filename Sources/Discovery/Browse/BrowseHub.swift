@@ -130,7 +130,7 @@ final class BrowseHub: @unchecked Sendable {
         }
     }
 
-    private func handleDomain(_ event: DomainBrowserHandle.Event) {
+    private func handleDomain(_ event: DomainBrowserEvent) {
         let domain = AvahiConversions.normalizedDomain(event.domain)
         guard !domain.isEmpty, domain != "local" else { return }
         switch event.kind {

@@ -224,7 +224,7 @@ final class SharedBrowser: @unchecked Sendable {
 
     // MARK: - Avahi callbacks (poll thread, lock held)
 
-    private func handleBrowser(_ event: ServiceBrowserHandle.Event, browserDomain: String) {
+    private func handleBrowser(_ event: ServiceBrowserEvent, browserDomain: String) {
         guard self.isStarted else { return }
         let callbackAt = BrowseBenchmarkHook.observer == nil ? 0 : BrowseBenchmarkHook.monotonicNanoseconds()
         let instance = InstanceKey(
@@ -310,7 +310,7 @@ final class SharedBrowser: @unchecked Sendable {
         }
     }
 
-    private func handleResolver(_ event: ServiceResolverHandle.Event, resolverKey: ResolverKey) {
+    private func handleResolver(_ event: ServiceResolverEvent, resolverKey: ResolverKey) {
         guard self.isStarted else { return }
         switch event.result {
         case .success(let found):

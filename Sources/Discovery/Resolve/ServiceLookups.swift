@@ -25,7 +25,7 @@ enum ServiceLookups {
             operation.state.table.instances[key]?.service(includeResolved: true)
         }
 
-        @Sendable func handle(_ operation: Operation, _ event: ServiceResolverHandle.Event, family: Int32) {
+        @Sendable func handle(_ operation: Operation, _ event: ServiceResolverEvent, family: Int32) {
             guard !operation.isFinished else { return }
             switch event.result {
             case .success(let found):
