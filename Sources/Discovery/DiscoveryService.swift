@@ -15,8 +15,12 @@ import Logging
 /// restart re-creates every browser and re-registers every advertisement by itself. Browses of the same
 /// (type, domain, subtype, interface) share one Avahi browser.
 ///
+/// Creating it starts nothing; ``start()`` starts the poll thread and the connection (swift-service-lifecycle's
+/// rule for libraries: no thread or task in an `init`).
+///
 /// ```swift
 /// let discovery = try DiscoveryService(logger: logger)
+/// try discovery.start()
 /// for try await event in try discovery.browse(type: "_http._tcp", resolve: true) { ... }
 /// let ad = try discovery.advertise(name: "My Web", type: "_http._tcp", port: 8080, txt: ["path": "/"])
 /// ```
@@ -32,14 +36,14 @@ public final class DiscoveryService: Sendable {
     private let registry: AdvertisementRegistry
     private let logger: Logger
 
-    /// Creates the service and starts connecting to avahi-daemon.
+    /// Creates the service; ``start()`` starts connecting to avahi-daemon.
     /// - Parameters:
     ///   - logger: where the module logs (info and below).
     ///   - dbusSystemBusAddress: if set, exported as `DBUS_SYSTEM_BUS_ADDRESS` before the first connection. libdbus
     ///     reads that variable once per process, at the first system-bus connection, so this only has an effect if
     ///     nothing in the process has connected to the system bus yet.
     ///   - subscriberBufferLimit: events buffered per browse subscriber before it is dropped as too slow.
-    /// - Throws: `avahiFailure` if the poll thread cannot be started.
+    /// - Throws: `avahiFailure` if Avahi cannot create its poll.
     public init(
         logger: Logger = Logger(label: "discoverd.discovery"),
         dbusSystemBusAddress: String? = nil,
@@ -54,6 +58,13 @@ public final class DiscoveryService: Sendable {
         self.subscriberBufferLimit = max(subscriberBufferLimit, 1)
         self.hub = BrowseHub(client: self.client, logger: logger, bufferLimit: subscriberBufferLimit)
         self.registry = AdvertisementRegistry(client: self.client, logger: logger)
+    }
+
+    /// Starts the poll thread and connecting to avahi-daemon (and re-connecting whenever it comes back). Idempotent;
+    /// until it is called every call fails with `avahiUnavailable`.
+    /// - Throws: `avahiFailure` if the poll thread cannot be started.
+    public func start() throws(DNSSDError) {
+        guard try self.poll.start() else { return }
         self.client.start()
     }
 

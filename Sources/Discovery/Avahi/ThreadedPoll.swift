@@ -1,6 +1,7 @@
 import CAvahi
 import DNSSDModel
 import Dispatch
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -30,25 +31,37 @@ private let lockOwnerKey: pthread_key_t = {
 /// on `waiter`, a serial queue of this poll's own.
 final class ThreadedPoll: @unchecked Sendable {
     // @unchecked Sendable: `pointer` never changes; lock/unlock/start/stop of an AvahiThreadedPoll are thread-safe
-    // (Avahi's own mutex), and `started` is only touched by init and `stop`, which the owner calls once.
+    // (Avahi's own mutex), and `phase` is a Mutex.
     let pointer: OpaquePointer
-    private var started = false
+    private enum Phase { case created, running, stopped }
+    private let phase = Mutex(Phase.created)
     /// Where waits for the lock go when they come from async code (one thread: the lock serialises them anyway).
     private let waiter = DispatchQueue(label: "discoverd.avahi.waiter")
 
-    /// Creates and starts the poll thread.
-    /// - Throws: `DNSSDError.avahiFailure` if Avahi cannot create or start the thread.
+    /// Creates the poll; its thread starts with ``start()``, not here.
+    /// - Throws: `DNSSDError.avahiFailure` if Avahi cannot create it.
     init() throws(DNSSDError) {
         guard let pointer = avahi_threaded_poll_new() else {
             throw DNSSDError(.avahiFailure, "avahi_threaded_poll_new failed")
         }
         self.pointer = pointer
-        let rc = avahi_threaded_poll_start(pointer)
+    }
+
+    /// Starts the poll thread, once: returns true when this call started it, false when it runs or ran already.
+    /// - Throws: `DNSSDError.avahiFailure` if Avahi cannot start the thread.
+    func start() throws(DNSSDError) -> Bool {
+        let first = self.phase.withLock { phase in
+            guard phase == .created else { return false }
+            phase = .running
+            return true
+        }
+        guard first else { return false }
+        let rc = avahi_threaded_poll_start(self.pointer)
         guard rc >= 0 else {
-            avahi_threaded_poll_free(pointer)
+            self.phase.withLock { $0 = .stopped }
             throw DNSSDError(.avahiFailure, "avahi_threaded_poll_start failed (\(rc))")
         }
-        self.started = true
+        return true
     }
 
     /// The `AvahiPoll` vtable to hand to `avahi_client_new`.
@@ -114,9 +127,12 @@ final class ThreadedPoll: @unchecked Sendable {
 
     /// Stops the poll thread. Must not be called from the poll thread or with the lock held.
     func stop() {
-        guard self.started, !self.isLockedByCurrentThread else { return }
-        self.started = false
-        avahi_threaded_poll_stop(self.pointer)
+        guard !self.isLockedByCurrentThread else { return }
+        let wasRunning = self.phase.withLock { phase in
+            defer { phase = .stopped }
+            return phase == .running
+        }
+        if wasRunning { avahi_threaded_poll_stop(self.pointer) }
     }
 
     deinit {

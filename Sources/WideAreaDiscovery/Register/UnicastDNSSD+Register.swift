@@ -78,13 +78,15 @@ extension UnicastDNSSD {
         }
     }
 
-    /// Keeps a deletion task until it ends, so ``shutdown()`` can wait for it.
-    func track(_ task: Task<Void, Never>) {
+    /// Runs a deletion in a task that ``shutdown()`` waits for; the task drops itself from `pending` when done
+    /// (it is stored before it can run that far: it waits for the lock held while it is stored).
+    func track(_ deletion: @escaping @Sendable () async -> Void) {
         let number = counter.add(1, ordering: .relaxed).newValue
-        pending.withLock { $0[number] = task }
-        Task {
-            await task.value
-            _ = pending.withLock { $0.removeValue(forKey: number) }
+        pending.withLock { pending in
+            pending[number] = Task {
+                await deletion()
+                _ = self.pending.withLock { $0.removeValue(forKey: number) }
+            }
         }
     }
 

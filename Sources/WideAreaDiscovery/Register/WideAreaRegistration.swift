@@ -165,7 +165,7 @@ public final class WideAreaRegistration: ServiceRegistration {
         let key = self.key
         let owner = self.owner
         let id = registrationID
-        owner.track(Task {
+        owner.track {
             do {
                 let reply = try await owner.sendUpdate(
                     plan.removal(includingHost: includeHost), plan: plan, target: target, key: key)
@@ -177,7 +177,7 @@ public final class WideAreaRegistration: ServiceRegistration {
                 // Kept in the journal: deleted at the next start.
                 owner.logger.warning("deleting a wide-area registration failed", metadata: ["error": "\(error)"])
             }
-        })
+        }
     }
 
     deinit {

@@ -22,7 +22,9 @@ enum AvahiLab {
         guard let busA else { return nil }
         var logger = Logger(label: "DiscoveryTests")
         logger.logLevel = ProcessInfo.processInfo.environment["DISCOVERY_TEST_LOG"] != nil ? .trace : .critical
-        return try? DiscoveryService(logger: logger, dbusSystemBusAddress: busA)
+        guard let service = try? DiscoveryService(logger: logger, dbusSystemBusAddress: busA) else { return nil }
+        try? service.start()
+        return service
     }()
 
     /// The service, once avahi-daemon on a is running. Fails the test if the lab is missing.

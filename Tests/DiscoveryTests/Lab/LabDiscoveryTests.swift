@@ -257,6 +257,7 @@ struct LabDiscoveryTests {
         _ = try await AvahiLab.running()
         // A second client with a tiny buffer (same bus address, so libdbus's cached address is right).
         let small = try DiscoveryService(dbusSystemBusAddress: AvahiLab.busA, subscriberBufferLimit: 2)
+        try small.start()
         defer { small.shutdown() }
         try await waitUntil("second client running") { small.avahiState == .running }
         let type = AvahiLab.uniqueType()
