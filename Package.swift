@@ -11,6 +11,7 @@ let package = Package(
         .executable(name: "discover", targets: ["discover"]),
         .library(name: "DiscoverClient", targets: ["DiscoverClient"]),
         .library(name: "DiscoverAPI", targets: ["DiscoverAPI"]),
+        .library(name: "DNSCore", targets: ["DNSCore"]),
         .library(name: "Resolver", targets: ["Resolver"]),
         .library(name: "DNSSDModel", targets: ["DNSSDModel"]),
         .library(name: "Discovery", targets: ["Discovery"]),
@@ -36,11 +37,14 @@ let package = Package(
         // Wire types and varlink framing: no C, no NIO, usable by any client.
         .target(name: "DiscoverAPI", dependencies: ["DNSSDModel"], swiftSettings: strict),
 
+        // DNS wire types without C: names, record types, messages, the stub's query/reply codec, local zones.
+        .target(name: "DNSCore", swiftSettings: strict),
+
         // DNS: ldns codec, async I/O, cache, optimistic DNS, RFC 9460, connection plans.
         .target(
             name: "Resolver",
             dependencies: [
-                "CLDNS",
+                "CLDNS", "DNSCore",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -52,7 +56,7 @@ let package = Package(
         .target(
             name: "DNSStub",
             dependencies: [
-                "Resolver",
+                "DNSCore", "Resolver",
                 "CStubIO",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -77,7 +81,7 @@ let package = Package(
         .target(
             name: "WideAreaDiscovery",
             dependencies: [
-                "CLDNS", "DNSSDModel", "Resolver",
+                "CLDNS", "DNSCore", "DNSSDModel", "Resolver",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -107,7 +111,7 @@ let package = Package(
         .target(
             name: "DiscoverServer",
             dependencies: [
-                "DiscoverAPI", "DNSSD", "DNSSDModel", "Resolver", "Discovery", "WideAreaDiscovery",
+                "DiscoverAPI", "DNSCore", "DNSSD", "DNSSDModel", "Resolver", "Discovery", "WideAreaDiscovery",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -120,7 +124,7 @@ let package = Package(
         .executableTarget(
             name: "discoverd",
             dependencies: [
-                "DiscoverAPI", "DiscoverServer", "DNSSD", "DNSSDModel", "Resolver", "Discovery", "DNSStub",
+                "DiscoverAPI", "DiscoverServer", "DNSCore", "DNSSD", "DNSSDModel", "Resolver", "Discovery", "DNSStub",
                 "WideAreaDiscovery",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -150,19 +154,20 @@ let package = Package(
         ),
 
         .testTarget(name: "DiscoverAPITests", dependencies: ["DiscoverAPI", "DNSSDModel"], swiftSettings: strict),
-        .testTarget(name: "ResolverTests", dependencies: ["Resolver"], swiftSettings: strict),
-        .testTarget(name: "DNSStubTests", dependencies: ["DNSStub", "Resolver"], swiftSettings: strict),
+        .testTarget(name: "DNSCoreTests", dependencies: ["DNSCore"], swiftSettings: strict),
+        .testTarget(name: "ResolverTests", dependencies: ["DNSCore", "Resolver"], swiftSettings: strict),
+        .testTarget(name: "DNSStubTests", dependencies: ["DNSCore", "DNSStub", "Resolver"], swiftSettings: strict),
         .testTarget(name: "DNSSDModelTests", dependencies: ["DNSSDModel"], swiftSettings: strict),
         .testTarget(name: "DNSSDTests", dependencies: ["DNSSD", "DNSSDModel"], swiftSettings: strict),
         .testTarget(
             name: "DiscoveryTests", dependencies: ["Discovery", "DNSSDModel", "LabSupport"], swiftSettings: strict),
         .testTarget(
-            name: "WideAreaDiscoveryTests", dependencies: ["WideAreaDiscovery", "DNSSDModel", "Resolver"],
+            name: "WideAreaDiscoveryTests", dependencies: ["WideAreaDiscovery", "DNSCore", "DNSSDModel", "Resolver"],
             swiftSettings: strict),
         .testTarget(
             name: "DiscoverServerTests",
             dependencies: [
-                "DiscoverServer", "DiscoverAPI", "DNSSDModel", "Resolver", "Discovery", "WideAreaDiscovery",
+                "DiscoverServer", "DiscoverAPI", "DNSCore", "DNSSDModel", "Resolver", "Discovery", "WideAreaDiscovery",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

@@ -1,3 +1,4 @@
+import DNSCore
 import Resolver
 
 /// The settings of the DNS stub (`[stub]` in discoverd.conf, `--stub-listen`).
@@ -19,6 +20,9 @@ public struct StubSettings: Sendable, Hashable {
     public var maxTCPConnections: Int
     /// The discovery proxy (RFC 8766): domains answered from the link's mDNS services.
     public var proxy: DiscoveryProxySettings
+    /// `.local` and link-reverse look-ups through mDNS running at once; more get SERVFAIL with EDE 0 at once
+    /// (each holds an Avahi record browser for up to ``localTimeout``).
+    public var maxLocalLookups: Int
 
     /// The default listen address: loopback port 53 on an address of its own, so it can run beside
     /// systemd-resolved (127.0.0.53) and a local Unbound or dnsmasq (127.0.0.1).
@@ -28,9 +32,10 @@ public struct StubSettings: Sendable, Hashable {
         listen: [ListenAddress] = [StubSettings.defaultListen], allow: [AddressRange] = [], answerLocal: Bool = true,
         optimistic: Bool = true, localTimeout: Duration = .milliseconds(1000),
         tcpIdleTimeout: Duration = .seconds(10), maxTCPConnections: Int = 1024,
-        proxy: DiscoveryProxySettings = DiscoveryProxySettings()
+        proxy: DiscoveryProxySettings = DiscoveryProxySettings(), maxLocalLookups: Int = 64
     ) {
         self.proxy = proxy
+        self.maxLocalLookups = maxLocalLookups
         self.listen = listen
         self.allow = allow
         self.answerLocal = answerLocal

@@ -1,3 +1,4 @@
+import DNSCore
 import DNSSDModel
 import Logging
 import Resolver

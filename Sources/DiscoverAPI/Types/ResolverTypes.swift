@@ -171,10 +171,14 @@ public struct ResolveHTTPSReply: Codable, Equatable, Sendable {
     /// Why the records found were set aside or some were ignored (alias loop, malformed RRset, a mandatory key
     /// this client does not support); absent when every record was used.
     public var note: String?
+    /// Only on the last reply of a `more` call whose first reply was `expiredCache`: true when the network
+    /// confirmed the expired data (the reply repeats it), false when it changed (the reply carries the new data).
+    public var confirmed: Bool?
 
     public init(
         name: String, queryName: String, aliasChain: [String], records: [ServiceBinding], h3: Bool,
-        source: AnswerSource, ttl: Int, staleSeconds: Int? = nil, timing: Timing, note: String? = nil
+        source: AnswerSource, ttl: Int, staleSeconds: Int? = nil, timing: Timing, note: String? = nil,
+        confirmed: Bool? = nil
     ) {
         self.name = name
         self.queryName = queryName
@@ -186,6 +190,7 @@ public struct ResolveHTTPSReply: Codable, Equatable, Sendable {
         self.staleSeconds = staleSeconds
         self.timing = timing
         self.note = note
+        self.confirmed = confirmed
     }
 }
 
@@ -226,6 +231,7 @@ extension ResolveHTTPSReply: JSONWritable {
     /// The constant fields after the per-call ones.
     func writeConstantTail(to writer: inout JSONWriter) {
         writer.field("note", note)
+        if let confirmed { writer.field("confirmed", confirmed) }
     }
 }
 
@@ -260,13 +266,18 @@ public struct ResolveAddressesReply: Codable, Equatable, Sendable {
     public var source: AnswerSource
     public var ttl: Int
     public var timing: Timing
+    /// As in ``ResolveHTTPSReply/confirmed``: only on the last reply of a `more` call after an expired answer.
+    public var confirmed: Bool?
 
-    public init(name: String, addresses: [String], source: AnswerSource, ttl: Int, timing: Timing) {
+    public init(
+        name: String, addresses: [String], source: AnswerSource, ttl: Int, timing: Timing, confirmed: Bool? = nil
+    ) {
         self.name = name
         self.addresses = addresses
         self.source = source
         self.ttl = ttl
         self.timing = timing
+        self.confirmed = confirmed
     }
 }
 
@@ -276,6 +287,7 @@ extension ResolveAddressesReply: JSONWritable {
         writeConstantHead(to: &writer)
         // The same per-call fields as ResolveHTTPS, without staleSeconds.
         ResolveHTTPSReply.writePerCall(to: &writer, source: source, ttl: ttl, staleSeconds: nil, timing: timing)
+        if let confirmed { writer.field("confirmed", confirmed) }
         writer.endObject()
     }
 

@@ -1,3 +1,4 @@
+import DNSCore
 import Resolver
 
 /// A DNS-SD service instance name `<Instance>.<_type._proto>.<domain>` (RFC 6763 §4.1), kept as raw labels.

@@ -1,3 +1,4 @@
+import DNSCore
 import Resolver
 
 /// Wire-format names with labels as raw bytes, case kept.

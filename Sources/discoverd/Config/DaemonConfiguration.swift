@@ -1,3 +1,4 @@
+import DNSCore
 import DNSStub
 import Resolver
 import DiscoverAPI
@@ -30,6 +31,14 @@ struct DaemonConfiguration: Sendable, Equatable {
     var maxQueuedCalls = 256
     /// Bytes a connection may have waiting to be sent before it is dropped as too slow.
     var maxSendBuffer = 1024 * 1024
+    /// Distinct upstream queries in flight at once, for everyone (``QueryLimits``).
+    var upstreamQueries = QueryLimits().maxQueries
+    /// Distinct upstream queries in flight for one uid (API) or one address (stub).
+    var upstreamQueriesPerClient = QueryLimits().maxQueriesPerClient
+    /// UDP and TCP sockets to upstreams open at once.
+    var upstreamSockets = UpstreamClient.Configuration().maxSockets
+    /// `.local` look-ups through mDNS running at once (stub).
+    var localLookups = StubSettings().maxLocalLookups
 
     // [resolver]
     var upstreams: [Upstream] = []
@@ -81,7 +90,13 @@ struct DaemonConfiguration: Sendable, Equatable {
             listen: stubListen, allow: stubAllow, answerLocal: stubLocal, optimistic: optimistic,
             proxy: DiscoveryProxySettings(
                 domains: proxyDomains, interfaceIndex: proxyInterface.map { Int32(bitPattern: if_nametoindex($0)) },
-                interfaceName: proxyInterface))
+                interfaceName: proxyInterface),
+            maxLocalLookups: localLookups)
+    }
+
+    /// The bounds on upstream work as the resolver takes them.
+    var queryLimits: QueryLimits {
+        QueryLimits(maxQueries: upstreamQueries, maxQueriesPerClient: upstreamQueriesPerClient)
     }
 
     static func defaultStateDirectory(uid: UInt32 = getuid()) -> String {
@@ -174,6 +189,11 @@ extension DaemonConfiguration {
             case ("limits", "max-connections"): maxConnections = try Self.int(value, context, 1...1_000_000)
             case ("limits", "max-queued-calls"): maxQueuedCalls = try Self.int(value, context, 1...65536)
             case ("limits", "max-send-buffer"): maxSendBuffer = try Self.int(value, context, 4096...1 << 30)
+            case ("limits", "upstream-queries"): upstreamQueries = try Self.int(value, context, 1...65_536)
+            case ("limits", "upstream-queries-per-client"):
+                upstreamQueriesPerClient = try Self.int(value, context, 1...65_536)
+            case ("limits", "upstream-sockets"): upstreamSockets = try Self.int(value, context, 16...65_536)
+            case ("limits", "local-lookups"): localLookups = try Self.int(value, context, 1...4096)
             case ("resolver", "upstream"):
                 do { fileUpstreams.append(try Upstream(parsing: value)) } catch {
                     throw ConfigurationError("\(context): \(error.description)")
@@ -182,7 +202,7 @@ extension DaemonConfiguration {
             case ("resolver", "attempts"): attempts = try Self.int(value, context, 1...10)
             case ("resolver", "optimistic"): optimistic = try Self.bool(value, context)
             case ("resolver", "stale-ttl"): staleTTL = try Self.int(value, context, 1...3600)
-            case ("resolver", "max-stale"): maxStaleSeconds = try Self.int(value, context, 0...30 * 86_400)
+            case ("resolver", "max-stale"): maxStaleSeconds = try Self.int(value, context, 0...Int(CachePolicy.maximumMaxStale))
             case ("resolver", "refresh-retry"): refreshRetrySeconds = try Self.int(value, context, 1...3600)
             case ("resolver", "no-optimistic-domain"): noOptimistic.append(value.lowercased())
             case ("resolver", "cache-size"): cacheSize = try Self.int(value, context, 0...10_000_000)
@@ -243,7 +263,10 @@ extension DaemonConfiguration {
     static let sections: Set<String> = ["daemon", "limits", "resolver", "stub", "discovery-proxy", "wide-area"]
     static let keys: [String: Set<String>] = [
         "daemon": ["socket", "state-dir", "log-level", "admin-group", "advertise-group", "services-dir"],
-        "limits": ["max-message-size", "max-connections", "max-queued-calls", "max-send-buffer"],
+        "limits": [
+            "max-message-size", "max-connections", "max-queued-calls", "max-send-buffer", "upstream-queries",
+            "upstream-queries-per-client", "upstream-sockets", "local-lookups",
+        ],
         "resolver": [
             "upstream", "timeout-ms", "attempts", "optimistic", "stale-ttl", "max-stale", "refresh-retry",
             "no-optimistic-domain", "cache-size", "persist-interval",
