@@ -61,12 +61,13 @@ struct FastEncoderCoverageTests {
             ResolveHTTPSReply(
                 name: "h3.lab.test.", queryName: "_8443._https.h3.lab.test.", aliasChain: ["a."],
                 records: [Self.binding], h3: true, source: .expiredCache, ttl: 30, staleSeconds: 4,
-                timing: Self.timing, note: "note"))
+                timing: Self.timing, note: "note", confirmed: true))
     }
 
     @Test func resolveAddressesReplyWritesEveryField() throws {
         try expectSameJSON(
-            ResolveAddressesReply(name: "a.", addresses: ["192.0.2.1"], source: .network, ttl: 300, timing: Self.timing))
+            ResolveAddressesReply(
+                name: "a.", addresses: ["192.0.2.1"], source: .network, ttl: 300, timing: Self.timing, confirmed: false))
     }
 
     @Test func connectionPlanReplyWritesEveryField() throws {
