@@ -46,4 +46,48 @@ enum MergedBrowse {
             continuation.onTermination = { _ in task.cancel() }
         }
     }
+
+    /// Hands the events of `stream` to `sink` from a task of its own; cancelling the subscription ends the task
+    /// (and with it the browse behind the stream), without calling `sink.end`.
+    static func forward(
+        _ stream: AsyncThrowingStream<BrowseEvent, any Error>, to sink: BrowseSink
+    ) -> BrowseSubscription {
+        let task = Task {
+            do {
+                for try await event in stream { sink.event(event) }
+                if !Task.isCancelled { sink.end(nil) }
+            } catch {
+                if !Task.isCancelled { sink.end(error) }
+            }
+        }
+        return BrowseSubscription { task.cancel() }
+    }
+
+    /// Several sources delivering into one sink: `allForNow` once every source said it; the first source's end is
+    /// the end; another source's end only counts as its all-for-now.
+    final class Sink: Sendable {
+        private let target: BrowseSink
+        private let waiting: Mutex<Set<Int>>
+
+        init(_ target: BrowseSink, sources: Int) {
+            self.target = target
+            self.waiting = Mutex(Set(0..<sources))
+        }
+
+        /// The sink source `index` delivers into (0 is the one whose end ends the browse).
+        func sink(for index: Int) -> BrowseSink {
+            BrowseSink(
+                event: { [self] event in
+                    if case .allForNow = event { reached(index) } else { target.event(event) }
+                },
+                end: { [self] error in
+                    if index == 0 { target.end(error) } else { reached(index) }
+                })
+        }
+
+        private func reached(_ index: Int) {
+            let done = waiting.withLock { pending in pending.remove(index) != nil && pending.isEmpty }
+            if done { target.event(.allForNow) }
+        }
+    }
 }

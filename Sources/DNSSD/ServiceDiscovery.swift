@@ -72,6 +72,46 @@ public final class ServiceDiscovery: Sendable {
         return MergedBrowse.merge(streams)
     }
 
+    /// Browses `type` like ``browse(type:domain:subtype:interface:resolve:)``, handing each event to `sink` as it
+    /// happens, with no stream between: an mDNS event is handed over on Avahi's poll thread, a unicast one on the
+    /// task that polls the zone. Over every browse domain, `allForNow` comes once every source said it, a failing
+    /// unicast domain only stops contributing, and the link's end ends the browse. Cancel the subscription to end it.
+    /// - Throws: ``DNSSDError`` (`invalidServiceType`, `invalidName`, `invalidParameter`, `avahiUnavailable`).
+    public func browse(
+        type: String, domain: String? = nil, subtype: String? = nil, interface: String? = nil, resolve: Bool = false,
+        sink: BrowseSink
+    ) async throws -> BrowseSubscription {
+        if let unicast, usesUnicast(domain), let domain {
+            let stream = try unicast.browse(type: type, domain: domain, subtype: subtype, resolve: resolve)
+            return MergedBrowse.forward(stream, to: sink)
+        }
+        guard let unicast, domain == nil, interface == nil else {
+            let mdns = self.mdns
+            return try await mdns.onAvahiThread {
+                try mdns.browse(
+                    type: type, domain: domain, subtype: subtype, interface: interface, resolve: resolve, sink: sink)
+            }
+        }
+        var unicastStreams: [AsyncThrowingStream<BrowseEvent, any Error>] = []
+        for domain in await unicast.defaultBrowseDomains() {
+            if let stream = try? unicast.browse(type: type, domain: domain, subtype: subtype, resolve: resolve) {
+                unicastStreams.append(stream)
+            }
+        }
+        let merged = MergedBrowse.Sink(sink, sources: 1 + unicastStreams.count)
+        let mdns = self.mdns
+        let local = try await mdns.onAvahiThread {
+            try mdns.browse(type: type, subtype: subtype, resolve: resolve, sink: merged.sink(for: 0))
+        }
+        let others = unicastStreams.enumerated().map { index, stream in
+            MergedBrowse.forward(stream, to: merged.sink(for: index + 1))
+        }
+        return BrowseSubscription {
+            local.cancel()
+            for other in others { other.cancel() }
+        }
+    }
+
     /// The services present once every source said all-for-now, or when `timeout` passes, sorted by name and
     /// domain (a Browse without `more`).
     /// - Throws: what ``browse(type:domain:subtype:interface:resolve:)`` throws, and the stream's error.

@@ -160,6 +160,22 @@ public final class DiscoveryService: Sendable {
         return try self.hub.subscribe(key: key, includeResolved: resolve)
     }
 
+    /// Browses for services of a type, handing each event to `sink` as it happens: on Avahi's poll thread, with no
+    /// buffer or task between (the daemon's fan-out). The same events as ``browse(type:domain:subtype:interface:resolve:)``;
+    /// `sink` must return quickly and never block. Cancel the subscription to end it.
+    /// - Throws: as ``browse(type:domain:subtype:interface:resolve:)``.
+    public func browse(
+        type: String,
+        domain: String? = nil,
+        subtype: String? = nil,
+        interface: String? = nil,
+        resolve: Bool = false,
+        sink: BrowseSink
+    ) throws(DNSSDError) -> BrowseSubscription {
+        let key = try self.browseKey(type: type, domain: domain, subtype: subtype, interface: interface)
+        return try self.hub.subscribe(key: key, includeResolved: resolve, sink: sink)
+    }
+
     private func browseKey(
         type: String,
         domain: String?,

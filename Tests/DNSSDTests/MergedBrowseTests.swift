@@ -1,4 +1,5 @@
 import DNSSDModel
+import Synchronization
 import Testing
 
 @testable import DNSSD
@@ -70,4 +71,44 @@ struct MergedBrowseTests {
         #expect(found.map(\.name) == ["A"])
         feed.finish()
     }
+
+    @Test func theSinkFormMergesAllForNowAndEndsWithTheFirstSource() {
+        let received = Received()
+        let merged = MergedBrowse.Sink(
+            BrowseSink(event: { received.append(.event($0)) }, end: { received.append(.end($0 == nil)) }), sources: 2)
+        let link = merged.sink(for: 0)
+        let unicast = merged.sink(for: 1)
+        link.event(.added(Self.service("A", domain: "local")))
+        link.event(.allForNow)
+        #expect(received.all == [.event(.added(Self.service("A", domain: "local")))], "one source is not all")
+        unicast.end(DNSSDError(.timeout, "the zone's server is gone"))
+        #expect(received.all.last == .event(.allForNow), "a failed unicast source counts as done, and ends nothing")
+        link.end(nil)
+        #expect(received.all.last == .end(true), "the link's end is the end")
+    }
+
+    @Test func forwardingAStreamEndsWithItAndStopsWhenCancelled() async throws {
+        let received = Received()
+        let (stream, feed) = Self.source()
+        let subscription = MergedBrowse.forward(
+            stream, to: BrowseSink(event: { received.append(.event($0)) }, end: { received.append(.end($0 == nil)) }))
+        feed.yield(.allForNow)
+        feed.finish()
+        for _ in 0..<500 where received.all.count < 2 { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(received.all == [.event(.allForNow), .end(true)])
+        subscription.cancel()
+    }
+}
+
+/// What a test sink received, in order.
+final class Received: Sendable {
+    enum Item: Equatable, Sendable {
+        case event(BrowseEvent)
+        /// true: finished without an error.
+        case end(Bool)
+    }
+
+    private let items = Mutex<[Item]>([])
+    func append(_ item: Item) { items.withLock { $0.append(item) } }
+    var all: [Item] { items.withLock { $0 } }
 }

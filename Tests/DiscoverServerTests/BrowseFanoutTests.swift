@@ -1,16 +1,16 @@
 import DNSSDModel
 import DiscoverAPI
 @testable import DiscoverServer
-import Discovery
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOEmbedded
 import Testing
 
-/// A browse the test drives: the stream ``BrowseFanout`` reads, how often it was started and whether it ended.
+/// A browse the test drives: the sink ``BrowseFanout`` gave it, how often it was started and whether it was
+/// cancelled.
 final class TestBrowseSource: Sendable {
     private struct State {
-        var continuations: [AsyncThrowingStream<BrowseEvent, any Error>.Continuation] = []
+        var sinks: [BrowseSink] = []
         var terminated = 0
         var failure: DNSSDError?
     }
@@ -22,30 +22,28 @@ final class TestBrowseSource: Sendable {
         state.withLockedValue { $0.failure = failure }
     }
 
-    var starts: Int { state.withLockedValue { $0.continuations.count } }
+    var starts: Int { state.withLockedValue { $0.sinks.count } }
     var terminations: Int { state.withLockedValue { $0.terminated } }
 
     var source: BrowseFanout.Source {
-        { [self] in
-            let (stream, continuation) = AsyncThrowingStream.makeStream(of: BrowseEvent.self, throwing: (any Error).self)
-            continuation.onTermination = { [self] _ in state.withLockedValue { $0.terminated += 1 } }
+        { [self] sink in
             let failure = state.withLockedValue { state -> DNSSDError? in
-                state.continuations.append(continuation)
+                state.sinks.append(sink)
                 return state.failure
             }
             if let failure { throw failure }
-            return stream
+            return BrowseSubscription { [self] in state.withLockedValue { $0.terminated += 1 } }
         }
     }
 
-    /// Sends an event on the latest browse.
+    /// Sends events on the latest browse, as Avahi's thread would.
     func yield(_ events: BrowseEvent...) {
-        let continuation = state.withLockedValue { $0.continuations.last }
-        for event in events { continuation?.yield(event) }
+        let sink = state.withLockedValue { $0.sinks.last }
+        for event in events { sink?.event(event) }
     }
 
     func finish(throwing error: DNSSDError) {
-        state.withLockedValue { $0.continuations.last }?.finish(throwing: error)
+        state.withLockedValue { $0.sinks.last }?.end(error)
     }
 }
 

@@ -174,9 +174,9 @@ final class SharedBrowser: @unchecked Sendable {
         return self.subscribers.isEmpty
     }
 
-    /// Ends every subscriber's stream with `error` (their termination handlers unsubscribe them).
+    /// Ends every subscriber with `error` (ending unsubscribes them).
     func fail(_ error: DNSSDError) {
-        for subscriber in self.subscribers.values { subscriber.continuation.finish(throwing: error) }
+        for subscriber in self.subscribers.values { subscriber.finish(error) }
     }
 
     /// Terminates subscribers whose buffer overflowed. Call last: it may re-enter `BrowseHub.unsubscribe`.
@@ -186,8 +186,8 @@ final class SharedBrowser: @unchecked Sendable {
         self.overflowed.removeAll()
         for subscriber in overflowed {
             self.logger.info("browse subscriber too slow; dropping it", metadata: ["subscriber": "\(subscriber.id)"])
-            subscriber.continuation.finish(
-                throwing: DNSSDError(
+            subscriber.finish(
+                DNSSDError(
                     .subscriberTooSlow,
                     "the subscriber did not consume browse events fast enough and was dropped"
                 )

@@ -20,11 +20,11 @@ public enum DiscoveryMethods {
         routes.register(Methods.browse, whenReaderTooSlow: .subscriberTooSlow) { parameters, context in
             let subject = DiscoverySubject(type: parameters.type, name: parameters.domain ?? "", parameter: "interface")
             if context.more {
-                let open: BrowseFanout.Source = {
+                let open: BrowseFanout.Source = { sink in
                     try await subject.mapErrors {
                         try await discovery.browse(
                             type: parameters.type, domain: parameters.domain, subtype: parameters.subtype,
-                            interface: parameters.interface, resolve: parameters.resolve ?? false)
+                            interface: parameters.interface, resolve: parameters.resolve ?? false, sink: sink)
                     }
                 }
                 return try await stream(parameters, context, fanout: fanout, source: open)
