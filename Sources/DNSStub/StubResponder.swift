@@ -172,16 +172,25 @@ public final class StubResponder: Sendable {
         }
         // The one walk, from the cache alone: a hit (the whole alias chain cached) is answered here, its refreshes
         // handed to the caller to start after the write.
-        var trace = WalkTrace(keepingSteps: true)
+        var trace = WalkTrace(keepingSteps: true, keepingDependencies: false)
         if resolver.cachedWalk(query.nameText, type: query.type, class: query.class, options: options, trace: &trace)
             != nil
         {
+            resolver.countHits(trace)
             refreshes.merge(trace.refreshes)
             return .reply(reply(query, parts: trace.steps, limit: limit))
         }
+        // A question that can only be refused (its client, or everyone, at the limit of upstream queries in
+        // flight) is answered here, without a task: a flood costs the stub no more than its replies.
+        let queryClient = client.queryClient
+        if let refused = resolver.refusalNow(
+            query.nameText, type: query.type, class: query.class, dnssecOK: options.dnssecOK, client: queryClient)
+        {
+            return .reply(failure(query, refused, limit: limit))
+        }
         startTask(later()) {
             var options = options
-            options.client = client.queryClient
+            options.client = queryClient
             return await self.resolve(query, options: options, limit: limit)
         }
         return .pending
@@ -238,7 +247,7 @@ public final class StubResponder: Sendable {
 
     /// A miss or a CNAME chain: the one walk fetches what the cache lacks and follows the chain.
     private func resolve(_ query: StubQuery, options: WalkOptions, limit: Int) async -> [UInt8] {
-        var trace = WalkTrace(keepingSteps: true)
+        var trace = WalkTrace(keepingSteps: true, keepingDependencies: false)
         do {
             _ = try await resolver.walk(query.nameText, type: query.type, class: query.class, options: options, trace: &trace)
         } catch {

@@ -121,13 +121,6 @@ public final class DNSResolver: Sendable {
             same: { stale, fresh in
                 stale.bindings == fresh.bindings && stale.aliasChain == fresh.aliasChain
                     && stale.fallbackTarget == fresh.fallbackTarget && stale.note == fresh.note
-            },
-            mark: { resolution, outcome, attempts, elapsed in
-                resolution.source = .network
-                resolution.staleSeconds = nil
-                resolution.refresh = outcome
-                resolution.attempts = attempts + resolution.attempts
-                resolution.elapsedMilliseconds = elapsed
             })
     }
 
@@ -144,23 +137,15 @@ public final class DNSResolver: Sendable {
                 let (addresses, provenance) = try await addresses(host, family: family, optimistic: optimistic)
                 return (try Self.addressResolution(host, addresses, provenance, since: start), provenance)
             },
-            same: { stale, fresh in Set(stale.addresses) == Set(fresh.addresses) },
-            mark: { resolution, outcome, attempts, elapsed in
-                resolution.source = .network
-                resolution.staleSeconds = nil
-                resolution.refresh = outcome
-                resolution.attempts = attempts + resolution.attempts
-                resolution.elapsedMilliseconds = elapsed
-            })
+            same: { stale, fresh in Set(stale.addresses) == Set(fresh.addresses) })
     }
 
     /// The two-answer stream of optimistic DNS: the first answer, and after an expired one the network's, once the
     /// refreshes in flight are done (a hop still expired is asked again, bypassing the cache).
-    private func updates<R: Sendable>(
+    private func updates<R: RefreshableResolution>(
         optimistic: Bool,
         resolve: @escaping @Sendable (Bool) async throws(ResolverError) -> (R, Provenance),
-        same: @escaping @Sendable (R, R) -> Bool,
-        mark: @escaping @Sendable (inout R, RefreshOutcome, [QueryAttempt], Double) -> Void
+        same: @escaping @Sendable (R, R) -> Bool
     ) -> AsyncThrowingStream<R, any Error> {
         let client = Self.currentClient
         return AsyncThrowingStream { continuation in
@@ -175,9 +160,11 @@ public final class DNSResolver: Sendable {
                         // The network's answer: whatever is still expired (its refresh ran elsewhere, or failed
                         // recently) is asked now; what the refresh just stored is fresh.
                         var (fresh, _) = try await resolve(false)
-                        mark(
-                            &fresh, same(first, fresh) ? .confirmed : .changed, attempts,
-                            Self.milliseconds(since: refreshStart))
+                        fresh.source = .network
+                        fresh.staleSeconds = nil
+                        fresh.refresh = same(first, fresh) ? .confirmed : .changed
+                        fresh.attempts = attempts + fresh.attempts
+                        fresh.elapsedMilliseconds = Self.milliseconds(since: refreshStart)
                         continuation.yield(fresh)
                     }
                     continuation.finish()
@@ -624,28 +611,6 @@ public final class DNSResolver: Sendable {
         }
     }
 
-    /// Records a cache answer (fresh or stale) in `provenance` and returns it; nil for a miss.
-    static func account(_ lookup: CacheLookup<CachedRRset>, key: CacheKey, provenance: inout Provenance)
-        -> CacheAnswer<CachedRRset>?
-    {
-        switch lookup {
-        case .fresh(let answer, let remaining):
-            provenance.sources.insert(.cache)
-            provenance.ttl = min(provenance.ttl, remaining)
-            provenance.cacheLookups += 1
-            return answer
-        case .stale(let answer, let staleSeconds, let answerTTL, _):
-            provenance.sources.insert(.expiredCache)
-            provenance.ttl = min(provenance.ttl, answerTTL)
-            provenance.staleSeconds = max(provenance.staleSeconds ?? 0, staleSeconds)
-            provenance.staleKeys.append(key)
-            provenance.cacheLookups += 1
-            return answer
-        case .miss:
-            return nil
-        }
-    }
-
     enum FetchOutcome: Sendable {
         case answer(CacheAnswer<CachedRRset>, ttl: UInt32, attempts: [QueryAttempt])
         case failure(ResolverError)
@@ -671,17 +636,34 @@ public final class DNSResolver: Sendable {
             return task
         case .refused(let global):
             if isRefresh { cache.refreshFailed(key) }
-            let limits = inflight.limits
-            let reason =
-                global
-                ? "\(limits.maxQueries) upstream queries in flight (the limit for everyone)"
-                : "\(limits.maxQueriesPerClient) upstream queries in flight from \(client.map { "\($0)" } ?? "this client")"
-            logger.debug(
-                "upstream query refused at a limit",
-                metadata: ["dns.name": "\(name)", "dns.type": "\(type)", "limit": "\(reason)"])
-            let error = ResolverError(code: .tooManyQueries, name: name, reason: reason)
+            let error = refusal(name: name, type: type, global: global, client: client)
             return Task { .failure(error) }
         }
+    }
+
+    /// The error of a question refused at a limit, logged once.
+    private func refusal(name: String, type: RRType, global: Bool, client: QueryClient?) -> ResolverError {
+        let limits = inflight.limits
+        let reason =
+            global
+            ? "\(limits.maxQueries) upstream queries in flight (the limit for everyone)"
+            : "\(limits.maxQueriesPerClient) upstream queries in flight from \(client.map { "\($0)" } ?? "this client")"
+        logger.debug(
+            "upstream query refused at a limit", metadata: ["dns.name": "\(name)", "dns.type": "\(type)", "limit": "\(reason)"])
+        return ResolverError(code: .tooManyQueries, name: name, reason: reason)
+    }
+
+    /// The refusal a walk for (name, type) from `client` would meet at its first upstream query, decided now and
+    /// without a task: a front door under a flood answers it at once instead of starting work that can only be
+    /// refused. Nil when the question would be admitted, or would join one already in flight.
+    public func refusalNow(
+        _ name: String, type: RRType, class rrClass: RRClass = .in, dnssecOK: Bool = false, client: QueryClient?
+    ) -> ResolverError? {
+        let key = InflightKey(
+            cacheKey: CacheKey(name: name, type: type.rawValue, dnsClass: rrClass.rawValue), dnssecOK: dnssecOK,
+            checkingDisabled: false)
+        let (refused, global) = inflight.refusal(key, client: client)
+        return refused ? refusal(name: name, type: type, global: global, client: client) : nil
     }
 
     private func query(name: String, type: RRType, class rrClass: RRClass, dnssecOK: Bool, key: CacheKey) async
