@@ -1,3 +1,4 @@
+import DNSSDModel
 import Testing
 
 @testable import Discovery
@@ -21,7 +22,7 @@ struct RecordTests {
         #expect {
             try DNSNameText.labels(name)
         } throws: { error in
-            (error as? DiscoveryError)?.code == .invalidName
+            (error as? DNSSDError)?.code == .invalidName
         }
     }
 
@@ -29,7 +30,7 @@ struct RecordTests {
     func wireLengthLimit() throws {
         let label63 = String(repeating: "a", count: 63)
         // 4 × (1 + 63) = 256 > 255; 3 × 64 + (1 + 61) + 1 = 255.
-        #expect(throws: DiscoveryError.self) {
+        #expect(throws: DNSSDError.self) {
             try DNSNameText.labels([label63, label63, label63, label63].joined(separator: "."))
         }
         let exact = [label63, label63, label63, String(repeating: "b", count: 61)].joined(separator: ".")
@@ -44,7 +45,7 @@ struct RecordTests {
         #expect(DNSNameText.canonical([Array("café".utf8)]) == #"caf\195\169."#)
         // Round trip through Avahi's form.
         #expect(try DNSNameText.labels(DNSNameText.avahi(labels)) == labels)
-        #expect(throws: DiscoveryError.self) { try DNSNameText.avahi([[0x61, 0x00]]) }
+        #expect(throws: DNSSDError.self) { try DNSNameText.avahi([[0x61, 0x00]]) }
     }
 
     @Test("query validation: one concrete type and class, positive interface index")
@@ -53,22 +54,22 @@ struct RecordTests {
         #expect(query.avahiName == "Lab-B.local")
         #expect(query.interface == AvahiConversions.interfaceUnspecified)
         for type: UInt16 in [0, 251, 252, 253, 254, 255] {
-            #expect(throws: DiscoveryError.self) {
+            #expect(throws: DNSSDError.self) {
                 try RecordLookups.Query(name: "a.local", type: type, dnsClass: 1, interface: nil)
             }
         }
         for dnsClass: UInt16 in [0, 254, 255, 0x8001] {
-            #expect(throws: DiscoveryError.self) {
+            #expect(throws: DNSSDError.self) {
                 try RecordLookups.Query(name: "a.local", type: 1, dnsClass: dnsClass, interface: nil)
             }
         }
-        #expect(throws: DiscoveryError.self) {
+        #expect(throws: DNSSDError.self) {
             try RecordLookups.Query(name: "a.local", type: 1, dnsClass: 1, interface: 0)
         }
         #expect(try RecordLookups.Query(name: "a.local", type: 65280, dnsClass: 1, interface: 3).interface == 3)
     }
 
-    func event(_ kind: BrowserEventKind, interface: Int32, proto: Int32, rdata: [UInt8] = [192, 0, 2, 2])
+    func event(_ kind: BrowserCallbackKind, interface: Int32, proto: Int32, rdata: [UInt8] = [192, 0, 2, 2])
         -> RecordBrowserEvent
     {
         RecordBrowserEvent(

@@ -1,4 +1,4 @@
-import Discovery
+import DNSSDModel
 import Testing
 
 @testable import WideAreaDiscovery

@@ -1,3 +1,5 @@
+import DNSSDModel
+
 /// Domain names as text: parsing presentation format into labels, and writing labels back either in the canonical
 /// form `MDNSRecord.name` uses or in the escaped form Avahi's API takes.
 enum DNSNameText {
@@ -9,9 +11,9 @@ enum DNSNameText {
     /// The labels of a name in presentation format (RFC 1035 §5.1): `.` separates labels, `\X` is the byte X and
     /// `\DDD` the byte with decimal value DDD. A trailing dot is optional; the root name alone is refused.
     /// - Throws: `invalidName` saying what is wrong.
-    static func labels(_ text: String) throws(DiscoveryError) -> [[UInt8]] {
-        func fail(_ reason: String) -> DiscoveryError {
-            DiscoveryError(.invalidName, "invalid name \"\(text)\": \(reason)")
+    static func labels(_ text: String) throws(DNSSDError) -> [[UInt8]] {
+        func fail(_ reason: String) -> DNSSDError {
+            DNSSDError(.invalidName, "invalid name \"\(text)\": \(reason)")
         }
         let bytes = Array(text.utf8)
         var labels: [[UInt8]] = []
@@ -83,14 +85,14 @@ enum DNSNameText {
     /// The text Avahi's API takes for a name (`avahi_escape_label` per label, no trailing dot): letters, digits,
     /// `-` and `_` kept, `.` and `\` escaped with a backslash, every other byte as `\DDD`.
     /// - Throws: `invalidName` for a NUL byte, which Avahi's unescaping refuses.
-    static func avahi(_ labels: [[UInt8]]) throws(DiscoveryError) -> String {
+    static func avahi(_ labels: [[UInt8]]) throws(DNSSDError) -> String {
         var text: [UInt8] = []
         for (position, label) in labels.enumerated() {
             if position > 0 { text.append(UInt8(ascii: ".")) }
             for byte in label {
                 switch byte {
                 case 0:
-                    throw DiscoveryError(.invalidName, "Avahi cannot look up a name with a NUL byte in a label")
+                    throw DNSSDError(.invalidName, "Avahi cannot look up a name with a NUL byte in a label")
                 case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
                     UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"):
                     text.append(byte)

@@ -1,5 +1,6 @@
 import DNSCore
-import Discovery
+import DNSSDModel
+
 
 /// The fields of an SRV record (RFC 2782).
 public struct SRVData: Hashable, Sendable {

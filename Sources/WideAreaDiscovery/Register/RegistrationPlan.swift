@@ -1,5 +1,5 @@
 import DNSCore
-import Discovery
+import DNSSDModel
 import Foundation
 
 /// The records one wide-area registration puts in its zone (RFC 6763 §4-§7): the type's PTR (and subtype PTRs)

@@ -26,9 +26,9 @@ public struct TXTRecord: Hashable, Sendable {
     ///
     /// A `nil` value is a boolean attribute, written as `key` without `=` (RFC 6763 §6.4); an empty value is written as
     /// `key=`. Keys are written in ascending order so the encoding is deterministic.
-    /// - Throws: `DiscoveryError.invalidParameter` for a bad key, two keys differing only in case, or a record too
+    /// - Throws: `DNSSDError.invalidParameter` for a bad key, two keys differing only in case, or a record too
     ///   long.
-    public init(validating dictionary: [String: String?]) throws(DiscoveryError) {
+    public init(validating dictionary: [String: String?]) throws(DNSSDError) {
         var strings: [[UInt8]] = []
         for (key, value) in dictionary.sorted(by: { $0.key < $1.key }) {
             // Checked here too: a key containing '=' would otherwise pass as a shorter key.
@@ -39,17 +39,17 @@ public struct TXTRecord: Hashable, Sendable {
     }
 
     /// Builds a record from raw strings in wire order, validating keys and lengths (values may be any bytes).
-    /// - Throws: `DiscoveryError.invalidParameter` for a bad key, a key given twice (keys compare case-insensitively,
+    /// - Throws: `DNSSDError.invalidParameter` for a bad key, a key given twice (keys compare case-insensitively,
     ///   RFC 6763 §6.4: a receiver would ignore all but the first) or a record too long.
-    public init(validating strings: [[UInt8]]) throws(DiscoveryError) {
+    public init(validating strings: [[UInt8]]) throws(DNSSDError) {
         var total = 0
         var seen = Set<[UInt8]>()
         for string in strings {
             guard !string.isEmpty else {
-                throw DiscoveryError(.invalidParameter, "TXT strings must not be empty")
+                throw DNSSDError(.invalidParameter, "TXT strings must not be empty")
             }
             guard string.count <= TXTRecord.maximumStringLength else {
-                throw DiscoveryError(
+                throw DNSSDError(
                     .invalidParameter,
                     "TXT string of \(string.count) bytes exceeds \(TXTRecord.maximumStringLength)"
                 )
@@ -57,7 +57,7 @@ public struct TXTRecord: Hashable, Sendable {
             let key = string.firstIndex(of: UInt8(ascii: "=")).map { Array(string[..<$0]) } ?? string
             try TXTRecord.validateKey(key)
             guard seen.insert(key.map { $0 >= 0x41 && $0 <= 0x5A ? $0 + 32 : $0 }).inserted else {
-                throw DiscoveryError(
+                throw DNSSDError(
                     .invalidParameter,
                     "TXT key \"\(String(decoding: key, as: UTF8.self))\" is given twice (keys are case-insensitive)"
                 )
@@ -65,7 +65,7 @@ public struct TXTRecord: Hashable, Sendable {
             total += 1 + string.count
         }
         guard total <= TXTRecord.maximumTotalLength else {
-            throw DiscoveryError(
+            throw DNSSDError(
                 .invalidParameter,
                 "TXT record of \(total) bytes exceeds \(TXTRecord.maximumTotalLength)"
             )
@@ -74,13 +74,13 @@ public struct TXTRecord: Hashable, Sendable {
     }
 
     /// RFC 6763 §6.4: a key is at least one printable US-ASCII character (0x20-0x7E) other than '='.
-    static func validateKey(_ key: [UInt8]) throws(DiscoveryError) {
+    static func validateKey(_ key: [UInt8]) throws(DNSSDError) {
         guard !key.isEmpty else {
-            throw DiscoveryError(.invalidParameter, "TXT key must not be empty")
+            throw DNSSDError(.invalidParameter, "TXT key must not be empty")
         }
         for byte in key where byte < 0x20 || byte > 0x7E || byte == UInt8(ascii: "=") {
             let shown = String(decoding: key, as: UTF8.self)
-            throw DiscoveryError(
+            throw DNSSDError(
                 .invalidParameter,
                 "TXT key \"\(shown)\" must be printable ASCII (0x20-0x7E) without '='"
             )

@@ -1,5 +1,5 @@
 import DNSCore
-import Discovery
+import DNSSDModel
 import Logging
 import Resolver
 import Synchronization
@@ -10,10 +10,10 @@ import Synchronization
 /// Every domain other than `local` (``WideAreaDomain/isUnicast(_:)``) is handled here instead of by Avahi.
 ///
 /// ```swift
-/// let wideArea = WideAreaDiscovery(source: ResolverRecordSource(resolver: resolver), settings: settings)
+/// let wideArea = UnicastDNSSD(source: ResolverRecordSource(resolver: resolver), settings: settings)
 /// for try await event in try wideArea.browse(type: "_http._tcp", domain: "example.com", resolve: true) { ... }
 /// ```
-public final class WideAreaDiscovery: Sendable {
+public final class UnicastDNSSD: Sendable {
     let source: any RecordSource
     private let state: Mutex<WideAreaSettings>
     let logger: Logger
@@ -55,14 +55,14 @@ public final class WideAreaDiscovery: Sendable {
     /// Yields every instance present, then `allForNow`, then changes found when the TTLs run out (never sooner
     /// than every 10 s). With `resolve`, instances carry host, port, addresses and TXT, and an instance that cannot
     /// be resolved (no SRV, target `.`) is left out.
-    /// - Throws: `DiscoveryError` `invalidServiceType` or `invalidName` for bad arguments; the stream ends with a
+    /// - Throws: `DNSSDError` `invalidServiceType` or `invalidName` for bad arguments; the stream ends with a
     ///   ``WideAreaError`` (`timeout`, `lookupFailed`) when the first look fails.
     public func browse(
         type: String, domain: String, subtype: String? = nil, resolve: Bool = false
-    ) throws(DiscoveryError) -> AsyncThrowingStream<BrowseEvent, any Error> {
+    ) throws(DNSSDError) -> AsyncThrowingStream<BrowseEvent, any Error> {
         let parsed = try ServiceValidation.serviceType(type)
         try ServiceValidation.domain(domain)
-        let sub = try subtype.map { (value) throws(DiscoveryError) in
+        let sub = try subtype.map { (value) throws(DNSSDError) in
             try ServiceValidation.subtype(value, of: parsed.string)
         }
         let browser = UnicastBrowser(
@@ -74,9 +74,9 @@ public final class WideAreaDiscovery: Sendable {
     // MARK: - Resolve
 
     /// Resolves one instance: host, port, addresses and TXT.
-    /// - Throws: `DiscoveryError` for bad arguments; ``WideAreaError`` `notFound` (no SRV, or its target is `.`),
+    /// - Throws: `DNSSDError` for bad arguments; ``WideAreaError`` `notFound` (no SRV, or its target is `.`),
     ///   `timeout`, `lookupFailed`.
-    public func resolve(name: String, type: String, domain: String) async throws -> Service {
+    public func resolve(name: String, type: String, domain: String) async throws -> DNSSDService {
         try ServiceValidation.instanceName(name)
         let parsed = try ServiceValidation.serviceType(type)
         try ServiceValidation.domain(domain)
@@ -87,7 +87,7 @@ public final class WideAreaDiscovery: Sendable {
     // MARK: - Types and domains
 
     /// The service types registered in `domain` (`_services._dns-sd._udp`, RFC 6763 §9), sorted.
-    /// - Throws: `DiscoveryError.invalidName`; ``WideAreaError`` `timeout`, `lookupFailed`.
+    /// - Throws: `DNSSDError.invalidName`; ``WideAreaError`` `timeout`, `lookupFailed`.
     public func browseTypes(domain: String) async throws -> [String] {
         try ServiceValidation.domain(domain)
         let normalized = WideAreaDomain.normalized(domain)

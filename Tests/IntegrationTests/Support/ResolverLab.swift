@@ -1,33 +1,17 @@
 import DiscoverClient
 import Foundation
+import LabSupport
 import Testing
 
 /// The network lab (Scripts/lab, lab/README.md) as the resolver tests use it: Knot at `LAB_KNOT` serving
 /// `lab.test`, the programmable fault server at `LAB_FAULT` (controlled over `LAB_FAULT_CTL`), and namespace
 /// `dlab-a`, the only place a daemon under test can reach them from. Nothing here sends DNS anywhere else.
 enum ResolverLab {
-    static let directory: String = {
-        let dir = ProcessInfo.processInfo.environment["DISCOVERD_LAB_DIR"] ?? ""
-        return dir.isEmpty ? "/tmp/discoverd-lab" : dir
-    }()
-    static let repository: String = {
-        // Tests/IntegrationTests/Support/Lab.swift → repository root.
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().deletingLastPathComponent().path
-    }()
-    static let script = repository + "/Scripts/lab"
-    static let isCI = ProcessInfo.processInfo.environment["CI"] == "true"
-
-    /// KEY=value lines of `$LAB/env`; nil when the lab is not up.
-    static let environment: [String: String]? = {
-        guard let text = try? String(contentsOfFile: directory + "/env", encoding: .utf8) else { return nil }
-        var result: [String: String] = [:]
-        for line in text.split(separator: "\n") {
-            guard let equals = line.firstIndex(of: "=") else { continue }
-            result[String(line[..<equals])] = String(line[line.index(after: equals)...])
-        }
-        return result
-    }()
+    static var directory: String { LabEnvironment.directory }
+    static var repository: String { LabEnvironment.repository }
+    static var script: String { LabEnvironment.script }
+    static var isCI: Bool { LabEnvironment.isCI }
+    static var environment: [String: String]? { LabEnvironment.environment }
 
     /// Whether the lab looks usable: env file, namespace dlab-a and the fault server's control socket.
     static let isUp: Bool = {
@@ -57,8 +41,7 @@ enum ResolverLab {
     /// A name no other test (or earlier run) uses: `PREFIX-<8 hex>.lab.test`. The fault server answers it only
     /// through rules; Knot says NXDOMAIN.
     static func uniqueName(_ prefix: String) -> String {
-        let hex = String(UInt32.random(in: 0...UInt32.max), radix: 16)
-        return "\(prefix)-\(String(repeating: "0", count: 8 - hex.count) + hex).\(zone)"
+        "\(prefix)-\(LabEnvironment.randomHex()).\(zone)"
     }
 
     /// The fault server's control client; records a failure and throws when the lab is missing.
@@ -258,16 +241,6 @@ enum SVCBWire {
 
     /// `1 . alpn=h3`: a valid ServiceMode record, the control case.
     static var h3: String { rdata(params: [.alpn(["h3"])]) }
-}
-
-/// Polls `condition` every 50 ms until it holds or `timeout` passes; returns whether it held.
-func eventually(timeout: Duration = .seconds(5), _ condition: () async throws -> Bool) async rethrows -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if try await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(50))
-    }
-    return try await condition()
 }
 
 /// Milliseconds `body` took, with its result.

@@ -1,27 +1,8 @@
+import DNSSDModel
 import DiscoverAPI
-import Discovery
 import WideAreaDiscovery
 
-/// A registration made by `Advertise`: on the link through Avahi (``Advertisement``) or in a unicast domain by DNS
-/// UPDATE (``WideAreaRegistration``). The route and the ``RegistrationTable`` treat both alike.
-protocol ServiceRegistration: AnyObject, Sendable {
-    /// The id the API reports and `Withdraw` takes.
-    var registrationID: String { get }
-    /// `registered` first, then `renamed` or `failed`; ends when withdrawn.
-    var events: AsyncStream<AdvertisementEvent> { get }
-    /// Replaces the TXT record.
-    func updateTXT(_ txt: [String: String?]) throws
-    /// Withdraws the registration. Idempotent.
-    func withdraw()
-}
-
-extension Advertisement: ServiceRegistration {
-    var registrationID: String { String(id) }
-}
-
-extension WideAreaRegistration: ServiceRegistration {}
-
-/// A ``WideAreaError`` together with the subject of its call, as the varlink error of API.md.
+/// A ``WideAreaError`` together with the subject of its call, as the varlink error of docs/API.md.
 ///
 /// io.discoverd.Discovery has no error for a DNS server that failed: those are answered with the Resolver
 /// interface's `UpstreamFailure {rcode}`, which names the rcode (REFUSED, NOTAUTH, BADSIG).

@@ -1,7 +1,6 @@
-import CAvahi
 import Testing
 
-@testable import Discovery
+@testable import DNSSDModel
 
 @Suite("Validation")
 struct ValidationTests {
@@ -42,7 +41,7 @@ struct ValidationTests {
     )
     func browsableTypes(type: String) throws {
         #expect(try ServiceValidation.browsableServiceType(type).string == type)
-        #expect(throws: DiscoveryError.self, "advertising stays strict (RFC 6335)") {
+        #expect(throws: DNSSDError.self, "advertising stays strict (RFC 6335)") {
             try ServiceValidation.serviceType(type)
         }
     }
@@ -58,7 +57,7 @@ struct ValidationTests {
         #expect {
             try ServiceValidation.browsableServiceType(type)
         } throws: { error in
-            (error as? DiscoveryError)?.code == .invalidServiceType
+            (error as? DNSSDError)?.code == .invalidServiceType
         }
     }
 
@@ -67,12 +66,12 @@ struct ValidationTests {
         #expect(try ServiceValidation.subtype("_printer", of: "_http._tcp") == "_printer")
         #expect(try ServiceValidation.subtype("printer", of: "_http._tcp") == "_printer")
         #expect(try ServiceValidation.subtype("_printer._sub._http._tcp", of: "_http._tcp") == "_printer")
-        #expect(throws: DiscoveryError.self) {
+        #expect(throws: DNSSDError.self) {
             try ServiceValidation.subtype("_printer._sub._ipp._tcp", of: "_http._tcp")
         }
-        #expect(throws: DiscoveryError.self) { try ServiceValidation.subtype("_", of: "_http._tcp") }
-        #expect(throws: DiscoveryError.self) { try ServiceValidation.subtype("_a b", of: "_http._tcp") }
-        #expect(throws: DiscoveryError.self) { try ServiceValidation.subtype("_a.b", of: "_http._tcp") }
+        #expect(throws: DNSSDError.self) { try ServiceValidation.subtype("_", of: "_http._tcp") }
+        #expect(throws: DNSSDError.self) { try ServiceValidation.subtype("_a b", of: "_http._tcp") }
+        #expect(throws: DNSSDError.self) { try ServiceValidation.subtype("_a.b", of: "_http._tcp") }
     }
 
     @Test("instance names: 1-63 bytes of UTF-8, no control characters")
@@ -113,60 +112,7 @@ struct ValidationTests {
         try ServiceValidation.domain("example.com")
         try ServiceValidation.hostName("printer.local")
         for bad in ["", ".", "a..b", "a b", String(repeating: "x", count: 64) + ".com"] {
-            #expect(throws: DiscoveryError.self) { try ServiceValidation.domain(bad) }
+            #expect(throws: DNSSDError.self) { try ServiceValidation.domain(bad) }
         }
-    }
-
-    @Test("Avahi error codes become DiscoveryError codes with Avahi's text")
-    func avahiErrors() {
-        #expect(DiscoveryError.fromAvahi(0, "ok") == nil)
-        let collision = DiscoveryError.fromAvahi(-8, "add")
-        #expect(collision?.code == .nameConflict)
-        #expect(collision?.avahiErrorText == "Local name collision")
-        #expect(DiscoveryError.fromAvahi(-26, "x")?.code == .avahiUnavailable)
-        #expect(DiscoveryError.fromAvahi(-11, "x")?.code == .invalidServiceType)
-        #expect(DiscoveryError.fromAvahi(-15, "x")?.code == .timeout)
-        #expect(DiscoveryError.fromAvahi(-30, "x")?.code == .notFound)
-        #expect(DiscoveryError.fromAvahi(-1, "x")?.code == .avahiFailure)
-        #expect(throws: DiscoveryError.self) { try check(-8, "add") }
-    }
-
-    @Test("alternative service names")
-    func alternativeNames() {
-        #expect(AdvertisementRecord.alternativeName("Printer") == "Printer #2")
-        #expect(AdvertisementRecord.alternativeName("Printer #2") == "Printer #3")
-    }
-
-    @Test("addresses from Avahi: IPv6 link-local gets %ifname, others stay as they are")
-    func addressFormatting() throws {
-        var address = AvahiAddress()
-        #expect(avahi_address_parse("fe80::1", AvahiConversions.protocolIPv6, &address) != nil)
-        #expect(AvahiConversions.format(&address, interface: 1) == "fe80::1%lo")
-        #expect(AvahiConversions.format(&address, interface: 99999) == "fe80::1%99999")
-        #expect(avahi_address_parse("2001:db8::7", AvahiConversions.protocolIPv6, &address) != nil)
-        #expect(AvahiConversions.format(&address, interface: 1) == "2001:db8::7")
-        #expect(avahi_address_parse("192.0.2.7", AvahiConversions.protocolIPv4, &address) != nil)
-        #expect(AvahiConversions.format(&address, interface: 1) == "192.0.2.7")
-        #expect(AvahiConversions.interfaceName(1) == "lo")
-        #expect(AvahiConversions.interfaceIndex("lo") == 1)
-        #expect(AvahiConversions.interfaceIndex("no-such-if0") == nil)
-    }
-
-    @Test("IPv6 link-local detection")
-    func linkLocal() {
-        #expect(AvahiConversions.isIPv6LinkLocal("fe80::1"))
-        #expect(AvahiConversions.isIPv6LinkLocal("febf::1"))
-        #expect(!AvahiConversions.isIPv6LinkLocal("fec0::1"))
-        #expect(!AvahiConversions.isIPv6LinkLocal("2001:db8::1"))
-        #expect(!AvahiConversions.isIPv6LinkLocal("192.0.2.1"))
-    }
-
-    @Test("string lists for publishing are built last string first (Avahi publishes them reversed)")
-    func stringListOrder() throws {
-        let txt = TXTRecord(strings: [Array("b=2".utf8), Array("a=1".utf8), [0xFF]])
-        let listed = try AvahiConversions.withStringList(txt) { list in AvahiConversions.txtRecord(from: list) }
-        #expect(listed.strings == txt.strings.reversed())
-        let empty = try AvahiConversions.withStringList(TXTRecord()) { list in list == nil }
-        #expect(empty)
     }
 }

@@ -1,12 +1,13 @@
 import CAvahi
+import DNSSDModel
 
 /// The kind of a browser callback (`AvahiBrowserEvent`), with the error for a failure.
-enum BrowserEventKind {
+enum BrowserCallbackKind {
     case new
     case remove
     case cacheExhausted
     case allForNow
-    case failure(DiscoveryError)
+    case failure(DNSSDError)
 
     /// Converts Avahi's event; `client` gives the error for `AVAHI_BROWSER_FAILURE`. Called with the lock held.
     init(_ event: AvahiBrowserEvent, client: OpaquePointer?, what: String) {
@@ -18,8 +19,8 @@ enum BrowserEventKind {
         default:
             let rc = client.map { avahi_client_errno($0) } ?? Int32(AVAHI_ERR_FAILURE)
             self = .failure(
-                DiscoveryError.fromAvahi(rc < 0 ? rc : Int32(AVAHI_ERR_FAILURE), "\(what) failed")
-                    ?? DiscoveryError(.avahiFailure, "\(what) failed")
+                DNSSDError.fromAvahi(rc < 0 ? rc : Int32(AVAHI_ERR_FAILURE), "\(what) failed")
+                    ?? DNSSDError(.avahiFailure, "\(what) failed")
             )
         }
     }

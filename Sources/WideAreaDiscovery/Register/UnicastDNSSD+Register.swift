@@ -1,16 +1,16 @@
 import DNSCore
-import Discovery
+import DNSSDModel
 import Foundation
 import Logging
 
-extension WideAreaDiscovery {
+extension UnicastDNSSD {
     /// Registers a service in the unicast `domain` by DNS UPDATE signed with the domain's TSIG key.
     ///
     /// Validates everything first and returns at once; `events` then says `registered` (with the final name) or
     /// `failed` (the error names the rcode: REFUSED, NOTAUTH, BADSIG, ...).
     /// - Parameters:
     ///   - host: the SRV target; nil publishes `HOSTNAME.DOMAIN` with this machine's non-link-local addresses.
-    /// - Throws: `DiscoveryError` for bad arguments; ``WideAreaError`` `noKey` when no key is configured for the
+    /// - Throws: `DNSSDError` for bad arguments; ``WideAreaError`` `noKey` when no key is configured for the
     ///   domain.
     public func advertise(
         name: String?, type: String, port: Int, txt: [String: String?], subtypes: [String], domain: String,
@@ -21,7 +21,7 @@ extension WideAreaDiscovery {
         let parsed = try ServiceValidation.serviceType(type)
         let validPort = try ServiceValidation.port(port)
         let validTXT = try TXTRecord(validating: txt)
-        let labels = try subtypes.map { (subtype) throws(DiscoveryError) in
+        let labels = try subtypes.map { (subtype) throws(DNSSDError) in
             try ServiceValidation.subtype(subtype, of: parsed.string)
         }
         try ServiceValidation.domain(domain)
@@ -79,13 +79,15 @@ extension WideAreaDiscovery {
         }
     }
 
-    /// Keeps a deletion task until it ends, so ``shutdown()`` can wait for it.
-    func track(_ task: Task<Void, Never>) {
+    /// Runs a deletion in a task that ``shutdown()`` waits for; the task drops itself from `pending` when done
+    /// (it is stored before it can run that far: it waits for the lock held while it is stored).
+    func track(_ deletion: @escaping @Sendable () async -> Void) {
         let number = counter.add(1, ordering: .relaxed).newValue
-        pending.withLock { $0[number] = task }
-        Task {
-            await task.value
-            _ = pending.withLock { $0.removeValue(forKey: number) }
+        pending.withLock { pending in
+            pending[number] = Task {
+                await deletion()
+                _ = self.pending.withLock { $0.removeValue(forKey: number) }
+            }
         }
     }
 

@@ -18,9 +18,9 @@ public enum ServiceValidation {
     ///
     /// The service name is 1-15 characters of letters, digits and hyphens, with at least one letter, no hyphen at
     /// either end and no two hyphens in a row; the transport is `_tcp` or `_udp` (any case).
-    /// - Throws: `DiscoveryError.invalidServiceType` saying which rule failed.
+    /// - Throws: `DNSSDError.invalidServiceType` saying which rule failed.
     @discardableResult
-    public static func serviceType(_ type: String) throws(DiscoveryError) -> ServiceType {
+    public static func serviceType(_ type: String) throws(DNSSDError) -> ServiceType {
         let fail = failure(type)
         let (name, transport) = try split(type)
         guard !name.isEmpty, name.utf8.count <= 15 else { throw fail("the service name must be 1-15 characters") }
@@ -51,9 +51,9 @@ public enum ServiceValidation {
     ///
     /// The service name is 1-62 bytes of printable ASCII other than `.` and `\` (its label, underscore included, at
     /// most 63 bytes, RFC 6763 §7.2); the transport is `_tcp` or `_udp` (any case).
-    /// - Throws: `DiscoveryError.invalidServiceType` saying which rule failed.
+    /// - Throws: `DNSSDError.invalidServiceType` saying which rule failed.
     @discardableResult
-    public static func browsableServiceType(_ type: String) throws(DiscoveryError) -> ServiceType {
+    public static func browsableServiceType(_ type: String) throws(DNSSDError) -> ServiceType {
         let fail = failure(type)
         let (name, transport) = try split(type)
         guard !name.isEmpty, name.utf8.count <= maximumInstanceNameLength - 1 else {
@@ -66,13 +66,13 @@ public enum ServiceValidation {
     }
 
     /// An error about `type`, saying which rule failed.
-    private static func failure(_ type: String) -> (String) -> DiscoveryError {
-        { reason in DiscoveryError(.invalidServiceType, "invalid service type \"\(type)\": \(reason)") }
+    private static func failure(_ type: String) -> (String) -> DNSSDError {
+        { reason in DNSSDError(.invalidServiceType, "invalid service type \"\(type)\": \(reason)") }
     }
 
     /// Splits `_name._tcp` / `_name._udp` into the service name (without underscore, unchecked) and the transport
     /// (lower case, without underscore).
-    private static func split(_ type: String) throws(DiscoveryError) -> (name: Substring, transport: String) {
+    private static func split(_ type: String) throws(DNSSDError) -> (name: Substring, transport: String) {
         let fail = failure(type)
         let labels = type.split(separator: ".", omittingEmptySubsequences: false)
         guard labels.count == 2 else { throw fail("expected _name._tcp or _name._udp") }
@@ -90,10 +90,10 @@ public enum ServiceValidation {
     /// Accepts `_printer`, `printer` or the full form `_printer._sub._http._tcp` (whose base type must be `type`).
     /// A subtype label is 1-63 bytes of printable ASCII other than '.' (RFC 6763 §7.1 allows any bytes, but Avahi
     /// and most clients only handle these).
-    /// - Throws: `DiscoveryError.invalidServiceType`.
-    public static func subtype(_ subtype: String, of type: String) throws(DiscoveryError) -> String {
-        func fail(_ reason: String) -> DiscoveryError {
-            DiscoveryError(.invalidServiceType, "invalid subtype \"\(subtype)\": \(reason)")
+    /// - Throws: `DNSSDError.invalidServiceType`.
+    public static func subtype(_ subtype: String, of type: String) throws(DNSSDError) -> String {
+        func fail(_ reason: String) -> DNSSDError {
+            DNSSDError(.invalidServiceType, "invalid subtype \"\(subtype)\": \(reason)")
         }
         var label = Substring(subtype)
         let parts = subtype.split(separator: ".", omittingEmptySubsequences: false)
@@ -112,57 +112,57 @@ public enum ServiceValidation {
     }
 
     /// Validates a service instance name: non-empty, at most 63 bytes of UTF-8, no control characters.
-    /// - Throws: `DiscoveryError.invalidName`.
-    public static func instanceName(_ name: String) throws(DiscoveryError) {
+    /// - Throws: `DNSSDError.invalidName`.
+    public static func instanceName(_ name: String) throws(DNSSDError) {
         guard !name.isEmpty else {
-            throw DiscoveryError(.invalidName, "the service instance name must not be empty")
+            throw DNSSDError(.invalidName, "the service instance name must not be empty")
         }
         let count = name.utf8.count
         guard count <= maximumInstanceNameLength else {
-            throw DiscoveryError(
+            throw DNSSDError(
                 .invalidName,
                 "the service instance name is \(count) bytes of UTF-8; at most \(maximumInstanceNameLength) allowed"
             )
         }
         // RFC 6763 §4.1.1: instance names must not contain ASCII control characters.
         for scalar in name.unicodeScalars where scalar.value < 0x20 || scalar.value == 0x7F {
-            throw DiscoveryError(.invalidName, "the service instance name contains a control character")
+            throw DNSSDError(.invalidName, "the service instance name contains a control character")
         }
     }
 
     /// Validates a domain such as `local` or `example.com` (a trailing dot is allowed).
-    /// - Throws: `DiscoveryError.invalidName`.
-    public static func domain(_ domain: String) throws(DiscoveryError) {
+    /// - Throws: `DNSSDError.invalidName`.
+    public static func domain(_ domain: String) throws(DNSSDError) {
         try dnsName(domain, what: "domain")
     }
 
     /// Validates a host name such as `printer.local`.
-    /// - Throws: `DiscoveryError.invalidName`.
-    public static func hostName(_ host: String) throws(DiscoveryError) {
+    /// - Throws: `DNSSDError.invalidName`.
+    public static func hostName(_ host: String) throws(DNSSDError) {
         try dnsName(host, what: "host name")
     }
 
-    private static func dnsName(_ name: String, what: String) throws(DiscoveryError) {
+    private static func dnsName(_ name: String, what: String) throws(DNSSDError) {
         var trimmed = Substring(name)
         if trimmed.hasSuffix(".") { trimmed = trimmed.dropLast() }
         guard !trimmed.isEmpty, trimmed.utf8.count <= 253 else {
-            throw DiscoveryError(.invalidName, "the \(what) \"\(name)\" must be 1-253 bytes")
+            throw DNSSDError(.invalidName, "the \(what) \"\(name)\" must be 1-253 bytes")
         }
         for label in trimmed.split(separator: ".", omittingEmptySubsequences: false) {
             guard !label.isEmpty, label.utf8.count <= 63 else {
-                throw DiscoveryError(.invalidName, "the \(what) \"\(name)\" has an empty label or one over 63 bytes")
+                throw DNSSDError(.invalidName, "the \(what) \"\(name)\" has an empty label or one over 63 bytes")
             }
             for scalar in label.unicodeScalars where scalar.value <= 0x20 || scalar.value == 0x7F {
-                throw DiscoveryError(.invalidName, "the \(what) \"\(name)\" contains a space or control character")
+                throw DNSSDError(.invalidName, "the \(what) \"\(name)\" contains a space or control character")
             }
         }
     }
 
     /// Validates a port number (0-65535; 0 is allowed for placeholder registrations).
-    /// - Throws: `DiscoveryError.invalidParameter`.
-    public static func port(_ port: Int) throws(DiscoveryError) -> UInt16 {
+    /// - Throws: `DNSSDError.invalidParameter`.
+    public static func port(_ port: Int) throws(DNSSDError) -> UInt16 {
         guard let value = UInt16(exactly: port) else {
-            throw DiscoveryError(.invalidParameter, "port \(port) is outside 0-65535")
+            throw DNSSDError(.invalidParameter, "port \(port) is outside 0-65535")
         }
         return value
     }

@@ -1,11 +1,9 @@
-import CAvahi
-
-/// An error of the Discovery module.
+/// An error of DNS-SD, over mDNS (Avahi) or unicast DNS.
 ///
 /// Each `code` is answered with one varlink error of `io.discoverd.Discovery` (the daemon's Discovery adapter maps
 /// every code on purpose); `message` says what went wrong in words; `avahiError` and `avahiErrorText` carry Avahi's
-/// own error number and text when the error came from Avahi.
-public struct DiscoveryError: Error, Hashable, Sendable, CustomStringConvertible {
+/// own error number and text when the error came from Avahi (the `Discovery` module fills them in).
+public struct DNSSDError: Error, Hashable, Sendable, CustomStringConvertible {
     /// What kind of failure this is.
     public struct Code: Hashable, Sendable, CaseIterable, CustomStringConvertible {
         enum Base: Hashable, Sendable, CaseIterable {
@@ -66,63 +64,21 @@ public struct DiscoveryError: Error, Hashable, Sendable, CustomStringConvertible
     public var message: String
     /// Avahi's error number (`AVAHI_ERR_*`, negative), when the error came from Avahi.
     public var avahiError: Int32?
+    /// Avahi's text for `avahiError` (`avahi_strerror`), when the error came from Avahi.
+    public var avahiErrorText: String?
 
     /// Creates an error.
-    public init(_ code: Code, _ message: String, avahiError: Int32? = nil) {
+    public init(_ code: Code, _ message: String, avahiError: Int32? = nil, avahiErrorText: String? = nil) {
         self.code = code
         self.message = message
         self.avahiError = avahiError
-    }
-
-    /// Avahi's text for `avahiError` (`avahi_strerror`), if any.
-    public var avahiErrorText: String? {
-        guard let avahiError else { return nil }
-        guard let text = avahi_strerror(avahiError) else { return nil }
-        return String(cString: text)
+        self.avahiErrorText = avahiErrorText
     }
 
     public var description: String {
         if let text = self.avahiErrorText {
-            return "DiscoveryError.\(self.code): \(self.message) (avahi: \(text))"
+            return "DNSSDError.\(self.code): \(self.message) (avahi: \(text))"
         }
-        return "DiscoveryError.\(self.code): \(self.message)"
+        return "DNSSDError.\(self.code): \(self.message)"
     }
-}
-
-extension DiscoveryError {
-    /// Turns an Avahi return code into an error, or `nil` when it is not an error (`rc >= 0`).
-    static func fromAvahi(_ rc: Int32, _ what: String) -> DiscoveryError? {
-        guard rc < 0 else { return nil }
-        let code: Code
-        switch Int(rc) {
-        case AVAHI_ERR_COLLISION:
-            code = .nameConflict
-        case AVAHI_ERR_INVALID_SERVICE_TYPE, AVAHI_ERR_INVALID_SERVICE_SUBTYPE:
-            code = .invalidServiceType
-        case AVAHI_ERR_INVALID_SERVICE_NAME, AVAHI_ERR_INVALID_HOST_NAME, AVAHI_ERR_INVALID_DOMAIN_NAME:
-            code = .invalidName
-        case AVAHI_ERR_NOT_FOUND, AVAHI_ERR_DNS_NXDOMAIN:
-            code = .notFound
-        case AVAHI_ERR_TIMEOUT:
-            code = .timeout
-        case AVAHI_ERR_NO_DAEMON, AVAHI_ERR_DISCONNECTED, AVAHI_ERR_BAD_STATE, AVAHI_ERR_DBUS_ERROR,
-            AVAHI_ERR_NO_NETWORK:
-            code = .avahiUnavailable
-        case AVAHI_ERR_INVALID_PORT, AVAHI_ERR_INVALID_RECORD, AVAHI_ERR_INVALID_KEY, AVAHI_ERR_INVALID_INTERFACE,
-            AVAHI_ERR_INVALID_PROTOCOL, AVAHI_ERR_INVALID_FLAGS, AVAHI_ERR_INVALID_ARGUMENT, AVAHI_ERR_INVALID_ADDRESS:
-            code = .invalidParameter
-        default:
-            code = .avahiFailure
-        }
-        return DiscoveryError(code, what, avahiError: rc)
-    }
-}
-
-/// Throws the `DiscoveryError` matching an Avahi return code; returns the code when it is not an error.
-@discardableResult
-func check(_ rc: Int32, _ what: @autoclosure () -> String) throws(DiscoveryError) -> Int32 {
-    if let error = DiscoveryError.fromAvahi(rc, what()) {
-        throw error
-    }
-    return rc
 }

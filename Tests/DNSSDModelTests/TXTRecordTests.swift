@@ -1,6 +1,6 @@
 import Testing
 
-@testable import Discovery
+@testable import DNSSDModel
 
 @Suite("TXTRecord codec")
 struct TXTRecordTests {
@@ -33,8 +33,8 @@ struct TXTRecordTests {
 
     @Test("raw strings repeating a key are refused for publishing, case-insensitively")
     func refusesRepeatedRawKeys() {
-        #expect(throws: DiscoveryError.self) { try TXTRecord(validating: [bytes("a=1"), bytes("A=2")]) }
-        #expect(throws: DiscoveryError.self) { try TXTRecord(validating: [bytes("flag"), bytes("flag=")]) }
+        #expect(throws: DNSSDError.self) { try TXTRecord(validating: [bytes("a=1"), bytes("A=2")]) }
+        #expect(throws: DNSSDError.self) { try TXTRecord(validating: [bytes("flag"), bytes("flag=")]) }
         #expect((try? TXTRecord(validating: [bytes("flag"), bytes("flagged=1")])) != nil)
     }
 
@@ -92,7 +92,7 @@ struct TXTRecordTests {
         arguments: ["", "a=b", "caf\u{E9}", "tab\tkey", "del\u{7F}"]
     )
     func invalidKeys(key: String) {
-        #expect(throws: DiscoveryError.self) { try TXTRecord(validating: [key: "v"]) }
+        #expect(throws: DNSSDError.self) { try TXTRecord(validating: [key: "v"]) }
         do {
             _ = try TXTRecord(validating: [key: "v"])
         } catch {
@@ -102,7 +102,7 @@ struct TXTRecordTests {
 
     @Test("keys differing only in case are rejected when encoding")
     func caseDuplicate() {
-        #expect(throws: DiscoveryError.self) { try TXTRecord(validating: ["Key": "1", "key": "2"]) }
+        #expect(throws: DNSSDError.self) { try TXTRecord(validating: ["Key": "1", "key": "2"]) }
     }
 
     @Test("printable ASCII keys with spaces and symbols are accepted")
@@ -113,7 +113,7 @@ struct TXTRecordTests {
 
     @Test("a string over 255 bytes is rejected")
     func longString() {
-        #expect(throws: DiscoveryError.self) {
+        #expect(throws: DNSSDError.self) {
             try TXTRecord(validating: ["k": String(repeating: "x", count: 254)])
         }
         #expect(throws: Never.self) {
@@ -125,7 +125,7 @@ struct TXTRecordTests {
     func longRecord() {
         var big: [String: String] = [:]
         for index in 0..<40 { big["key\(index)"] = String(repeating: "v", count: 240) }
-        #expect(throws: DiscoveryError.self) { try TXTRecord(validating: big) }
+        #expect(throws: DNSSDError.self) { try TXTRecord(validating: big) }
         var fits: [String: String] = [:]
         for index in 0..<30 { fits["key\(index)"] = String(repeating: "v", count: 240) }
         #expect(throws: Never.self) { try TXTRecord(validating: fits) }
@@ -135,7 +135,7 @@ struct TXTRecordTests {
     func rawValidation() throws {
         let raw = try TXTRecord(validating: [bytes("bin=") + [0, 0xFF], bytes("flag")])
         #expect(raw.strings.count == 2)
-        #expect(throws: DiscoveryError.self) { try TXTRecord(validating: [[]]) }
-        #expect(throws: DiscoveryError.self) { try TXTRecord(validating: [[0xFF, UInt8(ascii: "=")]]) }
+        #expect(throws: DNSSDError.self) { try TXTRecord(validating: [[]]) }
+        #expect(throws: DNSSDError.self) { try TXTRecord(validating: [[0xFF, UInt8(ascii: "=")]]) }
     }
 }
