@@ -73,7 +73,7 @@ let package = Package(
         // DNS-SD over one Avahi client.
         .target(
             name: "Discovery",
-            dependencies: ["CAvahi", "DNSSDModel", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["CAvahi", "DNSCore", "DNSSDModel", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
 
@@ -160,7 +160,7 @@ let package = Package(
         .testTarget(name: "DNSSDModelTests", dependencies: ["DNSSDModel"], swiftSettings: strict),
         .testTarget(name: "DNSSDTests", dependencies: ["DNSSD", "DNSSDModel"], swiftSettings: strict),
         .testTarget(
-            name: "DiscoveryTests", dependencies: ["Discovery", "DNSSDModel", "LabSupport"], swiftSettings: strict),
+            name: "DiscoveryTests", dependencies: ["Discovery", "DNSCore", "DNSSDModel", "LabSupport"], swiftSettings: strict),
         .testTarget(
             name: "WideAreaDiscoveryTests", dependencies: ["WideAreaDiscovery", "DNSCore", "DNSSDModel", "Resolver"],
             swiftSettings: strict),

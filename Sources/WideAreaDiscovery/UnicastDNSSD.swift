@@ -95,10 +95,10 @@ public final class UnicastDNSSD: Sendable {
         var types = Set<String>()
         let domainLabels = WideAreaDomain.labels(of: normalized)
         for record in set.records {
-            guard let labels = try? WireName.decode(record.rdata), labels.count == domainLabels.count + 2,
-                labels.suffix(domainLabels.count).map(WireName.lowercased) == domainLabels
+            guard let labels = try? DNSName.labels(wire: record.rdata), labels.count == domainLabels.count + 2,
+                labels.suffix(domainLabels.count).map { DNSName.lowercased(label: $0) } == domainLabels
             else { continue }
-            let type = labels.prefix(2).map { String(decoding: WireName.lowercased($0), as: UTF8.self) }
+            let type = labels.prefix(2).map { String(decoding: DNSName.lowercased(label: $0), as: UTF8.self) }
                 .joined(separator: ".")
             if (try? ServiceValidation.serviceType(type)) != nil { types.insert(type) }
         }

@@ -1,3 +1,4 @@
+import DNSCore
 import CAvahi
 import DNSSDModel
 
@@ -21,7 +22,7 @@ extension AvahiObjectHandle where Event == RecordBrowserEvent {
     /// Creates the record browser. Lock held.
     /// - Parameters:
     ///   - interface: an interface index, or `AVAHI_IF_UNSPEC`.
-    ///   - name: the name in Avahi's escaped text form (`DNSNameText.avahi`).
+    ///   - name: the name in Avahi's escaped text form (`DNSName.avahiText`).
     /// - Throws: the Avahi error as `DNSSDError`.
     convenience init(
         client: AvahiClientHandle,

@@ -1,3 +1,4 @@
+import DNSCore
 import DNSSDModel
 
 /// Record look-ups over Avahi's record browser: a one-shot collection and a stream of changes.
@@ -13,7 +14,7 @@ enum RecordLookups {
         /// - Throws: `invalidName` for a malformed name, `invalidParameter` for a query-only type or class (Avahi's
         ///   record browser takes one concrete type and class) or an interface index below 1.
         init(name: String, type: UInt16, dnsClass: UInt16, interface: Int32?) throws(DNSSDError) {
-            self.avahiName = try DNSNameText.avahi(DNSNameText.labels(name))
+            self.avahiName = try DNSName.avahiText(DNSName.recordLabels(name))
             // RFC 6895 §3.1: 0 is reserved, 251-255 are query types (IXFR, AXFR, MAILB, MAILA, ANY).
             guard type != 0, !(251...255).contains(type) else {
                 throw DNSSDError(.invalidParameter, "type \(type) cannot be looked up: name one record type")

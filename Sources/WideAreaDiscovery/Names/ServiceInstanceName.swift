@@ -27,21 +27,26 @@ public struct ServiceInstanceName: Hashable, Sendable {
     }
 
     /// The uncompressed wire form.
-    public var wire: [UInt8] { WireName.encode(labels) }
+    public var wire: [UInt8] { DNSName.wire(labels) }
 
     /// The lowercased, absolute presentation name the resolver is asked for.
     /// - Throws: `invalidParameter` when the name exceeds 255 octets.
     public func queryName() throws(WideAreaError) -> String {
-        try WireName.queryText(labels)
+        do {
+            // Through DNSName, so the text matches the cache's keys.
+            return try DNSName(wire: DNSName.wire(labels)).text
+        } catch {
+            throw WideAreaError(.invalidParameter, "name is not a valid DNS name: \(error.message)")
+        }
     }
 
     /// The instance named by PTR rdata, when that rdata is `<one label>.<type>.<domain>`; nil for anything else (a
     /// PTR into another type or domain, or bytes that are not a name).
     public static func fromPTR(_ rdata: [UInt8], type: String, domain: String) -> ServiceInstanceName? {
-        guard let labels = try? WireName.decode(rdata), labels.count >= 2 else { return nil }
+        guard let labels = try? DNSName.labels(wire: rdata), labels.count >= 2 else { return nil }
         let expected = WideAreaDomain.labels(of: type) + WideAreaDomain.labels(of: domain)
         let rest = Array(labels.dropFirst())
-        guard rest.map(WireName.lowercased) == expected.map(WireName.lowercased), !labels[0].isEmpty else { return nil }
+        guard rest.map { DNSName.lowercased(label: $0) } == expected.map { DNSName.lowercased(label: $0) }, !labels[0].isEmpty else { return nil }
         return ServiceInstanceName(instance: String(decoding: labels[0], as: UTF8.self), type: type, domain: domain)
     }
 }
