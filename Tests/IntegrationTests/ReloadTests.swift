@@ -1,6 +1,7 @@
 import DiscoverAPI
 import DiscoverClient
 import Foundation
+import LabSupport
 import Testing
 
 /// Reload (SIGHUP and `io.discoverd.Daemon.Reload`) puts the file's settings into the running daemon; `Status`
