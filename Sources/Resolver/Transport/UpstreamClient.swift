@@ -96,7 +96,7 @@ public final class UpstreamClient: DNSTransport, Sendable {
         var now: (kind: String, origin: UpstreamOrigin, note: String?) {
             guard let ddr else { return (kind, origin, note) }
             guard let found = ddr.current else {
-                return (strict ? "none" : "udp", .configured, "DDR not asked yet (on the first query)")
+                return (strict ? "none" : "udp", .configured, "DDR not done yet (it starts with the first query)")
             }
             if found.connection != nil, let kind = found.kind {
                 if let failure = ddr.verificationFailure, !strict {

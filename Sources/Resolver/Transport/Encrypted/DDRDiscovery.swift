@@ -109,6 +109,14 @@ final class DDRDiscovery: Sendable {
         }
     }
 
+    /// Starts discovery without waiting for it (opportunistic mode: queries go plain until it is done).
+    func startInBackground() {
+        let idle = state.withLock { if case .idle = $0 { true } else { false } }
+        guard idle else { return }
+        // Unstructured on purpose: no caller waits for it, and it ends by itself within one query's timeouts.
+        Task { _ = await self.result() }
+    }
+
     /// Closes the upgraded connection (reload).
     func shutdown() { current?.connection?.shutdown() }
 
@@ -204,7 +212,17 @@ struct DDRTransport: UpstreamTransport {
     func attempt(
         _ configuration: UpstreamClient.Configuration, on loop: any EventLoop, logger: Logger, run: TryExchange
     ) async -> ExchangeOutcome {
-        let found = await discovery.result()
+        let found: DDRDiscovery.Result
+        if strict {
+            // Nothing may go out in clear text: wait for discovery.
+            found = await discovery.result()
+        } else if let done = discovery.current {
+            found = done
+        } else {
+            // Opportunistic: do not make this query wait for discovery; it goes plain, later ones are upgraded.
+            discovery.startInBackground()
+            return await plain.attempt(configuration, on: loop, logger: logger, run: run)
+        }
         if let connection = found.connection, let kind = found.kind {
             if strict || discovery.verificationFailure == nil {
                 let outcome = await run(kind) { query in
