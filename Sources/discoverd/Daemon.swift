@@ -33,7 +33,8 @@ struct Daemon {
         let registrations = RegistrationTable()
         let staticServices = StaticServices(discovery: discovery, logger: logger)
         let access = AccessControl(logger: logger)
-        await access.configure(adminGroup: configuration.adminGroup, advertiseGroup: configuration.advertiseGroup)
+        await access.configure(adminGroup: configuration.adminGroup, advertiseGroup: configuration.advertiseGroup,
+            publishGroup: configuration.publishGroup)
 
         let upstreams = UpstreamClient(
             upstreams: configuration.upstreams.map { UpstreamServer(host: $0.host, port: $0.port) },

@@ -21,6 +21,7 @@ public final class AccessControl: Sendable {
     private struct Groups {
         var admin: Group?
         var advertise: Group?
+        var publish: Group?
     }
 
     private let groups = NIOLockedValueBox(Groups())
@@ -37,13 +38,24 @@ public final class AccessControl: Sendable {
     public var adminGroup: Group? { groups.withLockedValue { $0.admin } }
     /// The advertise group in effect (nil: everyone may advertise).
     public var advertiseGroup: Group? { groups.withLockedValue { $0.advertise } }
+    /// The group that may advertise in unicast domains (nil: root and the admin group).
+    public var publishGroup: Group? { groups.withLockedValue { $0.publish } }
 
     /// Resolves the group names on the thread pool and puts them in effect. A name that does not exist is logged
     /// and admits nobody but root.
-    public func configure(adminGroup: String?, advertiseGroup: String?) async {
+    public func configure(adminGroup: String?, advertiseGroup: String?, publishGroup: String? = nil) async {
         let admin = await resolve(adminGroup, setting: "admin-group")
         let advertise = await resolve(advertiseGroup, setting: "advertise-group")
-        groups.withLockedValue { $0 = Groups(admin: admin, advertise: advertise) }
+        let publish = await resolve(publishGroup, setting: "publish-group")
+        groups.withLockedValue { $0 = Groups(admin: admin, advertise: advertise, publish: publish) }
+    }
+
+    /// Throws `PermissionDenied` unless `peer` may register in a unicast domain (DNS UPDATE signed with the
+    /// daemon's key, seen by everyone who queries the zone): root, members of `[wide-area] publish-group`, or, when
+    /// none is set, members of the admin group.
+    public func requireWideAreaPublisher(_ peer: PeerCredentials) async throws(VarlinkError) {
+        let group = publishGroup ?? adminGroup
+        guard await isMember(peer, of: group, whenUnset: false) else { throw .permissionDenied }
     }
 
     /// Throws `PermissionDenied` unless `peer` is root or in the admin group.

@@ -62,8 +62,13 @@ struct DaemonConfiguration: Sendable, Equatable {
     var wideAreaBrowseDomains: [String] = []
     /// `update-server`: where DNS UPDATEs go; nil: the `_dns-update._udp` SRV, else the SOA primary.
     var wideAreaUpdateServer: UpdateServerAddress?
-    /// `key`: TSIG keys (`[DOMAIN] [ALG:]NAME:SECRET`).
+    /// `key` (`[DOMAIN] [ALG:]NAME:SECRET`) and `key-file` (`[DOMAIN] PATH`): TSIG keys. One without a domain
+    /// signs for the browse domains only (``WideAreaSettings/keys``).
     var wideAreaKeys = TSIGKeyTable()
+    /// `publish-group`: members (and root) may Advertise in unicast domains; nil: root and the admin group.
+    var publishGroup: String?
+    /// Where the first inline `key =` is (`FILE:LINE`): such a file must be as private as a key file.
+    var inlineKeyLocation: String?
     /// `ttl`: TTL of registered records (refreshed at 80 % of it, or of the lease the server grants).
     var wideAreaTTL = 120
 
@@ -133,22 +138,26 @@ struct Upstream: Sendable, Equatable, CustomStringConvertible {
 }
 
 /// A configuration problem, reported at start-up with the file, line and key it concerns.
+///
+/// The text is redacted (``Redaction``): a malformed line holding a TSIG secret is echoed without it.
 struct ConfigurationError: Error, CustomStringConvertible, Equatable {
     var description: String
-    init(_ description: String) { self.description = description }
+    init(_ description: String) { self.description = Redaction.redact(description) }
 }
 
 extension DaemonConfiguration {
     /// Reads a configuration file on top of the defaults.
+    /// - Throws: ``ConfigurationError`` also when the file holds an inline `key =` secret and others may read it
+    ///   (``SecretFile/problem(configuration:daemonUID:daemonGID:)``), or a `key-file` may not be trusted.
     static func load(path: String) throws(ConfigurationError) -> DaemonConfiguration {
-        let text: String
-        do {
-            text = try String(contentsOfFile: path, encoding: .utf8)
-        } catch {
-            throw ConfigurationError("\(path): cannot read: \(error.localizedDescription)")
-        }
+        let (text, status) = try SecretFile.open(path, context: path)
         var config = DaemonConfiguration()
         try config.apply(text: text, source: path)
+        if let location = config.inlineKeyLocation, let problem = SecretFile.problem(configuration: status) {
+            throw ConfigurationError(
+                "\(location): [wide-area] key holds a secret, but \(path) \(problem); fix: chown root:discoverd "
+                    + "\(path) && chmod 0640 \(path) (the daemon's group, or root's), or move the key to a key-file")
+        }
         return config
     }
 
@@ -220,6 +229,10 @@ extension DaemonConfiguration {
                 }
             case ("wide-area", "key"):
                 do { try keys.add(parsing: value) } catch { throw ConfigurationError("\(context): \(error.message)") }
+                inlineKeyLocation = inlineKeyLocation ?? location
+            case ("wide-area", "key-file"):
+                try Self.addKeyFile(value, to: &keys, context: context)
+            case ("wide-area", "publish-group"): publishGroup = value.isEmpty ? nil : value
             case ("wide-area", "ttl"): wideAreaTTL = try Self.int(value, context, 10...86_400)
             default:
                 let known = Self.keys[section, default: []].sorted().joined(separator: ", ")
@@ -232,6 +245,26 @@ extension DaemonConfiguration {
         if !allow.isEmpty { stubAllow = allow }
         if !browseDomains.isEmpty { wideAreaBrowseDomains = browseDomains }
         if keys != TSIGKeyTable() { wideAreaKeys = keys }
+    }
+
+    /// Reads `key-file = [DOMAIN] PATH`: an absolute path, or the name of a systemd credential.
+    static func addKeyFile(_ value: String, to keys: inout TSIGKeyTable, context: String) throws(ConfigurationError) {
+        let fields = value.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+        guard fields.count == 1 || fields.count == 2 else {
+            throw ConfigurationError("\(context): expected [DOMAIN] PATH")
+        }
+        let domain = fields.count == 2 ? fields[0] : nil
+        if let domain {
+            do { try WideAreaDomain.validate(domain) } catch { throw ConfigurationError("\(context): \(error.message)") }
+        }
+        let named = fields[fields.count - 1]
+        let path = named.hasPrefix("/") ? named : try SecretFile.credentialPath(named, context: context)
+        let text = try SecretFile.read(path, context: context)
+        do {
+            keys.add(try TSIGKey(keyFileText: text), domain: domain)
+        } catch {
+            throw ConfigurationError("\(context): \(path): \(error.message)")
+        }
     }
 
     /// Adds one `listen` value to a list: `ADDR[:PORT]`, or `none`, which empties it (the stub is off).
@@ -250,7 +283,7 @@ extension DaemonConfiguration {
         ],
         "stub": ["listen", "allow", "local"],
         "discovery-proxy": ["domain", "interface"],
-        "wide-area": ["browse-domain", "update-server", "key", "ttl"],
+        "wide-area": ["browse-domain", "update-server", "key", "key-file", "publish-group", "ttl"],
     ]
 
     private static func int(_ value: String, _ context: String, _ range: ClosedRange<Int>) throws(ConfigurationError) -> Int {

@@ -76,7 +76,8 @@ final class RunningConfiguration: Sendable {
         apply(fresh)
         let configuration = self.configuration
         await components.access.configure(
-            adminGroup: configuration.adminGroup, advertiseGroup: configuration.advertiseGroup)
+            adminGroup: configuration.adminGroup, advertiseGroup: configuration.advertiseGroup,
+            publishGroup: configuration.publishGroup)
         await components.staticServices.sync(directory: configuration.servicesDirectory)
         logger.info("configuration reloaded", metadata: ["file": "\(path)"])
     }

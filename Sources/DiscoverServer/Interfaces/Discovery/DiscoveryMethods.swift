@@ -47,6 +47,9 @@ public enum DiscoveryMethods {
 
         routes.register(Methods.advertise, requiresMore: true) { parameters, context in
             try await access.requireAdvertiser(context.peer)
+            if let domain = parameters.domain, WideAreaDomain.isUnicast(domain) {
+                try await access.requireWideAreaPublisher(context.peer)
+            }
             guard (0...65535).contains(parameters.port) else { throw VarlinkError.invalidParameter("port") }
             let subject = DiscoverySubject(type: parameters.type, name: parameters.name ?? "", parameter: "txt")
             let advertisement: any ServiceRegistration = try await subject.mapErrors {
