@@ -48,7 +48,8 @@ final class DaemonState: DaemonControl {
                 staleServed: Int(stats.staleServed), refreshes: Int(stats.refreshes),
                 refreshFailures: Int(stats.refreshFailures)),
             connections: registry.connectionCount, subscriptions: registry.streamCount,
-            registrations: registrations(), stub: stub(), settings: running?.settings)
+            registrations: registrations(), stub: stub(), settings: running?.settings,
+            nearestToCaps: running?.nearestToCaps)
     }
 
     func reload() async throws {

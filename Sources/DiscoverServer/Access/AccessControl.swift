@@ -25,6 +25,9 @@ public final class AccessControl: Sendable {
     }
 
     private let groups = NIOLockedValueBox(Groups())
+    /// Uids found in the admin group by a privileged call since the groups were configured: they may use the
+    /// connection reserve, which is decided at accept, where no NSS look-up may run.
+    private let knownAdmins = NIOLockedValueBox(Set<UInt32>())
     private let threadPool: NIOThreadPool
     private let logger: Logger
 
@@ -48,6 +51,7 @@ public final class AccessControl: Sendable {
         let advertise = await resolve(advertiseGroup, setting: "advertise-group")
         let publish = await resolve(publishGroup, setting: "publish-group")
         groups.withLockedValue { $0 = Groups(admin: admin, advertise: advertise, publish: publish) }
+        knownAdmins.withLockedValue { $0.removeAll() }
     }
 
     /// Throws `PermissionDenied` unless `peer` may register in a unicast domain (DNS UPDATE signed with the
@@ -61,6 +65,16 @@ public final class AccessControl: Sendable {
     /// Throws `PermissionDenied` unless `peer` is root or in the admin group.
     public func requireAdmin(_ peer: PeerCredentials) async throws(VarlinkError) {
         guard await isMember(peer, of: adminGroup, whenUnset: false) else { throw .permissionDenied }
+        if !peer.isRoot { knownAdmins.withLockedValue { _ = $0.insert(peer.uid) } }
+    }
+
+    /// Whether `peer` may take the connections reserved above `max-connections` (so that Reload always gets
+    /// through): root, a peer whose primary group is the admin group, or a uid a privileged call found in it.
+    /// Decided without NSS: it runs at accept, on an event loop.
+    public func mayUseReserve(_ peer: PeerCredentials) -> Bool {
+        if peer.isRoot { return true }
+        if let gid = adminGroup?.gid, peer.gid == gid { return true }
+        return knownAdmins.withLockedValue { $0.contains(peer.uid) }
     }
 
     /// Throws `PermissionDenied` when an advertise group is set and `peer` is neither root nor in it.

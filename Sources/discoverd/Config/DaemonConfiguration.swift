@@ -1,6 +1,7 @@
 import DNSStub
 import Resolver
 import DiscoverAPI
+import DiscoverServer
 import Foundation
 import Logging
 import WideAreaDiscovery
@@ -30,6 +31,13 @@ struct DaemonConfiguration: Sendable, Equatable {
     var maxQueuedCalls = 256
     /// Bytes a connection may have waiting to be sent before it is dropped as too slow.
     var maxSendBuffer = 1024 * 1024
+    /// Per-uid fairness: connections and calls in flight one uid may hold, and the reserve for root and the admin
+    /// group above `max-connections`.
+    var perUID = PerUIDLimits()
+    /// Bytes of unanswered input one connection may hold.
+    var maxInputBuffer = 256 * 1024
+    /// Seconds a connection with no call and no stream stays open (0: forever).
+    var idleTimeoutSeconds = 120
 
     // [resolver]
     var upstreams: [Upstream] = []
@@ -183,6 +191,11 @@ extension DaemonConfiguration {
             case ("limits", "max-connections"): maxConnections = try Self.int(value, context, 1...1_000_000)
             case ("limits", "max-queued-calls"): maxQueuedCalls = try Self.int(value, context, 1...65536)
             case ("limits", "max-send-buffer"): maxSendBuffer = try Self.int(value, context, 4096...1 << 30)
+            case ("limits", "max-connections-per-uid"): perUID.maxConnections = try Self.int(value, context, 1...1_000_000)
+            case ("limits", "max-calls-per-uid"): perUID.maxCalls = try Self.int(value, context, 1...10_000_000)
+            case ("limits", "reserved-connections"): perUID.reserve = try Self.int(value, context, 0...10_000)
+            case ("limits", "max-input-buffer"): maxInputBuffer = try Self.int(value, context, 4096...1 << 30)
+            case ("limits", "idle-timeout"): idleTimeoutSeconds = try Self.int(value, context, 0...86_400)
             case ("resolver", "upstream"):
                 do { fileUpstreams.append(try Upstream(parsing: value)) } catch {
                     throw ConfigurationError("\(context): \(error.description)")
@@ -276,7 +289,10 @@ extension DaemonConfiguration {
     static let sections: Set<String> = ["daemon", "limits", "resolver", "stub", "discovery-proxy", "wide-area"]
     static let keys: [String: Set<String>] = [
         "daemon": ["socket", "state-dir", "log-level", "admin-group", "advertise-group", "services-dir"],
-        "limits": ["max-message-size", "max-connections", "max-queued-calls", "max-send-buffer"],
+        "limits": [
+            "max-message-size", "max-connections", "max-queued-calls", "max-send-buffer", "max-connections-per-uid",
+            "max-calls-per-uid", "reserved-connections", "max-input-buffer", "idle-timeout",
+        ],
         "resolver": [
             "upstream", "timeout-ms", "attempts", "optimistic", "stale-ttl", "max-stale", "refresh-retry",
             "no-optimistic-domain", "cache-size", "persist-interval",
