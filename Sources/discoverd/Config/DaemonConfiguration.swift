@@ -58,6 +58,12 @@ struct DaemonConfiguration: Sendable, Equatable {
     var stubAllow: [AddressRange] = []
     /// Answer `.local` names through Avahi.
     var stubLocal = true
+    /// TCP connections one allowed address (not loopback) may hold.
+    var stubMaxTCPPerAddress = 32
+    /// Bare REFUSED replies a second to one /24 or /56 outside `allow`.
+    var stubRefusalsPerSecond = 5
+    /// DNS Cookies: nil (`auto`) when the stub listens beyond loopback.
+    var stubCookies: Bool?
 
     // [discovery-proxy]
     /// Unicast domains answered from the link's mDNS services (RFC 8766).
@@ -94,7 +100,9 @@ struct DaemonConfiguration: Sendable, Equatable {
             listen: stubListen, allow: stubAllow, answerLocal: stubLocal, optimistic: optimistic,
             proxy: DiscoveryProxySettings(
                 domains: proxyDomains, interfaceIndex: proxyInterface.map { Int32(bitPattern: if_nametoindex($0)) },
-                interfaceName: proxyInterface))
+                interfaceName: proxyInterface),
+            maxTCPConnectionsPerAddress: stubMaxTCPPerAddress, refusalsPerSecond: stubRefusalsPerSecond,
+            cookies: stubCookies)
     }
 
     static func defaultStateDirectory(uid: UInt32 = getuid()) -> String {
@@ -218,6 +226,10 @@ extension DaemonConfiguration {
                     throw ConfigurationError("\(context): \(error.description)")
                 }
             case ("stub", "local"): stubLocal = try Self.bool(value, context)
+            case ("stub", "max-tcp-per-address"): stubMaxTCPPerAddress = try Self.int(value, context, 1...65536)
+            case ("stub", "refusals-per-second"): stubRefusalsPerSecond = try Self.int(value, context, 0...100_000)
+            case ("stub", "cookies"):
+                stubCookies = value.lowercased() == "auto" ? nil : try Self.bool(value, context)
             case ("discovery-proxy", "domain"):
                 do throws(InvalidNameError) {
                     let domain = try DNSName(value)
@@ -297,7 +309,7 @@ extension DaemonConfiguration {
             "upstream", "timeout-ms", "attempts", "optimistic", "stale-ttl", "max-stale", "refresh-retry",
             "no-optimistic-domain", "cache-size", "persist-interval",
         ],
-        "stub": ["listen", "allow", "local"],
+        "stub": ["listen", "allow", "local", "max-tcp-per-address", "refusals-per-second", "cookies"],
         "discovery-proxy": ["domain", "interface"],
         "wide-area": ["browse-domain", "update-server", "key", "key-file", "publish-group", "ttl"],
     ]
