@@ -18,7 +18,7 @@ public struct ConnectionLimits: Sendable, Equatable {
 
     /// Creates limits.
     public init(
-        maxMessageSize: Int, maxQueuedCalls: Int, maxSendBuffer: Int, maxInputBuffer: Int = 256 * 1024,
+        maxMessageSize: Int, maxQueuedCalls: Int, maxSendBuffer: Int, maxInputBuffer: Int = 128 * 1024,
         idleTimeout: TimeAmount? = nil
     ) {
         self.maxMessageSize = maxMessageSize

@@ -35,7 +35,7 @@ struct DaemonConfiguration: Sendable, Equatable {
     /// group above `max-connections`.
     var perUID = PerUIDLimits()
     /// Bytes of unanswered input one connection may hold.
-    var maxInputBuffer = 256 * 1024
+    var maxInputBuffer = 128 * 1024
     /// Seconds a connection with no call and no stream stays open (0: forever).
     var idleTimeoutSeconds = 120
 
