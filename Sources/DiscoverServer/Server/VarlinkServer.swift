@@ -126,11 +126,15 @@ public final class VarlinkServer: ServiceLifecycle.Service, Sendable {
             return
         }
         let peer = Self.peerCredentials(channel)
+        // Root has no per-uid share: uid 0 can stop the daemon anyway, and every system service shares it. It
+        // counts in the total and may take the reserve.
+        let accounted = !peer.isRoot
         switch registry.admit(
-            channel, uid: peer.uid, limits: perUID, total: settings.maxConnections, privileged: mayUseReserve(peer))
+            channel, uid: accounted ? peer.uid : nil, limits: perUID, total: settings.maxConnections,
+            privileged: mayUseReserve(peer))
         {
         case .success(let id):
-            try addHandler(channel, id: id, settings: settings, peer: peer, callsPerUID: perUID.maxCalls)
+            try addHandler(channel, id: id, settings: settings, peer: peer, callsPerUID: accounted ? perUID.maxCalls : nil)
         case .failure(let error):
             let (limit, scope) =
                 switch error.refusal {
