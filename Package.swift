@@ -11,6 +11,7 @@ let package = Package(
         .executable(name: "discover", targets: ["discover"]),
         .library(name: "DiscoverClient", targets: ["DiscoverClient"]),
         .library(name: "DiscoverAPI", targets: ["DiscoverAPI"]),
+        .library(name: "DNSCore", targets: ["DNSCore"]),
         .library(name: "Resolver", targets: ["Resolver"]),
         .library(name: "Discovery", targets: ["Discovery"]),
         .library(name: "DNSStub", targets: ["DNSStub"]),
@@ -34,11 +35,14 @@ let package = Package(
         // Wire types and varlink framing: no C, no NIO, usable by any client.
         .target(name: "DiscoverAPI", swiftSettings: strict),
 
+        // DNS wire types without C: names, record types, messages, the stub's query/reply codec, local zones.
+        .target(name: "DNSCore", swiftSettings: strict),
+
         // DNS: ldns codec, async I/O, cache, optimistic DNS, RFC 9460, connection plans.
         .target(
             name: "Resolver",
             dependencies: [
-                "CLDNS",
+                "CLDNS", "DNSCore",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -50,7 +54,7 @@ let package = Package(
         .target(
             name: "DNSStub",
             dependencies: [
-                "Resolver",
+                "DNSCore", "Resolver",
                 "CStubIO",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -71,7 +75,7 @@ let package = Package(
         .target(
             name: "WideAreaDiscovery",
             dependencies: [
-                "CLDNS", "Resolver", "Discovery",
+                "CLDNS", "DNSCore", "Resolver", "Discovery",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -95,7 +99,7 @@ let package = Package(
         .target(
             name: "DiscoverServer",
             dependencies: [
-                "DiscoverAPI", "Resolver", "Discovery", "WideAreaDiscovery",
+                "DiscoverAPI", "DNSCore", "Resolver", "Discovery", "WideAreaDiscovery",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -108,7 +112,7 @@ let package = Package(
         .executableTarget(
             name: "discoverd",
             dependencies: [
-                "DiscoverAPI", "DiscoverServer", "Resolver", "Discovery", "DNSStub", "WideAreaDiscovery",
+                "DiscoverAPI", "DiscoverServer", "DNSCore", "Resolver", "Discovery", "DNSStub", "WideAreaDiscovery",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -137,16 +141,17 @@ let package = Package(
         ),
 
         .testTarget(name: "DiscoverAPITests", dependencies: ["DiscoverAPI"], swiftSettings: strict),
-        .testTarget(name: "ResolverTests", dependencies: ["Resolver"], swiftSettings: strict),
-        .testTarget(name: "DNSStubTests", dependencies: ["DNSStub", "Resolver"], swiftSettings: strict),
+        .testTarget(name: "DNSCoreTests", dependencies: ["DNSCore"], swiftSettings: strict),
+        .testTarget(name: "ResolverTests", dependencies: ["DNSCore", "Resolver"], swiftSettings: strict),
+        .testTarget(name: "DNSStubTests", dependencies: ["DNSCore", "DNSStub", "Resolver"], swiftSettings: strict),
         .testTarget(name: "DiscoveryTests", dependencies: ["Discovery"], swiftSettings: strict),
         .testTarget(
-            name: "WideAreaDiscoveryTests", dependencies: ["WideAreaDiscovery", "Discovery", "Resolver"],
+            name: "WideAreaDiscoveryTests", dependencies: ["WideAreaDiscovery", "Discovery", "DNSCore", "Resolver"],
             swiftSettings: strict),
         .testTarget(
             name: "DiscoverServerTests",
             dependencies: [
-                "DiscoverServer", "DiscoverAPI", "Resolver", "Discovery", "WideAreaDiscovery",
+                "DiscoverServer", "DiscoverAPI", "DNSCore", "Resolver", "Discovery", "WideAreaDiscovery",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

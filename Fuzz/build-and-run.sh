@@ -3,8 +3,9 @@
 #
 #   Fuzz/build-and-run.sh [SECONDS]      (default 60)
 #
-# The fuzzer is compiled outside SwiftPM: swiftc takes the Wire and SVCB sources of the Resolver module plus
-# Fuzz/SVCBFuzz/main.swift as one module, with the CLDNS module map for ldns. libFuzzer's runtime comes with
+# The fuzzer is compiled outside SwiftPM: swiftc takes the ldns codec (Sources/Resolver/Wire) and SVCB sources of
+# the Resolver module plus Fuzz/SVCBFuzz/main.swift as one module, importing the DNSCore module (built first by
+# Fuzz/build-dnscore.sh) and the CLDNS module map for ldns. libFuzzer's runtime comes with
 # the Swift toolchain (lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a), which `swiftc -sanitize=fuzzer`
 # links by itself. New inputs found are written to Fuzz/.corpus-work (not the seed corpus); crashes to
 # Fuzz/artifacts/.
@@ -19,9 +20,10 @@ work="$root/Fuzz/.corpus-work"
 artifacts="$root/Fuzz/artifacts"
 mkdir -p "$out" "$work" "$artifacts"
 
+"$root/Fuzz/build-dnscore.sh" "$out"
 swiftc -sanitize=fuzzer,address -parse-as-library -swift-version 6 -O -g \
-    -module-name Resolver \
-    -I Sources/CLDNS -lldns \
+    -module-name Resolver -package-name discoverd \
+    -I "$out" -L "$out" -lDNSCore -I Sources/CLDNS -lldns \
     Sources/Resolver/Wire/*.swift Sources/Resolver/SVCB/*.swift Fuzz/SVCBFuzz/main.swift \
     -o "$out/svcb-fuzz" 2>&1 | { grep -v "Cannot export local symbol" || true; }
 # (gold warns once per ASan helper symbol; harmless, so filtered.)

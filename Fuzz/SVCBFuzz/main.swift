@@ -2,8 +2,10 @@
 // processing, and to DNSMessage.parse (ldns). Any crash, trap or sanitizer report is a bug: malformed input
 // must only ever throw.
 //
-// Built outside SwiftPM by Fuzz/build-and-run.sh, which compiles this file together with the sources of
-// Sources/Resolver/Wire and Sources/Resolver/SVCB into one module.
+// Built outside SwiftPM by Fuzz/build-and-run.sh: this file with Sources/Resolver/Wire (the ldns codec) and
+// Sources/Resolver/SVCB as one module that imports DNSCore.
+
+import DNSCore
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzTestOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {

@@ -2,8 +2,10 @@
 // then a reply assembled for it at every size limit), as a name inside mDNS RDATA for the discovery proxy's
 // rewriting, and as a reverse-lookup name. Malformed input must only ever throw or return nil.
 //
-// Built outside SwiftPM by Scripts/fuzz, which compiles this file with the stub's protocol sources and the
-// Resolver's wire sources into one module.
+// Built outside SwiftPM by Scripts/fuzz: this file and the discovery proxy's rewriting
+// (Sources/DNSStub/DiscoveryProxy.swift) form one module that imports DNSCore, the wire module without C.
+
+import DNSCore
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzTestOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {

@@ -1,3 +1,4 @@
+import DNSCore
 import Logging
 import NIOCore
 import NIOPosix

@@ -1,4 +1,5 @@
-import Resolver
+import DNSCore
+
 
 /// `[discovery-proxy]`: the unicast DNS domains under which the stub serves the link's mDNS services (RFC 8766).
 public struct DiscoveryProxySettings: Sendable, Hashable {

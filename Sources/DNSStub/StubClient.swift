@@ -1,4 +1,6 @@
+import DNSCore
 import NIOCore
+import Resolver
 
 #if canImport(Glibc)
 import Glibc
@@ -70,6 +72,9 @@ public struct StubClient: Sendable, Equatable {
             }
         }
     }
+
+    /// Who the client's upstream queries count against (``QueryLimits``); nil when the address is unknown.
+    public var queryClient: QueryClient? { bytes.map(QueryClient.address) }
 
     /// The address bytes (4 or 16) for ``AddressRange/contains(_:)``; nil when unknown.
     public var bytes: [UInt8]? {

@@ -1,3 +1,4 @@
+import DNSCore
 import Resolver
 
 #if canImport(Glibc)

@@ -1,3 +1,4 @@
+import DNSCore
 import Logging
 import NIOCore
 import Resolver
@@ -49,6 +50,8 @@ public final class StubResponder: Sendable {
     private let counters = StubCounters()
     /// Discovery-proxy look-ups running now (bounded by `DiscoveryProxySettings.maxConcurrent`).
     private let proxyLookups = Atomic<Int>(0)
+    /// `.local` and link-reverse look-ups running now (bounded by `StubSettings.maxLocalLookups`).
+    private let localLookups = Atomic<Int>(0)
     private let logger: Logger
 
     /// - Parameters:
@@ -146,41 +149,65 @@ public final class StubResponder: Sendable {
             }
             return .pending
         }
+        let options = WalkOptions(
+            optimistic: settings.optimistic, dnssecOK: query.edns?.dnssecOK ?? false, staleOnFailure: true)
         if LocalZones.mayBeLocal(query.nameText), LocalZones.isLocal(query.name) {
             guard settings.answerLocal else {
                 return .reply(
                     finish(query, code: .nxDomain, error: .notSupported(".local look-ups are off ([stub] local = no)"),
                         limit: limit))
             }
-            startTask(later()) { await self.answerLocal(query, limit: limit, timeout: settings.localTimeout) }
+            guard let done = enterLocalGate(settings) else { return .reply(localBusy(query, limit: limit)) }
+            startTask(later()) {
+                defer { done() }
+                return await self.answerLocal(query, limit: limit, timeout: settings.localTimeout)
+            }
             return .pending
         }
         if settings.answerLocal, query.type == .ptr, query.nameText.hasSuffix(".arpa."),
             let address = LocalZones.reverseAddress(query.name),
             state.linkSubnets.contains(where: { $0.contains(address) })
         {
+            guard let done = enterLocalGate(settings) else { return .reply(localBusy(query, limit: limit)) }
             // A host on our own link: its name is best known to mDNS (RFC 6762 §4); unicast DNS if nobody answers.
             startTask(later()) {
-                await self.answerLinkReverse(query, optimistic: settings.optimistic, limit: limit,
-                    timeout: settings.localTimeout)
+                defer { done() }
+                var options = options
+                options.client = client.queryClient
+                return await self.answerLinkReverse(query, options: options, limit: limit, timeout: settings.localTimeout)
             }
             return .pending
         }
-        let name = query.nameText
-        let dnssecOK = query.edns?.dnssecOK ?? false
-        var elected = PendingRefreshes()
-        if let cached = resolver.cachedRecords(
-            name, type: query.type, class: query.class, optimistic: settings.optimistic, dnssecOK: dnssecOK,
-            refreshes: &elected),
-            chaseTarget(cached.answer, name: name, type: query.type) == nil
+        // The one walk, from the cache alone: a hit (the whole alias chain cached) is answered here, its refreshes
+        // handed to the caller to start after the write.
+        var trace = WalkTrace(keepingSteps: true)
+        if resolver.cachedWalk(query.nameText, type: query.type, class: query.class, options: options, trace: &trace)
+            != nil
         {
-            refreshes.merge(elected)
-            return .reply(reply(query, single: cached, code: code(of: cached.answer), limit: limit))
+            refreshes.merge(trace.refreshes)
+            return .reply(reply(query, parts: trace.steps, limit: limit))
         }
-        // Not answered here: the task below looks the name up again (and waits for this refresh if it must).
-        resolver.startRefreshes(elected)
-        startTask(later()) { await self.resolve(query, optimistic: settings.optimistic, limit: limit) }
+        startTask(later()) {
+            var options = options
+            options.client = client.queryClient
+            return await self.resolve(query, options: options, limit: limit)
+        }
         return .pending
+    }
+
+    /// Takes a place for a `.local` look-up; nil when `maxLocalLookups` run already. Call the result when done.
+    private func enterLocalGate(_ settings: StubSettings) -> (@Sendable () -> Void)? {
+        let running = localLookups.wrappingAdd(1, ordering: .relaxed).newValue
+        guard running <= settings.maxLocalLookups else {
+            localLookups.wrappingSubtract(1, ordering: .relaxed)
+            return nil
+        }
+        return { self.localLookups.wrappingSubtract(1, ordering: .relaxed) }
+    }
+
+    private func localBusy(_ query: StubQuery, limit: Int) -> [UInt8] {
+        counters.serverFailures.bump()
+        return finish(query, code: .servFail, error: .other("too many .local look-ups in flight; try again"), limit: limit)
     }
 
     /// Starts the refreshes that ``handle(_:client:overTCP:refreshes:later:)`` handed out.
@@ -217,59 +244,15 @@ public final class StubResponder: Sendable {
 
     // MARK: - Unicast: cache, upstream, CNAME chains
 
-    /// A miss or a CNAME chain: fetch what the cache lacks, follow the chain, assemble the reply.
-    private func resolve(_ query: StubQuery, optimistic: Bool, limit: Int) async -> [UInt8] {
-        let dnssecOK = query.edns?.dnssecOK ?? false
-        var parts: [RecordAnswer] = []
-        var name = query.nameText
-        var visited: Set<String> = []
-        // RFC 1034 §3.6.2: follow CNAMEs, bounded, each hop from the cache or the upstreams.
-        for _ in 0..<9 {
-            visited.insert(name)
-            let answer: RecordAnswer
-            if let cached = resolver.cachedRecords(
-                name, type: query.type, class: query.class, optimistic: optimistic, dnssecOK: dnssecOK)
-            {
-                answer = cached
-            } else {
-                do {
-                    answer = try await resolver.fetchRecords(name, type: query.type, class: query.class, dnssecOK: dnssecOK)
-                } catch {
-                    // RFC 8767: stale data, if there is any, beats a failure.
-                    if !optimistic, let stale = resolver.cachedRecords(
-                        name, type: query.type, class: query.class, optimistic: true, dnssecOK: dnssecOK)
-                    {
-                        answer = stale
-                    } else if parts.isEmpty {
-                        return failure(query, error, limit: limit)
-                    } else {
-                        break
-                    }
-                }
-            }
-            parts.append(answer)
-            guard let next = chaseTarget(answer.answer, name: name, type: query.type), !visited.contains(next) else {
-                break
-            }
-            name = next
+    /// A miss or a CNAME chain: the one walk fetches what the cache lacks and follows the chain.
+    private func resolve(_ query: StubQuery, options: WalkOptions, limit: Int) async -> [UInt8] {
+        var trace = WalkTrace(keepingSteps: true)
+        do {
+            _ = try await resolver.walk(query.nameText, type: query.type, class: query.class, options: options, trace: &trace)
+        } catch {
+            return failure(query, error, limit: limit)
         }
-        let code: StubReply.Code = parts.last.map { self.code(of: $0.answer) } ?? .servFail
-        return reply(query, parts: parts, code: code, limit: limit)
-    }
-
-    /// Where a positive answer's CNAME chain ends without records of `type`: the name to ask next.
-    func chaseTarget(_ answer: CacheAnswer<CachedRRset>, name: String, type: RRType) -> String? {
-        guard type != .cname, case .positive(let rrset) = answer else { return nil }
-        var current = name
-        var hops = 0
-        while hops < 16, let cname = rrset.records.first(where: { $0.type == .cname && $0.name == current }),
-            let target = try? cname.cnameTarget()
-        {
-            current = target
-            hops += 1
-        }
-        if hops == 0 || rrset.records.contains(where: { $0.name == current && $0.type == type }) { return nil }
-        return current
+        return reply(query, parts: trace.steps, limit: limit)
     }
 
     private func code(of answer: CacheAnswer<CachedRRset>) -> StubReply.Code {
@@ -277,16 +260,13 @@ public final class StubResponder: Sendable {
         return .noError
     }
 
+    /// The reply made of a walk's steps; the last step decides the code (RFC 6604: the rcode is the chain end's).
+    private func reply(_ query: StubQuery, parts: [RecordAnswer], limit: Int) -> [UInt8] {
+        let code: StubReply.Code = parts.last.map { self.code(of: $0.answer) } ?? .servFail
+        return reply(query, parts: parts, count: parts.count, code: code, limit: limit)
+    }
+
     /// The reply made of cached or fetched parts, with EDE 3 when any was stale.
-    private func reply(_ query: StubQuery, parts: [RecordAnswer], code: StubReply.Code, limit: Int) -> [UInt8] {
-        reply(query, parts: parts, count: parts.count, code: code, limit: limit)
-    }
-
-    /// The same for one part (a cache hit), without an array for it.
-    private func reply(_ query: StubQuery, single part: RecordAnswer, code: StubReply.Code, limit: Int) -> [UInt8] {
-        reply(query, parts: CollectionOfOne(part), count: 1, code: code, limit: limit)
-    }
-
     private func reply(
         _ query: StubQuery, parts: some Sequence<RecordAnswer>, count: Int, code: StubReply.Code, limit: Int
     ) -> [UInt8] {
@@ -322,6 +302,10 @@ public final class StubResponder: Sendable {
             ede = .noReachableAuthority("no answer from \(resolver.upstreamDescription) in time")
         case .upstreamFailure:
             ede = .networkError("\(server) answered \(error.rcode ?? "an error")")
+        case .tooManyQueries:
+            // RFC 8914 has no code for "overloaded": EDE 0 with the limit in its text. SERVFAIL, not silence: the
+            // client learns at once and its resolver may try another server; cached names keep being answered.
+            ede = .other("not asked upstream: \(error.reason ?? "too many queries in flight")")
         default:
             ede = .other(error.description)
         }
@@ -331,7 +315,7 @@ public final class StubResponder: Sendable {
 
     // MARK: - mDNS
 
-    private func answerLinkReverse(_ query: StubQuery, optimistic: Bool, limit: Int, timeout: Duration) async
+    private func answerLinkReverse(_ query: StubQuery, options: WalkOptions, limit: Int, timeout: Duration) async
         -> [UInt8]
     {
         if let local,
@@ -342,7 +326,7 @@ public final class StubResponder: Sendable {
             counters.local.bump()
             return localReply(query, found, limit: limit)
         }
-        return await resolve(query, optimistic: optimistic, limit: limit)
+        return await resolve(query, options: options, limit: limit)
     }
 
     /// A name under a discovery-proxy domain (RFC 8766): synthesized SOA/NS and browse-domain PTRs, everything

@@ -1,3 +1,4 @@
+import DNSCore
 import Resolver
 
 /// The settings of the DNS stub (`[stub]` in discoverd.conf, `--stub-listen`).
@@ -26,6 +27,9 @@ public struct StubSettings: Sendable, Hashable {
     public var cookies: Bool?
     /// The discovery proxy (RFC 8766): domains answered from the link's mDNS services.
     public var proxy: DiscoveryProxySettings
+    /// `.local` and link-reverse look-ups through mDNS running at once; more get SERVFAIL with EDE 0 at once
+    /// (each holds an Avahi record browser for up to ``localTimeout``).
+    public var maxLocalLookups: Int
 
     /// The default listen address: loopback port 53 on an address of its own, so it can run beside
     /// systemd-resolved (127.0.0.53) and a local Unbound or dnsmasq (127.0.0.1).
@@ -35,13 +39,14 @@ public struct StubSettings: Sendable, Hashable {
         listen: [ListenAddress] = [StubSettings.defaultListen], allow: [AddressRange] = [], answerLocal: Bool = true,
         optimistic: Bool = true, localTimeout: Duration = .milliseconds(1000),
         tcpIdleTimeout: Duration = .seconds(10), maxTCPConnections: Int = 1024,
-        proxy: DiscoveryProxySettings = DiscoveryProxySettings(), maxTCPConnectionsPerAddress: Int = 32,
-        refusalsPerSecond: Int = 5, cookies: Bool? = nil
+        proxy: DiscoveryProxySettings = DiscoveryProxySettings(), maxLocalLookups: Int = 64,
+        maxTCPConnectionsPerAddress: Int = 32, refusalsPerSecond: Int = 5, cookies: Bool? = nil
     ) {
         self.maxTCPConnectionsPerAddress = maxTCPConnectionsPerAddress
         self.refusalsPerSecond = refusalsPerSecond
         self.cookies = cookies
         self.proxy = proxy
+        self.maxLocalLookups = maxLocalLookups
         self.listen = listen
         self.allow = allow
         self.answerLocal = answerLocal

@@ -1,3 +1,4 @@
+import DNSCore
 import Synchronization
 
 /// Counters of the DNS stub, reported by `io.discoverd.Daemon.Status` under `stub`.

@@ -1,3 +1,4 @@
+import DNSCore
 import CStubIO
 import Logging
 import NIOCore

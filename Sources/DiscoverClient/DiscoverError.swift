@@ -37,6 +37,7 @@ public struct DiscoverError: Error, Sendable, Equatable, CustomStringConvertible
         public static let resolverTimeout = Code(rawValue: "io.discoverd.Resolver.Timeout")
         public static let upstreamFailure = Code(rawValue: "io.discoverd.Resolver.UpstreamFailure")
         public static let invalidDNSName = Code(rawValue: "io.discoverd.Resolver.InvalidName")
+        public static let tooManyQueries = Code(rawValue: "io.discoverd.Resolver.TooManyQueries")
 
         // io.discoverd.Discovery
         public static let invalidServiceType = Code(rawValue: "io.discoverd.Discovery.InvalidServiceType")

@@ -1,3 +1,5 @@
+import DNSCore
+
 /// An error of wide-area (unicast) DNS-SD.
 ///
 /// Each `code` is answered with one varlink error of `io.discoverd.Discovery` (the daemon's Discovery adapter maps

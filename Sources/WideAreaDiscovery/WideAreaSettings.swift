@@ -1,3 +1,4 @@
+import DNSCore
 import Resolver
 
 /// The `[wide-area]` settings of the daemon.

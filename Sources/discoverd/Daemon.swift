@@ -1,3 +1,4 @@
+import DNSCore
 import DNSStub
 import DiscoverAPI
 import DiscoverServer
@@ -40,7 +41,9 @@ struct Daemon {
             upstreams: configuration.upstreams.map { UpstreamServer(host: $0.host, port: $0.port) },
             configuration: configuration.upstreamConfiguration, logger: logger)
         let resolver = DNSResolver(
-            transport: upstreams, configuration: .init(cachePolicy: configuration.cachePolicy), logger: logger)
+            transport: upstreams,
+            configuration: .init(cachePolicy: configuration.cachePolicy, limits: configuration.queryLimits),
+            logger: logger)
         // Unicast DNS-SD reads through the same optimistic cache; leftovers of a crashed run go first.
         let wideArea = WideAreaDiscovery(
             source: ResolverRecordSource(resolver: resolver), settings: configuration.wideAreaSettings,

@@ -1,3 +1,4 @@
+import DNSCore
 import DNSStub
 import DiscoverAPI
 import DiscoverServer
@@ -49,7 +50,20 @@ final class DaemonState: DaemonControl {
                 refreshFailures: Int(stats.refreshFailures)),
             connections: registry.connectionCount, subscriptions: registry.streamCount,
             registrations: registrations(), stub: stub(), settings: running?.settings,
-            nearestToCaps: running?.nearestToCaps)
+            upstreamQueries: upstreamQueries(), nearestToCaps: running?.nearestToCaps)
+    }
+
+    /// The resolver's in-flight table and the transport's sockets.
+    private func upstreamQueries() -> UpstreamQueryStatus {
+        let table = resolver.inflightStatistics
+        let transport = running.withLockedValue { $0 }?.components.upstreams
+        return UpstreamQueryStatus(
+            limit: table.limits.maxQueries, perClientLimit: table.limits.maxQueriesPerClient,
+            socketLimit: transport?.configuration.maxSockets ?? 0, inflight: table.inflight, peak: table.peak,
+            socketsOpen: transport?.socketsOpen ?? 0, refused: Int(table.refusedGlobal),
+            refusedPerClient: Int(table.refusedPerClient), socketsRefused: Int(transport?.socketsRefused ?? 0),
+            coalesced: Int(table.coalesced), busiestClient: table.busiestClient,
+            busiestClientInflight: table.busiestClientInflight, scrubbedRecords: Int(resolver.scrubbedRecordCount))
     }
 
     func reload() async throws {

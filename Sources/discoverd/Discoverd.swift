@@ -1,3 +1,4 @@
+import DNSCore
 import ArgumentParser
 import DNSStub
 import DiscoverAPI

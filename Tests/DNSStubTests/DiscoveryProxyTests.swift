@@ -1,3 +1,4 @@
+import DNSCore
 import Testing
 
 @testable import DNSStub

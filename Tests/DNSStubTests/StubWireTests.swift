@@ -1,3 +1,4 @@
+@testable import DNSCore
 import Testing
 
 @testable import DNSStub

@@ -1,3 +1,4 @@
+import DNSCore
 import DiscoverAPI
 import Discovery
 import Resolver
@@ -13,6 +14,7 @@ import Testing
             .timeout: "io.discoverd.Resolver.Timeout",
             .upstreamFailure: "io.discoverd.Resolver.UpstreamFailure",
             .invalidName: "io.discoverd.Resolver.InvalidName",
+            .tooManyQueries: "io.discoverd.Resolver.TooManyQueries",
         ]
         for code in ResolverError.Code.allCases {
             let error = ResolverError(code: code, name: "x.example.", rcode: "REFUSED", reason: "bad label")
@@ -29,6 +31,8 @@ import Testing
         #expect(named.parameters["server"] == .string("192.0.2.53:53"))
         let timeout = ResolverError(code: .timeout, name: "x.", attempts: [attempt, attempt]).varlinkError
         #expect(timeout.parameters == ["name": .string("x."), "servers": .array([.string("192.0.2.53:53")])])
+        let busy = ResolverError(code: .tooManyQueries, name: "x.", reason: "512 upstream queries in flight").varlinkError
+        #expect(busy.parameters == ["name": .string("x."), "reason": .string("512 upstream queries in flight")])
         let invalid = ResolverError(code: .invalidName, name: "a..b", reason: "empty label").varlinkError
         #expect(invalid.parameters == ["name": .string("a..b"), "reason": .string("empty label")])
     }

@@ -30,6 +30,10 @@ import Testing
         reservedConnections: 16, maxInputBuffer: 262_144, idleTimeout: 120)
     static let usage = UIDUsage(uid: 1000, connections: 3, calls: 7)
     static let stubQueries = StubQueryCounts(udp: 1, tcp: 2)
+    static let upstreamQueries = UpstreamQueryStatus(
+        limit: 512, perClientLimit: 128, socketLimit: 1024, inflight: 1, peak: 2, socketsOpen: 1, refused: 0,
+        refusedPerClient: 0, socketsRefused: 0, coalesced: 3, busiestClient: "uid 0", busiestClientInflight: 1,
+        scrubbedRecords: 4)
     static let stub = StubStatus(
         listen: ["udp 127.0.0.153:53"], queries: stubQueries, cacheAnswers: 1, staleAnswers: 2, forwarded: 3, local: 4,
         refused: 5, truncated: 6, formatErrors: 7, serverFailures: 8)
@@ -49,6 +53,7 @@ import Testing
             "io.discoverd.Daemon.StubStatus": stub,
             "io.discoverd.Daemon.StubQueryCounts": stubQueries,
             "io.discoverd.Daemon.UIDUsage": usage,
+            "io.discoverd.Daemon.UpstreamQueries": upstreamQueries,
         ]
     }
 
@@ -78,15 +83,16 @@ import Testing
             Methods.resolveHTTPS,
             reply: ResolveHTTPSReply(
                 name: "a.", queryName: "a.", aliasChain: ["b."], records: [binding], h3: true, source: .cache, ttl: 1,
-                staleSeconds: 2, timing: timing, note: "n")),
+                staleSeconds: 2, timing: timing, note: "n", confirmed: true)),
         MethodPin(
             Methods.resolveSVCB,
             reply: ResolveHTTPSReply(
                 name: "a.", queryName: "_853.a.", aliasChain: ["b."], records: [binding], h3: false, source: .cache,
-                ttl: 1, staleSeconds: 2, timing: timing, note: "n")),
+                ttl: 1, staleSeconds: 2, timing: timing, note: "n", confirmed: false)),
         MethodPin(
             Methods.resolveAddresses,
-            reply: ResolveAddressesReply(name: "a.", addresses: ["192.0.2.1"], source: .network, ttl: 1, timing: timing)),
+            reply: ResolveAddressesReply(
+                name: "a.", addresses: ["192.0.2.1"], source: .network, ttl: 1, timing: timing, confirmed: true)),
         MethodPin(
             Methods.connectionPlan,
             reply: ConnectionPlanReply(
@@ -110,7 +116,7 @@ import Testing
             reply: StatusReply(
                 version: "1", uptimeSeconds: 1, avahi: .running, upstreams: ["192.0.2.53:53"], cache: cache,
                 connections: 1, subscriptions: 1, registrations: 1, stub: stub, settings: settings,
-                nearestToCaps: [usage])),
+                upstreamQueries: upstreamQueries, nearestToCaps: [usage])),
         MethodPin(Methods.reload, reply: VarlinkEmpty()),
     ]
 
@@ -121,6 +127,7 @@ import Testing
         .tooManyConnections(limit: 1, scope: "uid"), .tooManyCalls(limit: 1), .invalidConfiguration(reason: "r"), .internalError(reason: "r"),
         .noSuchName("n"), .resolverTimeout(name: "n", servers: ["s"]),
         .upstreamFailure(rcode: "SERVFAIL", name: "n", server: "s"), .invalidDNSName("n", reason: "r"),
+        .tooManyQueries(name: "n", reason: "r"),
         .invalidServiceType("t", reason: "r"), .invalidServiceName("n", reason: "r"), .notFound("n"),
         .discoveryTimeout, .avahiUnavailable, .nameConflict("n"), .subscriberTooSlow,
     ]

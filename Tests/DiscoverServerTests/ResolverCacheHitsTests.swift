@@ -1,3 +1,4 @@
+import DNSCore
 import DiscoverAPI
 @testable import DiscoverServer
 import Foundation

@@ -71,7 +71,7 @@ struct ReloadTests {
         connection.write([UInt8](repeating: UInt8(ascii: "x"), count: 5000))
         #expect(connection.readJSON()?["error"] as? String == "io.discoverd.Daemon.MessageTooLarge")
         // Debug lines appear from now on.
-        _ = await discoverError { try await client.resolveAddresses("debug-probe.invalid.") }
+        _ = await discoverError { try await client.resolveAddresses("debug-probe.example.") }
         #expect(await eventually { daemon.log.contains("upstream try ended") }, "no debug line after log-level = debug")
         await client.close()
         #expect(daemon.stop() == 0)

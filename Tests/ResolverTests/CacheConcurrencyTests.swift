@@ -1,3 +1,4 @@
+import DNSCore
 import Foundation
 import Testing
 

@@ -1,3 +1,4 @@
+import DNSCore
 import Testing
 
 @testable import Resolver
@@ -189,7 +190,7 @@ struct CacheTests {
     }
 
     @Test(
-        "negative answers are cached with their RFC 2308 TTL",
+        "negative answers are cached with their RFC 2308 TTL, and expired ones serve only after a network failure",
         arguments: [
             CacheAnswer<TestAnswer>.nxdomain, .nodata,
         ])
@@ -199,6 +200,14 @@ struct CacheTests {
         #expect(cache.lookup(exampleKey) == .fresh(answer, remainingTTL: 900))
         #expect(answer.isNegative && answer.value == nil)
         clock.advance(901)
+        // draft-gakiwate-dnsop-optimistic-dns: an expired negative answer is not returned optimistically...
+        #expect(cache.lookup(exampleKey) == .miss)
+        // ...but RFC 8767 lets it stand in when the network has just failed; no refresh is elected then.
+        #expect(
+            cache.lookup(exampleKey, afterFailure: true)
+                == .stale(answer, staleSeconds: 1, answerTTL: 30, shouldRefresh: false))
+        // An operator may still turn optimistic negatives on.
+        cache.updatePolicy({ var policy = cache.policy; policy.serveStaleNegative = true; return policy }())
         #expect(cache.lookup(exampleKey) == .stale(answer, staleSeconds: 1, answerTTL: 30, shouldRefresh: true))
     }
 

@@ -1,3 +1,4 @@
+import DNSCore
 import NIOCore
 import NIOPosix
 import Testing

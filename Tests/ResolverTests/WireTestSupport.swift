@@ -1,3 +1,4 @@
+import DNSCore
 @testable import Resolver
 
 /// Bytes from hex text; spaces and newlines are ignored. Test data only.

@@ -1,3 +1,4 @@
+import DNSCore
 import Discovery
 import Logging
 import Resolver

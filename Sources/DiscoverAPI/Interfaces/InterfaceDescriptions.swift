@@ -133,9 +133,11 @@ public enum InterfaceDescriptions {
 
         # The HTTPS records of a name (queryName is _PORT._https.NAME for ports
         # other than 443), in priority order. With more, an expiredCache answer
-        # is followed by the refreshed one. note says why records were set aside
-        # or ignored: an alias loop, a malformed RRset (RFC 9460 section 2.2), a
-        # mandatory key this client does not support (section 8).
+        # is followed by the network's, which says confirmed: true when the data
+        # is unchanged (nothing to redo) or confirmed: false when it changed.
+        # note says why records were set aside or ignored: an alias loop, a
+        # malformed RRset (RFC 9460 section 2.2), a mandatory key this client
+        # does not support (section 8).
         method ResolveHTTPS(name: string, port: ?int, optimistic: ?bool) -> (
           name: string,
           queryName: string,
@@ -146,7 +148,8 @@ public enum InterfaceDescriptions {
           ttl: int,
           staleSeconds: ?int,
           timing: Timing,
-          note: ?string
+          note: ?string,
+          confirmed: ?bool
         )
 
         # The SVCB (type 64) records of a name, processed like ResolveHTTPS. name
@@ -162,16 +165,19 @@ public enum InterfaceDescriptions {
           ttl: int,
           staleSeconds: ?int,
           timing: Timing,
-          note: ?string
+          note: ?string,
+          confirmed: ?bool
         )
 
-        # The addresses of a name.
+        # The addresses of a name. With more, as ResolveHTTPS: an expiredCache
+        # answer is followed by the network's, with confirmed.
         method ResolveAddresses(name: string, family: ?(any, ipv4, ipv6), optimistic: ?bool) -> (
           name: string,
           addresses: []string,
           source: Source,
           ttl: int,
-          timing: Timing
+          timing: Timing,
+          confirmed: ?bool
         )
 
         # Endpoints in the order a Happy Eyeballs v3 client should try them.
@@ -218,6 +224,10 @@ public enum InterfaceDescriptions {
 
         # The name is not a valid DNS name, or the origin or header is malformed.
         error InvalidName (name: string, reason: string)
+
+        # Not asked: a limit on upstream queries in flight was reached (reason names it; see [limits] in
+        # discoverd.conf). Cached names are still answered.
+        error TooManyQueries (name: string, reason: string)
 
         """
 
@@ -351,6 +361,27 @@ public enum InterfaceDescriptions {
           calls: int
         )
 
+        # Upstream work against [limits]: distinct queries in flight now and at
+        # most, sockets open, questions refused (at the total, at a client's
+        # limit, for want of a socket), questions that joined one in flight, the
+        # client with the most in flight, and records the bailiwick rules dropped
+        # from upstream replies.
+        type UpstreamQueries (
+          limit: int,
+          perClientLimit: int,
+          socketLimit: int,
+          inflight: int,
+          peak: int,
+          socketsOpen: int,
+          refused: int,
+          refusedPerClient: int,
+          socketsRefused: int,
+          coalesced: int,
+          busiestClient: ?string,
+          busiestClientInflight: int,
+          scrubbedRecords: int
+        )
+
         # The settings in effect, named as in discoverd.conf. Reload changes them
         # live; the limits apply to connections accepted after it.
         type Settings (
@@ -392,7 +423,8 @@ public enum InterfaceDescriptions {
           registrations: int,
           stub: ?StubStatus,
           settings: ?Settings,
-          nearestToCaps: ?[]UIDUsage
+          nearestToCaps: ?[]UIDUsage,
+          upstreamQueries: ?UpstreamQueries
         )
 
         # Re-read the configuration and static services and apply them without a

@@ -27,6 +27,52 @@ public struct CacheStatistics: Codable, Equatable, Sendable {
     }
 }
 
+/// The resolver's upstream work: its in-flight table against `[limits]`, its sockets, what scrubbing dropped.
+public struct UpstreamQueryStatus: Codable, Equatable, Sendable {
+    /// `[limits] upstream-queries`.
+    public var limit: Int
+    /// `[limits] upstream-queries-per-client`.
+    public var perClientLimit: Int
+    /// `[limits] upstream-sockets`.
+    public var socketLimit: Int
+    /// Distinct upstream queries in flight now, and the most at once since start.
+    public var inflight: Int
+    public var peak: Int
+    /// Sockets to upstreams open now.
+    public var socketsOpen: Int
+    /// Questions refused at the global limit, at a client's limit; tries refused for want of a socket.
+    public var refused: Int
+    public var refusedPerClient: Int
+    public var socketsRefused: Int
+    /// Questions that joined an identical one in flight.
+    public var coalesced: Int
+    /// The client (uid or address) with the most queries in flight now.
+    public var busiestClient: String?
+    public var busiestClientInflight: Int
+    /// Records dropped from upstream replies by the bailiwick rules since start.
+    public var scrubbedRecords: Int
+
+    public init(
+        limit: Int, perClientLimit: Int, socketLimit: Int, inflight: Int, peak: Int, socketsOpen: Int, refused: Int,
+        refusedPerClient: Int, socketsRefused: Int, coalesced: Int, busiestClient: String?, busiestClientInflight: Int,
+        scrubbedRecords: Int
+    ) {
+        self.limit = limit
+        self.perClientLimit = perClientLimit
+        self.socketLimit = socketLimit
+        self.inflight = inflight
+        self.peak = peak
+        self.socketsOpen = socketsOpen
+        self.refused = refused
+        self.refusedPerClient = refusedPerClient
+        self.socketsRefused = socketsRefused
+        self.coalesced = coalesced
+        self.busiestClient = busiestClient
+        self.busiestClientInflight = busiestClientInflight
+        self.scrubbedRecords = scrubbedRecords
+    }
+}
+
 /// Parameters of `Status`.
 public struct StatusParameters: VarlinkParameters, Equatable {
     public enum CodingKeys: String, CodingKey, CaseIterable { case intervalMs }
@@ -51,13 +97,17 @@ public struct StatusReply: Codable, Equatable, Sendable {
     public var settings: DaemonSettings?
     /// The uids nearest to a per-uid cap (connections or calls in flight), nearest first, at most five.
     public var nearestToCaps: [UIDUsage]?
+    /// Upstream queries in flight against their limits.
+    public var upstreamQueries: UpstreamQueryStatus?
 
     public init(
         version: String, uptimeSeconds: Int, avahi: AvahiState, upstreams: [String], cache: CacheStatistics,
         connections: Int, subscriptions: Int, registrations: Int, stub: StubStatus? = nil,
-        settings: DaemonSettings? = nil, nearestToCaps: [UIDUsage]? = nil
+        settings: DaemonSettings? = nil, upstreamQueries: UpstreamQueryStatus? = nil,
+        nearestToCaps: [UIDUsage]? = nil
     ) {
         self.nearestToCaps = nearestToCaps
+        self.upstreamQueries = upstreamQueries
         self.version = version
         self.uptimeSeconds = uptimeSeconds
         self.avahi = avahi

@@ -118,10 +118,14 @@ public struct ResolveHTTPSReply: Codable, Equatable, Sendable {
     /// Why the records found were set aside or some were ignored (alias loop, malformed RRset, a mandatory key
     /// this client does not support); absent when every record was used.
     public var note: String?
+    /// Only on the last reply of a `more` call whose first reply was `expiredCache`: true when the network
+    /// confirmed the expired data (the reply repeats it), false when it changed (the reply carries the new data).
+    public var confirmed: Bool?
 
     public init(
         name: String, queryName: String, aliasChain: [String], records: [ServiceBinding], h3: Bool,
-        source: AnswerSource, ttl: Int, staleSeconds: Int? = nil, timing: Timing, note: String? = nil
+        source: AnswerSource, ttl: Int, staleSeconds: Int? = nil, timing: Timing, note: String? = nil,
+        confirmed: Bool? = nil
     ) {
         self.name = name
         self.queryName = queryName
@@ -133,6 +137,7 @@ public struct ResolveHTTPSReply: Codable, Equatable, Sendable {
         self.staleSeconds = staleSeconds
         self.timing = timing
         self.note = note
+        self.confirmed = confirmed
     }
 }
 
@@ -167,13 +172,18 @@ public struct ResolveAddressesReply: Codable, Equatable, Sendable {
     public var source: AnswerSource
     public var ttl: Int
     public var timing: Timing
+    /// As in ``ResolveHTTPSReply/confirmed``: only on the last reply of a `more` call after an expired answer.
+    public var confirmed: Bool?
 
-    public init(name: String, addresses: [String], source: AnswerSource, ttl: Int, timing: Timing) {
+    public init(
+        name: String, addresses: [String], source: AnswerSource, ttl: Int, timing: Timing, confirmed: Bool? = nil
+    ) {
         self.name = name
         self.addresses = addresses
         self.source = source
         self.ttl = ttl
         self.timing = timing
+        self.confirmed = confirmed
     }
 }
 

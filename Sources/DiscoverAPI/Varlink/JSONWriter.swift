@@ -314,6 +314,7 @@ extension ResolveHTTPSReply: JSONWritable {
     /// The constant fields after the per-call ones.
     func writeConstantTail(to writer: inout JSONWriter) {
         writer.field("note", note)
+        if let confirmed { writer.field("confirmed", confirmed) }
     }
 }
 
@@ -376,6 +377,7 @@ extension ResolveAddressesReply: JSONWritable {
         writeConstantHead(to: &writer)
         // The same per-call fields as ResolveHTTPS, without staleSeconds.
         ResolveHTTPSReply.writePerCall(to: &writer, source: source, ttl: ttl, staleSeconds: nil, timing: timing)
+        if let confirmed { writer.field("confirmed", confirmed) }
         writer.endObject()
     }
 

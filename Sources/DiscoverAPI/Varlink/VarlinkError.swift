@@ -109,6 +109,12 @@ public struct VarlinkError: Error, Equatable, Sendable, CustomStringConvertible 
         if let server { parameters["server"] = .string(server) }
         return VarlinkError(name: "io.discoverd.Resolver.UpstreamFailure", parameters: parameters)
     }
+    /// A limit on upstream work was reached; cached answers are still served (`[limits]` in discoverd.conf(5)).
+    public static func tooManyQueries(name: String, reason: String) -> VarlinkError {
+        VarlinkError(
+            name: "io.discoverd.Resolver.TooManyQueries",
+            parameters: ["name": .string(name), "reason": .string(reason)])
+    }
     public static func invalidDNSName(_ name: String, reason: String) -> VarlinkError {
         VarlinkError(
             name: "io.discoverd.Resolver.InvalidName", parameters: ["name": .string(name), "reason": .string(reason)])

@@ -1,3 +1,5 @@
+import DNSCore
+
 /// Why an `Alt-Svc` header value or an origin was rejected.
 ///
 /// Maps onto the varlink error `org.varlink.service.InvalidParameter` with `parameter` set to ``parameter``.

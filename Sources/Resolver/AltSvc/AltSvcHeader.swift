@@ -1,3 +1,5 @@
+import DNSCore
+
 /// One alternative service advertised by an `Alt-Svc` header (RFC 7838 §3).
 public struct AltSvcAlternative: Sendable, Hashable, Codable {
     /// The ALPN protocol id, percent-decoded: `"h3"`, `"h3-29"`, `"h2"`.

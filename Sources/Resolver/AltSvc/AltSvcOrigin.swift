@@ -1,3 +1,5 @@
+import DNSCore
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)

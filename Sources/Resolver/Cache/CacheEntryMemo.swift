@@ -1,3 +1,4 @@
+import DNSCore
 import Synchronization
 
 /// Values derived from one cache entry, computed on first use and dropped with the entry.

@@ -1,3 +1,5 @@
+import DNSCore
+
 /// The key of a cache entry: an absolute, lowercased owner name, a record type and a class.
 ///
 /// Names are compared case-insensitively for ASCII letters only (RFC 4343 §3); other bytes are kept as given.

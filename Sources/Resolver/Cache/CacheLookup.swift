@@ -1,3 +1,5 @@
+import DNSCore
+
 // `indirect`: the cache dictionary stores one pointer per bucket instead of the whole payload inline, so its empty
 // buckets (a hashed table keeps a quarter or more free) cost 8 bytes, not the size of a CachedRRset.
 /// What the cache holds for a key: a positive answer or a negative one (RFC 2308).

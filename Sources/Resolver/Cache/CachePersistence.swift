@@ -1,3 +1,4 @@
+import DNSCore
 import Foundation
 
 // Format choice: JSON inside a small versioned envelope. The cached value is the caller's `Codable` type, which a
@@ -149,12 +150,17 @@ extension OptimisticCache {
     /// - Returns: How many entries were loaded, skipped and invalid.
     /// - Throws: ``CachePersistenceError``: `.notFound` when there is no file, `.corrupt` for a truncated or
     ///   garbled file, `.unsupportedVersion`, `.tooLarge`, `.io`. The daemon logs it and starts with what it has.
+    /// - Parameter accepting: whether an entry's answer belongs to its key; an entry it rejects counts as invalid
+    ///   (``OptimisticCache/entryBelongsToKey(_:_:)`` for the resolver's cache: a planted or corrupted entry for
+    ///   another name is dropped).
     @discardableResult
-    public func load(from url: URL) throws(CachePersistenceError) -> CacheLoadResult {
+    public func load(
+        from url: URL, accepting: (CacheKey, CacheAnswer<Value>) -> Bool = { _, _ in true }
+    ) throws(CachePersistenceError) -> CacheLoadResult {
         let entries = try CachePersistence.read([Lenient<PersistedEntry>].self, format: Self.fileFormat, from: url)
         var result = CacheLoadResult()
         for case let entry in entries {
-            guard let entry = entry.element else {
+            guard let entry = entry.element, accepting(entry.key, entry.answer) else {
                 result.invalid += 1
                 continue
             }
@@ -165,5 +171,28 @@ extension OptimisticCache {
             }
         }
         return result
+    }
+}
+
+extension OptimisticCache where Value == CachedRRset {
+    /// Whether a persisted answer is exactly what the bailiwick rules keep for its key (``ReplyScrubber``): its
+    /// records form the chain from the key's name and its authority holds only that chain's zone data. Anything
+    /// else was not written by this resolver, or was changed since.
+    public static func entryBelongsToKey(_ key: CacheKey, _ answer: CacheAnswer<CachedRRset>) -> Bool {
+        let question = DNSQuestion(name: key.name, type: RRType(key.type), class: RRClass(key.dnsClass))
+        guard question.name == key.name else { return false }
+        let payload = answer.payload
+        let records = payload?.records ?? []
+        let authority = payload?.authority ?? []
+        let scrubbed = ReplyScrubber.scrub(
+            answer: records, authority: authority, question: question, maximumHops: AliasChain.defaultMaximumHops * 2)
+        switch answer {
+        case .positive:
+            // Authority of a positive answer is only the signer's proofs, which the scrub keeps within its zone.
+            return !records.isEmpty && scrubbed.answer.count == records.count
+                && Set(scrubbed.authority) == Set(authority)
+        case .nodata, .nxdomain:
+            return records.isEmpty && Set(scrubbed.authority) == Set(authority)
+        }
     }
 }

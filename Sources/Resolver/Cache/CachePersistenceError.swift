@@ -1,3 +1,5 @@
+import DNSCore
+
 /// Why the cache or the Alt-Svc store could not be saved or loaded.
 ///
 /// The daemon logs it and carries on: a cache file that cannot be read is ignored, never fatal.

@@ -1,3 +1,5 @@
+import DNSCore
+
 /// The rules of the optimistic cache. Defaults follow RFC 8767 and RFC 2308.
 public struct CachePolicy: Sendable, Equatable {
     /// The TTL put on records answered from stale data.
@@ -7,8 +9,13 @@ public struct CachePolicy: Sendable, Equatable {
 
     /// How long after expiry an entry may still be served stale; past this it is dropped.
     ///
-    /// RFC 8767 §5 suggests a maximum stale timer of 1 to 3 days; the default is 1 day.
+    /// RFC 8767 §5 suggests a maximum stale timer of 1 to 3 days; the optimistic-DNS draft recommends at most one
+    /// week (``maximumMaxStale``). The default is 1 day.
     public var maxStale: UInt32 = 86_400
+
+    /// The largest ``maxStale`` accepted: one week (draft-gakiwate-dnsop-optimistic-dns, "Expired Records
+    /// Retention Period").
+    public static let maximumMaxStale: UInt32 = 7 * 86_400
 
     /// After a failed refresh, the minimum time before another refresh of the same key is allowed.
     ///
@@ -35,8 +42,12 @@ public struct CachePolicy: Sendable, Equatable {
     /// RFC 2308 §5: values of one to three hours work well; the default is 3 hours.
     public var maxNegativeTTL: UInt32 = 10_800
 
-    /// Whether expired negative answers may be served stale like positive ones.
-    public var serveStaleNegative: Bool = true
+    /// Whether expired negative answers may be served optimistically, before the network is asked.
+    ///
+    /// draft-gakiwate-dnsop-optimistic-dns §"Cache Lookup with Expired Records": an expired NXDOMAIN/NODATA "is
+    /// NOT returned" (a false "no such name" costs more than a brief wait), so the default is false. After the
+    /// network failed, an expired negative answer is still served (RFC 8767), whatever this says.
+    public var serveStaleNegative: Bool = false
 
     /// The maximum number of entries; past it the least recently used entries are evicted.
     public var maxEntries: Int = 100_000

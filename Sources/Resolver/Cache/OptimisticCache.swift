@@ -1,3 +1,4 @@
+import DNSCore
 import Synchronization
 
 /// A DNS answer cache with optimistic answers (RFC 8767 serve-stale) and negative caching (RFC 2308).
@@ -88,8 +89,17 @@ public final class OptimisticCache<Value: Sendable & Codable>: Sendable {
     ///   - optimistic: When false (the API's `optimistic: false`), a stale entry is reported as a miss; it is kept.
     ///   - counting: Whether the hit and miss counters count this lookup. A caller that may redo the lookup passes
     ///     false and reports what it used with ``countHits(fresh:stale:)``.
-    /// - Returns: `.fresh`, `.stale` (only when optimistic and the name is not opted out) or `.miss`.
-    public func lookup(_ key: CacheKey, optimistic: Bool = true, counting: Bool = true) -> CacheLookup<Value> {
+    ///   - electRefresh: Whether a stale entry may elect this caller to refresh it. A walk that already restarts
+    ///     at an earlier expired CNAME passes false for the names behind it (draft-gakiwate-dnsop-optimistic-dns
+    ///     §"CNAME Handling").
+    ///   - afterFailure: The network just failed for this key: an expired negative answer may be served too
+    ///     (RFC 8767 allows it then; the optimistic-DNS draft forbids it before), and no refresh is elected.
+    /// - Returns: `.fresh`, `.stale` (only when optimistic and the name is not opted out; never a negative answer
+    ///   unless `afterFailure`) or `.miss`.
+    public func lookup(
+        _ key: CacheKey, optimistic: Bool = true, counting: Bool = true, electRefresh: Bool = true,
+        afterFailure: Bool = false
+    ) -> CacheLookup<Value> {
         let now = clock.now()
         let unit: UInt64 = counting ? 1 : 0
         return state.withLock { state in
@@ -113,13 +123,14 @@ public final class OptimisticCache<Value: Sendable & Codable>: Sendable {
                 return .miss
             }
             let policy = state.policy
-            if !optimistic || entry.optedOut || (entry.answer.isNegative && !policy.serveStaleNegative) {
+            let negativeAllowed = afterFailure || policy.serveStaleNegative
+            if !(optimistic || afterFailure) || entry.optedOut || (entry.answer.isNegative && !negativeAllowed) {
                 state.statistics.misses += unit
                 return .miss
             }
             // One refresh at a time per key; after a failure none before the recheck time (RFC 8767 §5).
             let refreshIdle = entry.refreshStarted.map { now - $0 >= Double(policy.refreshTimeout) } ?? true
-            let shouldRefresh = refreshIdle && now >= entry.nextRefreshAllowed
+            let shouldRefresh = electRefresh && !afterFailure && refreshIdle && now >= entry.nextRefreshAllowed
             if shouldRefresh {
                 state.entries.values[index].refreshStarted = now
                 state.statistics.refreshes += 1

@@ -1,3 +1,6 @@
+import DNSCore
+import NIOPosix
+
 /// An answer taken from the cache alone, synchronously, on the caller's thread (the API's hot path).
 public struct CacheHit<Value: Sendable>: Sendable {
     /// The answer, as the async method would have returned it.
@@ -57,6 +60,8 @@ public struct PendingRefreshes: Sendable {
         var type: RRType
         var rrClass: RRClass = .in
         var dnssecOK = false
+        /// The entry is an expired alias: after it, follow the chain it names (the CNAME restart rule).
+        var followsChain = false
     }
 
     var items: [Refresh] = []
@@ -191,31 +196,45 @@ extension DNSResolver {
         cache.countHits(fresh: UInt64(provenance.cacheLookups) - stale, stale: stale)
     }
 
-    /// Starts the refreshes a synchronous cache answer was elected to run.
+    /// Starts the refreshes a cache answer was elected to run: the one "after the reply is written" hook of every
+    /// writer (the stub's UDP worker and TCP handler, the varlink connection after its flush). Call it once the
+    /// stale answer is on its way (RFC 8767 §5; DESIGN: a stale answer is written before any refresh work begins).
+    ///
+    /// The work goes to another event loop than the caller's when there is one: the caller's client has just been
+    /// woken by the reply, and the kernel often wakes it on this CPU, where it would wait behind the refresh's task,
+    /// socket and query.
     public func startRefreshes(_ refreshes: PendingRefreshes) {
+        guard !refreshes.isEmpty else { return }
+        for loop in MultiThreadedEventLoopGroup.singleton.makeIterator() where !loop.inEventLoop {
+            loop.execute { self.beginRefreshes(refreshes) }
+            return
+        }
+        beginRefreshes(refreshes)
+    }
+
+    private func beginRefreshes(_ refreshes: PendingRefreshes) {
         for refresh in refreshes.items {
-            _ = upstreamTask(
+            let task = upstreamTask(
                 for: refresh.key, name: refresh.name, type: refresh.type, class: refresh.rrClass,
                 dnssecOK: refresh.dnssecOK, isRefresh: true)
+            if refresh.followsChain { refreshChain(refresh, first: task) }
         }
     }
 
-    /// `records` from the cache alone: nil when an entry on the way is missing.
+    /// `records` from the cache alone (the one walk): nil when an entry on the way is missing.
     private func cachedRecords(
         _ name: String, type: RRType, optimistic: Bool, provenance: inout Provenance,
         refreshes: inout PendingRefreshes, dependencies: inout CacheDependencies
     ) throws(ResolverError) -> RRsetResult? {
-        var chain = AliasChain(start: name, maximumHops: configuration.maximumAliasHops)
-        while true {
-            let key = CacheKey(name: chain.current, type: type.rawValue)
-            // Not counted yet: when the hit is abandoned, the async path looks the same keys up again.
-            let lookup = cache.lookup(key, optimistic: optimistic, counting: false)
-            guard let entry = Self.account(lookup, key: key, provenance: &provenance) else { return nil }
-            if lookup.shouldRefresh { refreshes.items.append(.init(key: key, name: chain.current, type: type)) }
-            dependencies.entries.append(.init(key: key, type: type, generation: CacheDependencies.generation(of: entry)))
-            if let result = try cnameStep(entry, name: name, type: type, chain: &chain, provenance: provenance) {
-                return result
-            }
+        var trace = WalkTrace(keepingSteps: false)
+        trace.provenance = provenance
+        trace.refreshes = refreshes
+        trace.dependencies = dependencies
+        defer {
+            provenance = trace.provenance
+            refreshes = trace.refreshes
+            dependencies = trace.dependencies
         }
+        return cachedWalk(name, type: type, options: WalkOptions(optimistic: optimistic), trace: &trace)
     }
 }

@@ -1,3 +1,5 @@
+import DNSCore
+
 /// One cached or fetched answer for exactly (name, type, class), as the DNS stub serves it.
 public struct RecordAnswer: Sendable {
     /// The answer: records (CNAMEs included) or a negative answer with its SOA.
@@ -38,6 +40,9 @@ extension DNSResolver {
         _ name: String, type: RRType, class rrClass: RRClass = .in, optimistic: Bool = true, dnssecOK: Bool = false,
         refreshes: inout PendingRefreshes
     ) -> RecordAnswer? {
+        if let special = SpecialUseNames.answer(name, type: type, class: rrClass) {
+            return RecordAnswer(answer: special, ttl: SpecialUseNames.ttl, source: .cache, staleSeconds: nil, attempts: [])
+        }
         let key = CacheKey(name: name, type: type.rawValue, dnsClass: rrClass.rawValue)
         let lookup = cache.lookup(key, optimistic: optimistic)
         // An entry fetched without DO lacks the signatures a DO client asks for: fetch it again, with DO.
@@ -63,8 +68,13 @@ extension DNSResolver {
     public func fetchRecords(_ name: String, type: RRType, class rrClass: RRClass = .in, dnssecOK: Bool = false)
         async throws(ResolverError) -> RecordAnswer
     {
+        if let special = SpecialUseNames.answer(name, type: type, class: rrClass) {
+            return RecordAnswer(answer: special, ttl: SpecialUseNames.ttl, source: .cache, staleSeconds: nil, attempts: [])
+        }
         let key = CacheKey(name: name, type: type.rawValue, dnsClass: rrClass.rawValue)
-        let task = upstreamTask(for: key, name: name, type: type, class: rrClass, dnssecOK: dnssecOK, isRefresh: false)
+        let task = upstreamTask(
+            for: key, name: name, type: type, class: rrClass, dnssecOK: dnssecOK, isRefresh: false,
+            client: Self.currentClient)
         switch await task.value {
         case .answer(let answer, let ttl, let attempts):
             return RecordAnswer(answer: answer, ttl: ttl, source: .network, staleSeconds: nil, attempts: attempts)

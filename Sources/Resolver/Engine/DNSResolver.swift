@@ -1,3 +1,4 @@
+import DNSCore
 import Foundation
 import Logging
 import Synchronization
@@ -17,11 +18,21 @@ public final class DNSResolver: Sendable {
         public var maximumAliasHops: Int
         /// TTL cached for a negative answer without SOA (RFC 2308 asks for SOA; some servers omit it).
         public var negativeTTLWithoutSOA: UInt32
+        /// Bounds on upstream queries in flight (changed live with ``DNSResolver/updateLimits(_:)``).
+        public var limits: QueryLimits
+        /// Most targets a connection plan looks up besides the host itself (RFC 9460 §3 leaves the bound to
+        /// clients; a zone can name hundreds).
+        public var maximumPlanTargets: Int
 
-        public init(cachePolicy: CachePolicy = CachePolicy(), maximumAliasHops: Int = 8, negativeTTLWithoutSOA: UInt32 = 30) {
+        public init(
+            cachePolicy: CachePolicy = CachePolicy(), maximumAliasHops: Int = AliasChain.defaultMaximumHops,
+            negativeTTLWithoutSOA: UInt32 = 30, limits: QueryLimits = QueryLimits(), maximumPlanTargets: Int = 16
+        ) {
             self.cachePolicy = cachePolicy
             self.maximumAliasHops = maximumAliasHops
             self.negativeTTLWithoutSOA = negativeTTLWithoutSOA
+            self.limits = limits
+            self.maximumPlanTargets = maximumPlanTargets
         }
     }
 
@@ -32,8 +43,11 @@ public final class DNSResolver: Sendable {
     let transport: any DNSTransport
     let configuration: Configuration
     private let logger: Logger
-    /// One task per (name, type) being fetched from upstream: coalescing and the refreshes `more` waits for.
-    private let inflight = Mutex<[CacheKey: Task<FetchOutcome, Never>]>([:])
+    /// The one in-flight table: one task per distinct upstream question (coalescing), bounded in all and per
+    /// client; the refreshes `more` waits for are found here too.
+    let inflight: InflightTable<FetchOutcome>
+    /// Records dropped from upstream replies by the bailiwick rules (``ReplyScrubber``).
+    private let scrubbedRecords = Atomic<UInt64>(0)
     /// Recent negative-answer payloads (SOA and proofs), shared by every entry that carries the same one.
     private let negativePayloads = Mutex<[CachedRRset: CachedRRset]>([:])
 
@@ -52,7 +66,19 @@ public final class DNSResolver: Sendable {
         self.logger = logger
         self.cache = OptimisticCache(policy: configuration.cachePolicy, clock: clock)
         self.altSvc = AltSvcStore(clock: clock)
+        self.inflight = InflightTable(limits: configuration.limits)
     }
+
+    /// Replaces the bounds on upstream queries (Reload); queries in flight are not affected.
+    public func updateLimits(_ limits: QueryLimits) {
+        inflight.limits = limits
+    }
+
+    /// The in-flight table's counters and limits, for Status.
+    public var inflightStatistics: InflightStatistics { inflight.statistics }
+
+    /// How many records the bailiwick rules dropped from upstream replies since start.
+    public var scrubbedRecordCount: UInt64 { scrubbedRecords.load(ordering: .relaxed) }
 
     /// Creates a resolver that asks `upstreams` (IP addresses, port 53 unless given) over UDP with TCP fallback.
     ///
@@ -77,32 +103,81 @@ public final class DNSResolver: Sendable {
         return resolution
     }
 
-    /// Like ``resolveHTTPS(_:port:optimistic:)``, and when the answer was stale, then the refreshed answer
-    /// (source `network`) once the refresh completes. A failed refresh ends the stream with its error.
+    /// Like ``resolveHTTPS(_:port:optimistic:)``, and when the answer was stale, then the answer of the network
+    /// (source `network`) with ``HTTPSResolution/refresh`` saying whether it `changed` the data or `confirmed` it
+    /// (draft-gakiwate-dnsop-optimistic-dns: the network query is always made; the application needs the fresh
+    /// answer only when it differs). A failed refresh ends the stream with its error.
     public func resolveHTTPSUpdates(_ name: String, port: Int = 443, optimistic: Bool = true)
         -> AsyncThrowingStream<HTTPSResolution, any Error>
     {
-        AsyncThrowingStream { continuation in
+        updates(
+            optimistic: optimistic,
+            resolve: { [self] optimistic throws(ResolverError) in
+                let start = ContinuousClock.now
+                var (resolution, provenance) = try await https(name, port: port, optimistic: optimistic)
+                resolution.elapsedMilliseconds = Self.milliseconds(since: start)
+                return (resolution, provenance)
+            },
+            same: { stale, fresh in
+                stale.bindings == fresh.bindings && stale.aliasChain == fresh.aliasChain
+                    && stale.fallbackTarget == fresh.fallbackTarget && stale.note == fresh.note
+            },
+            mark: { resolution, outcome, attempts, elapsed in
+                resolution.source = .network
+                resolution.staleSeconds = nil
+                resolution.refresh = outcome
+                resolution.attempts = attempts + resolution.attempts
+                resolution.elapsedMilliseconds = elapsed
+            })
+    }
+
+    /// Like ``resolveAddresses(_:family:optimistic:)``, and when the answer was stale, then the network's answer
+    /// marked `changed` or `confirmed`, as ``resolveHTTPSUpdates(_:port:optimistic:)`` does.
+    public func resolveAddressesUpdates(_ name: String, family: AddressFamilies = .any, optimistic: Bool = true)
+        -> AsyncThrowingStream<AddressResolution, any Error>
+    {
+        updates(
+            optimistic: optimistic,
+            resolve: { [self] optimistic throws(ResolverError) in
+                let start = ContinuousClock.now
+                let host = try Self.validate(name)
+                let (addresses, provenance) = try await addresses(host, family: family, optimistic: optimistic)
+                return (try Self.addressResolution(host, addresses, provenance, since: start), provenance)
+            },
+            same: { stale, fresh in Set(stale.addresses) == Set(fresh.addresses) },
+            mark: { resolution, outcome, attempts, elapsed in
+                resolution.source = .network
+                resolution.staleSeconds = nil
+                resolution.refresh = outcome
+                resolution.attempts = attempts + resolution.attempts
+                resolution.elapsedMilliseconds = elapsed
+            })
+    }
+
+    /// The two-answer stream of optimistic DNS: the first answer, and after an expired one the network's, once the
+    /// refreshes in flight are done (a hop still expired is asked again, bypassing the cache).
+    private func updates<R: Sendable>(
+        optimistic: Bool,
+        resolve: @escaping @Sendable (Bool) async throws(ResolverError) -> (R, Provenance),
+        same: @escaping @Sendable (R, R) -> Bool,
+        mark: @escaping @Sendable (inout R, RefreshOutcome, [QueryAttempt], Double) -> Void
+    ) -> AsyncThrowingStream<R, any Error> {
+        let client = Self.currentClient
+        return AsyncThrowingStream { continuation in
             let task = Task {
                 do {
-                    let start = ContinuousClock.now
-                    var (first, provenance) = try await self.https(name, port: port, optimistic: optimistic)
-                    first.elapsedMilliseconds = Self.milliseconds(since: start)
-                    continuation.yield(first)
-                    if first.source == .expiredCache {
+                    try await Self.$currentClient.withValue(client) {
+                        let (first, provenance) = try await resolve(optimistic)
+                        continuation.yield(first)
+                        guard provenance.source == .expiredCache else { return }
                         let refreshStart = ContinuousClock.now
                         let attempts = try await self.awaitRefreshes(provenance.staleKeys)
-                        var (fresh, _) = try await self.https(name, port: port, optimistic: optimistic)
-                        // Still stale: no refresh ran (the last one failed less than refresh-retry ago), so
-                        // there is nothing newer to report.
-                        guard fresh.source != .expiredCache else {
-                            continuation.finish()
-                            return
-                        }
-                        fresh.source = .network
-                        fresh.staleSeconds = nil
-                        fresh.attempts = attempts + fresh.attempts
-                        fresh.elapsedMilliseconds = Self.milliseconds(since: refreshStart)
+                        // The network's answer: whatever is still expired (its refresh ran elsewhere, or failed
+                        // recently) is asked now; what the refresh just stored is fresh.
+                        var (fresh, _) = try await resolve(false)
+                        mark(
+                            &fresh, same(first, fresh) ? .confirmed : .changed, attempts,
+                            Self.milliseconds(since: refreshStart))
                         continuation.yield(fresh)
                     }
                     continuation.finish()
@@ -207,12 +282,18 @@ public final class DNSResolver: Sendable {
         // the hints serve now and the lookup warms the cache for the next plan (RFC 9460 §7.3).
         let origin = try? AltSvcOrigin(host: String(hostName.dropLast()), port: UInt16(port))
         let alternatives = origin.map { altSvc.alternatives(for: $0, caller: caller) } ?? []
-        var targets = Set(bindings.map(\.target))
-        targets.insert(fallback)
-        for alternative in alternatives { if let host = alternative.host { targets.insert(DNSName.normalized(host)) } }
-        targets.remove(hostName)
+        // Targets in the order they matter (bindings by priority, the fallback, Alt-Svc), each once, at most
+        // `maximumPlanTargets` besides the host: a zone that names hundreds of targets costs a bounded number of
+        // look-ups (the bindings past the cap keep their hints, if they have any).
+        var targets: [String] = []
+        for target in bindings.map(\.target) + [fallback]
+            + alternatives.compactMap({ $0.host.map(DNSName.normalized) })
+        where target != hostName && !targets.contains(target) {
+            guard targets.count < configuration.maximumPlanTargets else { break }
+            targets.append(target)
+        }
         var waitFor: [String] = []
-        for target in targets.sorted() {
+        for target in targets {
             let forTarget = bindings.filter { $0.target == target }
             if !forTarget.isEmpty && forTarget.allSatisfy({ !$0.ipv4hint.isEmpty || !$0.ipv6hint.isEmpty }) {
                 Task { _ = try? await self.addresses(target, family: .any, optimistic: optimistic) }
@@ -479,32 +560,38 @@ public final class DNSResolver: Sendable {
 
     // MARK: - RRsets: cache, coalescing, CNAMEs
 
-    enum RRsetAnswer: Sendable {
+    /// The end of an alias chain.
+    public enum RRsetAnswer: Sendable {
+        /// Records of the asked type, owned by the chain's last name.
         case records([ResourceRecord], owner: String)
         case nodata
         case nxdomain
     }
 
-    struct RRsetResult: Sendable {
-        var answer: RRsetAnswer
+    /// What a walk found: the end of the chain and the aliases on the way.
+    public struct RRsetResult: Sendable {
+        public var answer: RRsetAnswer
         /// CNAME targets followed from the asked name.
-        var cnames: [String]
+        public var cnames: [String]
         /// The memo of the cache entry the records came from.
         var memo: CacheEntryMemo?
     }
 
+    /// Who the running task's upstream queries count against, when the caller did not say (the varlink adapter
+    /// sets the caller's uid here).
+    @TaskLocal public static var currentClient: QueryClient?
+
     /// The records of `type` at `name`, following CNAMEs (also across separate queries when an answer stops
-    /// at a CNAME whose target it does not include).
+    /// at a CNAME whose target it does not include): the one walk, with this call's provenance.
     private func records(_ name: String, type: RRType, optimistic: Bool, provenance: inout Provenance)
         async throws(ResolverError) -> RRsetResult
     {
-        var chain = AliasChain(start: name, maximumHops: configuration.maximumAliasHops)
-        while true {
-            let entry = try await fetch(chain.current, type: type, optimistic: optimistic, provenance: &provenance)
-            if let result = try cnameStep(entry, name: name, type: type, chain: &chain, provenance: provenance) {
-                return result
-            }
-        }
+        var trace = WalkTrace(keepingSteps: false)
+        trace.provenance = provenance
+        defer { provenance = trace.provenance }
+        // An API caller that allowed optimistic answers also gets expired data when the network fails (RFC 8767).
+        let options = WalkOptions(optimistic: optimistic, staleOnFailure: optimistic, client: Self.currentClient)
+        return try await walk(name, type: type, options: options, trace: &trace)
     }
 
     /// One hop of following CNAMEs: the records of `type` in the entry for `chain.current`, or nil when the entry
@@ -537,30 +624,6 @@ public final class DNSResolver: Sendable {
         }
     }
 
-    /// One cache lookup or upstream fetch for exactly (name, type).
-    private func fetch(_ name: String, type: RRType, optimistic: Bool, provenance: inout Provenance)
-        async throws(ResolverError) -> CacheAnswer<CachedRRset>
-    {
-        let key = CacheKey(name: name, type: type.rawValue)
-        let lookup = cache.lookup(key, optimistic: optimistic)
-        if let answer = Self.account(lookup, key: key, provenance: &provenance) {
-            if lookup.shouldRefresh { _ = upstreamTask(for: key, name: name, type: type, isRefresh: true) }
-            return answer
-        }
-        let outcome = await upstreamTask(for: key, name: name, type: type, isRefresh: false).value
-        switch outcome {
-        case .answer(let answer, let ttl, let attempts):
-            provenance.sources.insert(.network)
-            provenance.ttl = min(provenance.ttl, ttl)
-            provenance.attempts += attempts
-            return answer
-        case .failure(let error):
-            var error = error
-            error.attempts = provenance.attempts + error.attempts
-            throw error
-        }
-    }
-
     /// Records a cache answer (fresh or stale) in `provenance` and returns it; nil for a miss.
     static func account(_ lookup: CacheLookup<CachedRRset>, key: CacheKey, provenance: inout Provenance)
         -> CacheAnswer<CachedRRset>?
@@ -588,23 +651,36 @@ public final class DNSResolver: Sendable {
         case failure(ResolverError)
     }
 
-    /// The one in-flight upstream query for `key`, started if there is none.
+    /// The one in-flight upstream query for `key`, joined or started; at a limit of ``QueryLimits`` a task that
+    /// fails at once with `tooManyQueries` (a refresh refused that way is retried no sooner than a failed one).
+    /// - Parameter client: who the query counts against; nil for refreshes and in-process callers (global only).
     func upstreamTask(
         for key: CacheKey, name: String, type: RRType, class rrClass: RRClass = .in, dnssecOK: Bool = false,
-        isRefresh: Bool
+        isRefresh: Bool, client: QueryClient? = nil
     ) -> Task<FetchOutcome, Never> {
-        inflight.withLock { tasks in
-            if let running = tasks[key] { return running }
-            let task = Task { [self] in
-                // A refresh must not delay the stale answer it was started beside: let that answer go out first.
-                if isRefresh { await Task.yield() }
-                let outcome = await self.query(name: name, type: type, class: rrClass, dnssecOK: dnssecOK, key: key)
-                if case .failure = outcome, isRefresh { cache.refreshFailed(key) }
-                _ = inflight.withLock { $0.removeValue(forKey: key) }
-                return outcome
-            }
-            tasks[key] = task
+        let inflightKey = InflightKey(cacheKey: key, dnssecOK: dnssecOK, checkingDisabled: false)
+        let admission = inflight.admit(inflightKey, client: isRefresh ? nil : client) { [self] in
+            // A refresh must not delay the stale answer it was started beside: let that answer go out first.
+            if isRefresh { await Task.yield() }
+            let outcome = await self.query(name: name, type: type, class: rrClass, dnssecOK: dnssecOK, key: key)
+            if case .failure = outcome, isRefresh { cache.refreshFailed(key) }
+            return outcome
+        }
+        switch admission {
+        case .joined(let task), .started(let task):
             return task
+        case .refused(let global):
+            if isRefresh { cache.refreshFailed(key) }
+            let limits = inflight.limits
+            let reason =
+                global
+                ? "\(limits.maxQueries) upstream queries in flight (the limit for everyone)"
+                : "\(limits.maxQueriesPerClient) upstream queries in flight from \(client.map { "\($0)" } ?? "this client")"
+            logger.debug(
+                "upstream query refused at a limit",
+                metadata: ["dns.name": "\(name)", "dns.type": "\(type)", "limit": "\(reason)"])
+            let error = ResolverError(code: .tooManyQueries, name: name, reason: reason)
+            return Task { .failure(error) }
         }
     }
 
@@ -612,40 +688,63 @@ public final class DNSResolver: Sendable {
         -> FetchOutcome
     {
         let exchange: DNSExchange
+        let question = DNSQuestion(name: name, type: type, class: rrClass)
         do {
-            exchange = try await transport.query(DNSQuestion(name: name, type: type, class: rrClass), dnssecOK: dnssecOK)
+            exchange = try await transport.query(question, dnssecOK: dnssecOK)
         } catch {
             let code: ResolverError.Code = error.code == .invalidQuery ? .invalidName : .timeout
             return .failure(ResolverError(code: code, name: name, reason: error.message, attempts: error.attempts))
         }
         let message = exchange.message
-        let answer: CacheAnswer<CachedRRset>
-        let ttl: UInt32
-        switch message.rcode {
-        case .noError where !message.answer.isEmpty:
-            answer = .positive(
-                CachedRRset(records: message.answer, authority: dnssecOK ? Self.dnssecAuthority(message) : [],
-                    dnssecOK: dnssecOK))
-            ttl = message.answer.map(\.ttl).min() ?? 0
-        case .noError:
-            answer = .nodata(negativeAuthority(message, dnssecOK: dnssecOK))
-            ttl = message.negativeCacheTTL ?? configuration.negativeTTLWithoutSOA
-        case .nxDomain:
-            answer = .nxdomain(negativeAuthority(message, dnssecOK: dnssecOK))
-            ttl = message.negativeCacheTTL ?? configuration.negativeTTLWithoutSOA
-        default:
+        guard message.rcode == .noError || message.rcode == .nxDomain else {
             return .failure(
                 ResolverError(code: .upstreamFailure, name: name, rcode: "\(message.rcode)", attempts: exchange.attempts))
+        }
+        // Keep only what answers the question (bailiwick): nothing else is cached, persisted or served.
+        let scrubbed = ReplyScrubber.scrub(
+            message, question: DNSQuestion(name: key.name, type: type, class: rrClass),
+            maximumHops: configuration.maximumAliasHops)
+        if scrubbed.dropped > message.additional.count {
+            scrubbedRecords.add(UInt64(scrubbed.dropped - message.additional.count), ordering: .relaxed)
+            logger.debug(
+                "records outside the question's chain dropped",
+                metadata: [
+                    "dns.name": "\(name)", "dns.type": "\(type)",
+                    "dns.dropped": "\(scrubbed.dropped - message.additional.count)",
+                ])
+        }
+        let answer: CacheAnswer<CachedRRset>
+        let ttl: UInt32
+        if !scrubbed.answer.isEmpty {
+            // A chain that ends in NXDOMAIN is still a chain: its names exist, the walk asks the last one itself.
+            answer = .positive(
+                CachedRRset(
+                    records: scrubbed.answer,
+                    authority: dnssecOK ? scrubbed.authority.filter { EncodedSections.isDNSSEC($0.type) } : [],
+                    dnssecOK: dnssecOK))
+            ttl = scrubbed.answer.map(\.ttl).min() ?? 0
+        } else {
+            let authority = negativeAuthority(scrubbed.authority, dnssecOK: dnssecOK)
+            answer = message.rcode == .nxDomain ? .nxdomain(authority) : .nodata(authority)
+            ttl = Self.negativeTTL(scrubbed.authority) ?? configuration.negativeTTLWithoutSOA
         }
         cache.store(answer, for: key, ttl: ttl)
         logger.debug("fetched", metadata: ["dns.name": "\(name)", "dns.type": "\(type)", "dns.ttl": "\(ttl)"])
         return .answer(answer, ttl: ttl, attempts: exchange.attempts)
     }
 
-    /// What a negative answer keeps of its authority section: the SOA (RFC 2308 §3) and, when the query asked
-    /// for them, the NSEC/NSEC3 proofs and their signatures.
-    func negativeAuthority(_ message: DNSMessage, dnssecOK: Bool) -> CachedRRset? {
-        let kept = message.authority.filter { $0.type == .soa || EncodedSections.isDNSSEC($0.type) }
+    /// RFC 2308 §5: the negative TTL is the smaller of the SOA's TTL and its MINIMUM field.
+    static func negativeTTL(_ authority: [ResourceRecord]) -> UInt32? {
+        for record in authority where record.type == .soa {
+            if let soa = try? record.soa() { return min(record.ttl, soa.minimum) }
+        }
+        return nil
+    }
+
+    /// What a negative answer keeps of its (scrubbed) authority section: the SOA (RFC 2308 §3) and, when the query
+    /// asked for them, the NSEC/NSEC3 proofs and their signatures.
+    func negativeAuthority(_ authority: [ResourceRecord], dnssecOK: Bool) -> CachedRRset? {
+        let kept = authority.filter { $0.type == .soa || (dnssecOK && EncodedSections.isDNSSEC($0.type)) }
         if kept.isEmpty && !dnssecOK { return nil }
         let fresh = CachedRRset(records: [], authority: kept, dnssecOK: dnssecOK)
         // Every NXDOMAIN and NODATA of a zone carries the same SOA: keep its storage once (a cache full of
@@ -659,16 +758,12 @@ public final class DNSResolver: Sendable {
         return CachedRRset(sharingDataOf: shared)
     }
 
-    /// The signatures of a positive answer's delegation or wildcard proofs, kept for DO clients.
-    static func dnssecAuthority(_ message: DNSMessage) -> [ResourceRecord] {
-        message.authority.filter { EncodedSections.isDNSSEC($0.type) }
-    }
-
     /// Waits for the refreshes of stale keys; returns their attempts, or throws the first failure.
-    private func awaitRefreshes(_ keys: [CacheKey]) async throws(ResolverError) -> [QueryAttempt] {
+    func awaitRefreshes(_ keys: [CacheKey]) async throws(ResolverError) -> [QueryAttempt] {
         var attempts: [QueryAttempt] = []
         for key in Set(keys) {
-            guard let task = inflight.withLock({ $0[key] }) else { continue }
+            let inflightKey = InflightKey(cacheKey: key, dnssecOK: false, checkingDisabled: false)
+            guard let task = inflight.running(inflightKey) else { continue }
             switch await task.value {
             case .answer(_, _, let more): attempts += more
             case .failure(let error): throw error

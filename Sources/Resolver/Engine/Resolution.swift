@@ -1,3 +1,5 @@
+import DNSCore
+
 /// Where an answer came from (API.md `source`).
 public enum ResolutionSource: String, Sendable, Codable, Hashable {
     /// Every record came from fresh cache entries.
@@ -61,6 +63,18 @@ public struct HTTPSResolution: Sendable, Hashable {
     public var elapsedMilliseconds: Double
     /// Why the RRset was set aside, when it was (malformed, alias loop, service unavailable).
     public var note: String?
+    /// On the answer that follows an expired one (``DNSResolver/resolveHTTPSUpdates(_:port:optimistic:)``): whether
+    /// the network confirmed the expired data or changed it.
+    public var refresh: RefreshOutcome? = nil
+}
+
+/// What the network said about an answer served from expired cache (draft-gakiwate-dnsop-optimistic-dns: the
+/// fresh answer matters to the application only when it differs).
+public enum RefreshOutcome: String, Sendable, Hashable {
+    /// The fresh answer holds the same data as the expired one.
+    case confirmed
+    /// The fresh answer differs: use it instead.
+    case changed
 }
 
 /// The addresses of a name.
@@ -73,6 +87,8 @@ public struct AddressResolution: Sendable, Hashable {
     public var staleSeconds: UInt32?
     public var attempts: [QueryAttempt]
     public var elapsedMilliseconds: Double
+    /// On the answer that follows an expired one: confirmed or changed.
+    public var refresh: RefreshOutcome? = nil
 }
 
 /// Which address families to resolve.
@@ -100,8 +116,11 @@ public struct ResolverError: Error, Sendable, Hashable, CustomStringConvertible 
         public static let upstreamFailure = Code(name: "upstreamFailure")
         /// The name (or origin, or Alt-Svc header) is not valid (`InvalidName`).
         public static let invalidName = Code(name: "invalidName")
+        /// A limit on upstream work was reached (`TooManyQueries`): the question was not sent. ``reason`` says
+        /// which limit.
+        public static let tooManyQueries = Code(name: "tooManyQueries")
         /// Every code, so a mapping can be checked for completeness.
-        public static let allCases: [Code] = [.noSuchName, .timeout, .upstreamFailure, .invalidName]
+        public static let allCases: [Code] = [.noSuchName, .timeout, .upstreamFailure, .invalidName, .tooManyQueries]
         public var description: String { name }
     }
 
@@ -128,6 +147,7 @@ public struct ResolverError: Error, Sendable, Hashable, CustomStringConvertible 
         case .noSuchName: return "\(name): no such name (NXDOMAIN)"
         case .timeout: return "\(name): no upstream answered in time"
         case .upstreamFailure: return "\(name): upstream answered \(rcode ?? "an error")"
+        case .tooManyQueries: return "\(name): not asked: \(reason ?? "too many queries in flight")"
         default: return "\(name): \(reason ?? "invalid")"
         }
     }

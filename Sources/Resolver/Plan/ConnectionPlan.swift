@@ -1,3 +1,5 @@
+import DNSCore
+
 /// The transport of a connection-plan endpoint.
 public enum PlanTransport: String, Sendable, Codable, Hashable {
     /// QUIC, for HTTP/3.

@@ -1,3 +1,5 @@
+import DNSCore
+
 /// An alias chain could not be followed.
 public struct AliasChainError: Error, Hashable, Sendable, CustomStringConvertible {
     /// Why the chain was abandoned.

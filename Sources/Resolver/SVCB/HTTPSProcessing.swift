@@ -1,3 +1,5 @@
+import DNSCore
+
 /// What an HTTPS (or SVCB) RRset tells a client, after RFC 9460 client processing.
 public enum HTTPSRRSetOutcome: Sendable, Equatable {
     /// The RRset has an AliasMode record: query `target` next (RFC 9460 §2.4.2); ServiceMode records in the

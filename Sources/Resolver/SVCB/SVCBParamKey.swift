@@ -1,3 +1,5 @@
+import DNSCore
+
 /// An SvcParamKey (RFC 9460 §14.3.2), kept as its 16-bit number; unregistered keys are valid values.
 public struct SVCBParamKey: RawRepresentable, Hashable, Comparable, Sendable, Codable, CustomStringConvertible {
     /// The key number.

@@ -1,3 +1,5 @@
+import DNSCore
+
 /// A SvcParam this parser does not interpret, with its raw value.
 public struct SVCBUnknownParam: Hashable, Sendable {
     /// The key number.

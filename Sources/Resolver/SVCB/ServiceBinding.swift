@@ -1,3 +1,5 @@
+import DNSCore
+
 /// A usable ServiceMode HTTPS/SVCB binding after RFC 9460 processing, with exactly the fields of the API's
 /// `ServiceBinding`.
 public struct ServiceBinding: Sendable, Codable, Equatable, Hashable {

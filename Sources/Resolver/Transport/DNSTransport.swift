@@ -1,3 +1,5 @@
+import DNSCore
+
 /// A DNS server to ask: an IP address (v4, or v6 without brackets) and a port.
 public struct UpstreamServer: Hashable, Sendable, CustomStringConvertible {
     public var host: String

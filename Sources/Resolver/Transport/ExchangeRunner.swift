@@ -1,3 +1,4 @@
+import DNSCore
 import NIOCore
 
 /// Runs one try: opens a channel, waits for its outcome, and always closes the channel.

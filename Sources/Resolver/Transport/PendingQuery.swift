@@ -1,3 +1,5 @@
+import DNSCore
+
 /// One query as sent on one try, and the rules for accepting a reply to it.
 ///
 /// Every try gets its own `PendingQuery` with a fresh random ID (RFC 5452 §9.2), so a reply to an earlier try is

@@ -1,3 +1,4 @@
+import DNSCore
 import Logging
 import NIOCore
 import NIOPosix
@@ -35,6 +36,11 @@ public final class UpstreamClient: DNSTransport, Sendable {
         public var ednsBufferSize: UInt16
         /// How long one TCP try may take, connection set-up included.
         public var tcpTimeout: Duration
+        /// Sockets to upstreams open at once (`[limits] upstream-sockets`). Every try still gets a fresh socket
+        /// with a random source port and a random ID (RFC 5452: the poisoning defence); a try past the budget
+        /// fails at once instead of opening one. A query holds one socket at a time, so the in-flight bounds of
+        /// the resolver (``QueryLimits``) keep well below this unless it is set lower than them.
+        public var maxSockets: Int
 
         /// Creates a configuration.
         ///
@@ -45,8 +51,10 @@ public final class UpstreamClient: DNSTransport, Sendable {
         ///   - tcpTimeout: per TCP try including the handshake; 3 s by default (two round trips).
         public init(
             timeout: Duration = .milliseconds(1500), attempts: Int = 2,
-            ednsBufferSize: UInt16 = DNSQuery.defaultEDNSBufferSize, tcpTimeout: Duration = .seconds(3)
+            ednsBufferSize: UInt16 = DNSQuery.defaultEDNSBufferSize, tcpTimeout: Duration = .seconds(3),
+            maxSockets: Int = 1024
         ) {
+            self.maxSockets = maxSockets
             self.timeout = timeout
             self.attempts = attempts
             self.ednsBufferSize = ednsBufferSize
@@ -57,7 +65,8 @@ public final class UpstreamClient: DNSTransport, Sendable {
     /// An upstream with its parsed socket address.
     private struct Target: Sendable {
         var server: UpstreamServer
-        var address: SocketAddress
+        /// How the server is reached (plain DNS today).
+        var transport: any UpstreamTransport
     }
 
     /// The upstreams, their parsed addresses and the tries; ``reconfigure(upstreams:configuration:)`` replaces it whole.
@@ -69,6 +78,10 @@ public final class UpstreamClient: DNSTransport, Sendable {
     }
 
     private let setup: Mutex<Setup>
+    /// Sockets open now (one per running try).
+    private let openSockets = Atomic<Int>(0)
+    /// Tries refused because the socket budget was spent.
+    private let socketRefusals = Atomic<UInt64>(0)
     private let group: any EventLoopGroup
     private let logger: Logger
 
@@ -76,6 +89,10 @@ public final class UpstreamClient: DNSTransport, Sendable {
     public var upstreams: [UpstreamServer] { setup.withLock { $0.upstreams } }
     /// Timeouts, tries and EDNS size in effect.
     public var configuration: Configuration { setup.withLock { $0.configuration } }
+    /// Sockets to upstreams open now.
+    public var socketsOpen: Int { openSockets.load(ordering: .relaxed) }
+    /// Tries not made because `maxSockets` sockets were open.
+    public var socketsRefused: UInt64 { socketRefusals.load(ordering: .relaxed) }
 
     /// Creates a client; it opens sockets only while a query runs.
     ///
@@ -108,7 +125,7 @@ public final class UpstreamClient: DNSTransport, Sendable {
         for server in upstreams {
             do {
                 let address = try SocketAddress(ipAddress: server.host, port: server.port)
-                targets.append(Target(server: server, address: address))
+                targets.append(Target(server: server, transport: PlainDNSTransport(address: address)))
             } catch {
                 unusable.append("\(server)")
                 logger.info(
@@ -216,22 +233,9 @@ public final class UpstreamClient: DNSTransport, Sendable {
         logger[metadataKey: "dns.type"] = "\(request.question.type)"
         logger[metadataKey: "dns.server"] = "\(target.server)"
         let loop = group.next()
-
-        let udp = await timed(.udp, target, request, &attempts, logger: logger) { query in
-            await UDPExchange.run(
-                query, to: target.address, timeout: TimeAmount(configuration.timeout), on: loop, logger: logger)
-        }
-        let outcome: ExchangeOutcome
-        if case .truncated = udp {
-            if Task.isCancelled { return .cancelled }
-            // RFC 7766 §5: a truncated UDP response means: ask the same server again over TCP.
-            outcome = await timed(.tcp, target, request, &attempts, logger: logger) { query in
-                await TCPExchange.run(
-                    query, to: target.address, timeout: TimeAmount(configuration.tcpTimeout), on: loop,
-                    logger: logger)
-            }
-        } else {
-            outcome = udp
+        let outcome = await target.transport.attempt(configuration, on: loop, logger: logger) { transport, exchange in
+            await timed(transport, target, request, &attempts, maxSockets: configuration.maxSockets, logger: logger,
+                exchange: exchange)
         }
         switch outcome {
         case .response(let message):
@@ -246,12 +250,20 @@ public final class UpstreamClient: DNSTransport, Sendable {
     /// Runs one try with a new ID, records it as a `QueryAttempt` and logs it.
     private func timed(
         _ transport: QueryTransport, _ target: Target, _ request: Request, _ attempts: inout [QueryAttempt],
-        logger: Logger, exchange: (PendingQuery) async -> ExchangeOutcome
+        maxSockets: Int, logger: Logger, exchange: (PendingQuery) async -> ExchangeOutcome
     ) async -> ExchangeOutcome {
         let query = request.pending()
         let clock = ContinuousClock()
         let started = clock.now
-        let outcome = await exchange(query)
+        let outcome: ExchangeOutcome
+        if openSockets.wrappingAdd(1, ordering: .relaxed).newValue > maxSockets {
+            openSockets.wrappingSubtract(1, ordering: .relaxed)
+            socketRefusals.add(1, ordering: .relaxed)
+            outcome = .failed("\(maxSockets) upstream sockets open ([limits] upstream-sockets)")
+        } else {
+            outcome = await exchange(query)
+            openSockets.wrappingSubtract(1, ordering: .relaxed)
+        }
         let elapsed = started.duration(to: clock.now)
         let milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
         let rcode: String

@@ -1,3 +1,4 @@
+import DNSCore
 import Resolver
 
 /// The records of one (name, type) and how long they stay valid.

@@ -1,3 +1,4 @@
+import DNSCore
 import Discovery
 
 /// What changed between two looks at a unicast browse: the events to report (RFC 6763 over unicast DNS has no

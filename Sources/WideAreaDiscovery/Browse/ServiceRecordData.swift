@@ -1,3 +1,4 @@
+import DNSCore
 import Discovery
 
 /// The fields of an SRV record (RFC 2782).

@@ -1,3 +1,4 @@
+import DNSCore
 import Resolver
 
 /// A DNS-SD service instance name `<Instance>.<_type._proto>.<domain>` (RFC 6763 §4.1), kept as raw labels.
@@ -59,9 +60,9 @@ public enum WideAreaDomain {
     public static func isUnicast(_ domain: String?) -> Bool {
         guard let domain else { return false }
         let name = normalized(domain)
-        if name.isEmpty || name == "local" || name.hasSuffix(".local") { return false }
-        if name.hasSuffix("254.169.in-addr.arpa") || name.hasSuffix("8.e.f.ip6.arpa") { return false }
-        return true
+        if name.isEmpty { return false }
+        // The one definition of what mDNS owns (DNSCore's LocalZones), shared with the DNS stub.
+        return !LocalZones.isLocal(name)
     }
 
     /// The labels of a dotted name (no escapes: types and domains we build are plain).

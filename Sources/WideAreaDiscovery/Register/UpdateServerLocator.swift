@@ -1,3 +1,4 @@
+import DNSCore
 import Resolver
 
 /// Where to send an UPDATE for a domain, and its zone (RFC 2136 §4: the Zone section names the zone's apex).

@@ -1,3 +1,4 @@
+import DNSCore
 import Foundation
 
 /// A TSIG key (RFC 8945): algorithm, key name and base64 secret, as `nsupdate -y [ALG:]NAME:SECRET` takes it.

@@ -1,3 +1,4 @@
+import DNSCore
 import CLDNS
 
 #if canImport(Glibc)

@@ -1,3 +1,5 @@
+import DNSCore
+
 /// One record of an UPDATE message's prerequisite or update section (RFC 2136 §2.4, §2.5), in wire terms: the
 /// owner as raw labels (case kept), type, class (IN to add or assert, NONE to delete one RR or assert absence, ANY
 /// to delete an RRset or assert presence), TTL and rdata.

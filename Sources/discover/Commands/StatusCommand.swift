@@ -50,6 +50,15 @@ struct StatusCommand: AsyncParsableCommand {
             } else {
                 Output.line("dns stub:   off")
             }
+            if let queries = status.upstreamQueries {
+                var line =
+                    "upstream:   \(queries.inflight) queries in flight (limit \(queries.limit), "
+                    + "\(queries.perClientLimit) per client; peak \(queries.peak)), \(queries.socketsOpen) sockets "
+                    + "(limit \(queries.socketLimit)), \(queries.coalesced) coalesced, "
+                    + "\(queries.refused + queries.refusedPerClient) refused, \(queries.scrubbedRecords) records scrubbed"
+                if let busiest = queries.busiestClient { line += "; busiest: \(busiest) (\(queries.busiestClientInflight))" }
+                Output.line(line)
+            }
             Output.line(
                 "clients:    \(status.connections) connections, \(status.subscriptions) streams, "
                     + "\(status.registrations) registrations")

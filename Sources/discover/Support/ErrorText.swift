@@ -49,6 +49,10 @@ enum ErrorText {
             let rcode = parameter("rcode") ?? "an error"
             let server = parameter("server").map { "the DNS server \($0)" } ?? "the DNS server"
             return ("discover: \(name.map { "\($0): " } ?? "")\(server) answered \(rcode)", 2)
+        case .tooManyQueries:
+            return (
+                "discover: \(name.map { "\($0): " } ?? "")not looked up: \(parameter("reason") ?? "too many queries in flight")"
+                    + "; cached names still answer, try again shortly", 2)
         case .invalidDNSName:
             return ("discover: " + withSubject(parameter("reason") ?? "invalid", "invalid name \"\(name ?? "?")\""), 2)
         case .invalidServiceType:

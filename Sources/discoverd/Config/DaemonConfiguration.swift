@@ -1,3 +1,4 @@
+import DNSCore
 import DNSStub
 import Resolver
 import DiscoverAPI
@@ -38,6 +39,14 @@ struct DaemonConfiguration: Sendable, Equatable {
     var maxInputBuffer = 128 * 1024
     /// Seconds a connection with no call and no stream stays open (0: forever).
     var idleTimeoutSeconds = 120
+    /// Distinct upstream queries in flight at once, for everyone (``QueryLimits``).
+    var upstreamQueries = QueryLimits().maxQueries
+    /// Distinct upstream queries in flight for one uid (API) or one address (stub).
+    var upstreamQueriesPerClient = QueryLimits().maxQueriesPerClient
+    /// UDP and TCP sockets to upstreams open at once.
+    var upstreamSockets = UpstreamClient.Configuration().maxSockets
+    /// `.local` look-ups through mDNS running at once (stub).
+    var localLookups = StubSettings().maxLocalLookups
 
     // [resolver]
     var upstreams: [Upstream] = []
@@ -101,8 +110,13 @@ struct DaemonConfiguration: Sendable, Equatable {
             proxy: DiscoveryProxySettings(
                 domains: proxyDomains, interfaceIndex: proxyInterface.map { Int32(bitPattern: if_nametoindex($0)) },
                 interfaceName: proxyInterface),
-            maxTCPConnectionsPerAddress: stubMaxTCPPerAddress, refusalsPerSecond: stubRefusalsPerSecond,
-            cookies: stubCookies)
+            maxLocalLookups: localLookups, maxTCPConnectionsPerAddress: stubMaxTCPPerAddress,
+            refusalsPerSecond: stubRefusalsPerSecond, cookies: stubCookies)
+    }
+
+    /// The bounds on upstream work as the resolver takes them.
+    var queryLimits: QueryLimits {
+        QueryLimits(maxQueries: upstreamQueries, maxQueriesPerClient: upstreamQueriesPerClient)
     }
 
     static func defaultStateDirectory(uid: UInt32 = getuid()) -> String {
@@ -204,6 +218,11 @@ extension DaemonConfiguration {
             case ("limits", "reserved-connections"): perUID.reserve = try Self.int(value, context, 0...10_000)
             case ("limits", "max-input-buffer"): maxInputBuffer = try Self.int(value, context, 4096...1 << 30)
             case ("limits", "idle-timeout"): idleTimeoutSeconds = try Self.int(value, context, 0...86_400)
+            case ("limits", "upstream-queries"): upstreamQueries = try Self.int(value, context, 1...65_536)
+            case ("limits", "upstream-queries-per-client"):
+                upstreamQueriesPerClient = try Self.int(value, context, 1...65_536)
+            case ("limits", "upstream-sockets"): upstreamSockets = try Self.int(value, context, 16...65_536)
+            case ("limits", "local-lookups"): localLookups = try Self.int(value, context, 1...4096)
             case ("resolver", "upstream"):
                 do { fileUpstreams.append(try Upstream(parsing: value)) } catch {
                     throw ConfigurationError("\(context): \(error.description)")
@@ -212,7 +231,7 @@ extension DaemonConfiguration {
             case ("resolver", "attempts"): attempts = try Self.int(value, context, 1...10)
             case ("resolver", "optimistic"): optimistic = try Self.bool(value, context)
             case ("resolver", "stale-ttl"): staleTTL = try Self.int(value, context, 1...3600)
-            case ("resolver", "max-stale"): maxStaleSeconds = try Self.int(value, context, 0...30 * 86_400)
+            case ("resolver", "max-stale"): maxStaleSeconds = try Self.int(value, context, 0...Int(CachePolicy.maximumMaxStale))
             case ("resolver", "refresh-retry"): refreshRetrySeconds = try Self.int(value, context, 1...3600)
             case ("resolver", "no-optimistic-domain"): noOptimistic.append(value.lowercased())
             case ("resolver", "cache-size"): cacheSize = try Self.int(value, context, 0...10_000_000)
@@ -303,7 +322,8 @@ extension DaemonConfiguration {
         "daemon": ["socket", "state-dir", "log-level", "admin-group", "advertise-group", "services-dir"],
         "limits": [
             "max-message-size", "max-connections", "max-queued-calls", "max-send-buffer", "max-connections-per-uid",
-            "max-calls-per-uid", "reserved-connections", "max-input-buffer", "idle-timeout",
+            "max-calls-per-uid", "reserved-connections", "max-input-buffer", "idle-timeout", "upstream-queries",
+            "upstream-queries-per-client", "upstream-sockets", "local-lookups",
         ],
         "resolver": [
             "upstream", "timeout-ms", "attempts", "optimistic", "stale-ttl", "max-stale", "refresh-retry",

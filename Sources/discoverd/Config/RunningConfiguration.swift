@@ -1,3 +1,4 @@
+import DNSCore
 import DNSStub
 import DiscoverAPI
 import DiscoverServer
@@ -35,7 +36,7 @@ final class RunningConfiguration: Sendable {
     private let current: NIOLockedValueBox<DaemonConfiguration>
     private let path: String?
     private let load: @Sendable () throws(ConfigurationError) -> DaemonConfiguration
-    private let components: Components
+    let components: Components
     private let logger: Logger
 
     /// - Parameters:
@@ -113,6 +114,7 @@ final class RunningConfiguration: Sendable {
             upstreams: next.upstreams.map { UpstreamServer(host: $0.host, port: $0.port) },
             configuration: next.upstreamConfiguration)
         components.resolver.cache.updatePolicy(next.cachePolicy)
+        components.resolver.updateLimits(next.queryLimits)
         components.resolverOptions.optimistic = next.optimistic
         components.server.updateLimits(
             maxConnections: next.maxConnections, connection: next.connectionLimits, perUID: next.perUID)
@@ -171,7 +173,8 @@ extension DaemonConfiguration {
 
     /// Timeout and attempts of `[resolver]`.
     var upstreamConfiguration: UpstreamClient.Configuration {
-        UpstreamClient.Configuration(timeout: .milliseconds(queryTimeoutMs), attempts: attempts)
+        UpstreamClient.Configuration(
+            timeout: .milliseconds(queryTimeoutMs), attempts: attempts, maxSockets: upstreamSockets)
     }
 
     /// The per-connection limits of `[limits]`.

@@ -1,3 +1,4 @@
+import DNSCore
 import DNSStub
 import Discovery
 import Resolver

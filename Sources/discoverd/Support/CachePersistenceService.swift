@@ -1,3 +1,4 @@
+import DNSCore
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
@@ -47,7 +48,9 @@ final class CachePersistenceService: ServiceLifecycle.Service, Sendable {
     private func loadBlocking() {
         let resolver = self.resolver
         for (name, file, load) in [
-            ("cache", cacheFile, { (url: URL) throws -> CacheLoadResult in try resolver.cache.load(from: url) }),
+            ("cache", cacheFile, { (url: URL) throws -> CacheLoadResult in 
+                try resolver.cache.load(from: url, accepting: OptimisticCache.entryBelongsToKey)
+            }),
             ("alt-svc", altSvcFile, { (url: URL) throws -> CacheLoadResult in try resolver.altSvc.load(from: url) }),
         ] {
             do {

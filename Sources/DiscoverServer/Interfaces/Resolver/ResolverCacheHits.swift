@@ -1,3 +1,4 @@
+import DNSCore
 import DiscoverAPI
 import NIOCore
 import NIOPosix
@@ -103,18 +104,8 @@ enum ResolverCacheHits {
 
     private static func refresh(_ refreshes: PendingRefreshes, _ resolver: DNSResolver) -> (@Sendable () -> Void)? {
         if refreshes.isEmpty { return nil }
-        return { @Sendable in handOff { resolver.startRefreshes(refreshes) } }
-    }
-
-    /// Runs `work` on another event loop than this one when there is one. The stale reply has just been flushed
-    /// and its caller woken; the refresh (a task, a new upstream socket, the query) would otherwise run on this
-    /// thread first, and the kernel often wakes the caller on this same CPU, where it would wait behind it.
-    static func handOff(_ work: @escaping @Sendable () -> Void) {
-        for loop in MultiThreadedEventLoopGroup.singleton.makeIterator() where !loop.inEventLoop {
-            loop.execute(work)
-            return
-        }
-        work()
+        // The resolver's one after-the-write hook (it hands the work to another event loop).
+        return { @Sendable in resolver.startRefreshes(refreshes) }
     }
 
     private static func milliseconds(since start: ContinuousClock.Instant) -> Double {

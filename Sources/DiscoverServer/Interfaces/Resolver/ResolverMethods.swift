@@ -1,3 +1,4 @@
+import DNSCore
 import DiscoverAPI
 import Foundation
 import Logging
@@ -31,51 +32,50 @@ public enum ResolverMethods {
 
         ResolverCacheHits.register(into: &routes, resolver: resolver, optimistic: optimistic)
 
+        // Upstream queries a call makes count against its caller's uid ([limits] upstream-queries-per-client).
         routes.register(Methods.resolveHTTPS) { parameters, context in
             let port = parameters.port ?? 443
-            guard context.more else {
-                return try await resolver.resolveHTTPS(
-                    parameters.name, port: port, optimistic: optimistic(parameters.optimistic)
+            let optimistic = optimistic(parameters.optimistic)
+            return try await DNSResolver.$currentClient.withValue(.uid(context.peer.uid)) {
+                guard context.more else {
+                    return try await resolver.resolveHTTPS(parameters.name, port: port, optimistic: optimistic).wire
+                }
+                return try await stream(
+                    resolver.resolveHTTPSUpdates(parameters.name, port: port, optimistic: optimistic), context: context,
+                    wire: \.wire)
+            }
+        }
+
+        routes.register(Methods.resolveSVCB) { parameters, context in
+            try await DNSResolver.$currentClient.withValue(.uid(context.peer.uid)) {
+                try await resolver.resolveSVCB(
+                    parameters.name, port: parameters.port, optimistic: optimistic(parameters.optimistic)
                 ).wire
             }
-            // With more: a stale answer, then the refreshed one. Hold each reply until the next one shows whether
-            // it is the last.
-            var held: ResolveHTTPSReply?
-            do {
-                for try await resolution in resolver.resolveHTTPSUpdates(
-                    parameters.name, port: port, optimistic: optimistic(parameters.optimistic))
-                {
-                    if let held { try context.send(held) }
-                    held = resolution.wire
+        }
+
+        routes.register(Methods.resolveAddresses) { parameters, context in
+            let family = (parameters.family ?? .any).domain
+            let optimistic = optimistic(parameters.optimistic)
+            return try await DNSResolver.$currentClient.withValue(.uid(context.peer.uid)) {
+                guard context.more else {
+                    return try await resolver.resolveAddresses(parameters.name, family: family, optimistic: optimistic)
+                        .wire
                 }
-            } catch let error as ResolverError {
-                // The stale answer is still useful: deliver it, then say why no fresh one follows.
-                if let held { try context.send(held) }
-                throw error
+                return try await stream(
+                    resolver.resolveAddressesUpdates(parameters.name, family: family, optimistic: optimistic),
+                    context: context, wire: \.wire)
             }
-            guard let held else { throw VarlinkError.resolverTimeout }
-            return held
-        }
-
-        routes.register(Methods.resolveSVCB) { parameters, _ in
-            try await resolver.resolveSVCB(
-                parameters.name, port: parameters.port, optimistic: optimistic(parameters.optimistic)
-            ).wire
-        }
-
-        routes.register(Methods.resolveAddresses) { parameters, _ in
-            try await resolver.resolveAddresses(
-                parameters.name, family: (parameters.family ?? .any).domain,
-                optimistic: optimistic(parameters.optimistic)
-            ).wire
         }
 
         // Alt-Svc evidence is the caller's: root's counts for everyone, another user's only for that user.
         routes.register(Methods.connectionPlan) { parameters, context in
-            try await resolver.connectionPlan(
-                host: parameters.host, port: parameters.port ?? 443, optimistic: optimistic(parameters.optimistic),
-                assumeH3: parameters.assumeH3 ?? false, caller: context.peer.uid
-            ).wire
+            try await DNSResolver.$currentClient.withValue(.uid(context.peer.uid)) {
+                try await resolver.connectionPlan(
+                    host: parameters.host, port: parameters.port ?? 443, optimistic: optimistic(parameters.optimistic),
+                    assumeH3: parameters.assumeH3 ?? false, caller: context.peer.uid
+                ).wire
+            }
         }
 
         routes.register(Methods.reportAltSvc) { parameters, context in
@@ -90,5 +90,25 @@ public enum ResolverMethods {
                 "cache flushed", ["dns.name": "\(parameters.name ?? "(all)")", "flushed": "\(flushed)"])
             return FlushReply(flushed: flushed)
         }
+    }
+
+    /// The replies of a `more` call: an expired answer (continues), then the network's (final, with `confirmed`).
+    /// Each reply is held until the next one shows whether it is the last; a failed refresh still delivers the
+    /// expired answer, then its error.
+    private static func stream<Domain: Sendable, Reply: Encodable & Sendable>(
+        _ updates: AsyncThrowingStream<Domain, any Error>, context: CallContext, wire: (Domain) -> Reply
+    ) async throws -> Reply {
+        var held: Reply?
+        do {
+            for try await update in updates {
+                if let held { try context.send(held) }
+                held = wire(update)
+            }
+        } catch let error as ResolverError {
+            if let held { try context.send(held) }
+            throw error
+        }
+        guard let held else { throw VarlinkError.resolverTimeout }
+        return held
     }
 }

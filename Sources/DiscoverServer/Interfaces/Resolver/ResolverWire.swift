@@ -1,3 +1,4 @@
+import DNSCore
 import DiscoverAPI
 import Resolver
 
@@ -15,6 +16,7 @@ extension ResolverError: VarlinkErrorConvertible {
             let server = attempts.last { $0.rcode == rcode }?.server ?? attempts.last?.server
             return .upstreamFailure(rcode: rcode ?? "SERVFAIL", name: name, server: server)
         case .invalidName: return .invalidDNSName(name, reason: reason ?? "invalid")
+        case .tooManyQueries: return .tooManyQueries(name: name, reason: reason ?? "too many queries in flight")
         default:
             // `Code` is extensible; a code added without a wire error here is reported as what it is, never passed
             // off as another error (ResolverAdapterTests checks every code of `Code.allCases`).
@@ -72,7 +74,8 @@ extension HTTPSResolution {
                     unknown: binding.unknown.map { UnknownSvcParam(key: $0.key, value: $0.value) })
             },
             h3: h3, source: source.wire, ttl: Int(ttl), staleSeconds: staleSeconds.map(Int.init),
-            timing: Timing(attempts: attempts, milliseconds: elapsedMilliseconds), note: note)
+            timing: Timing(attempts: attempts, milliseconds: elapsedMilliseconds), note: note,
+            confirmed: refresh.map { $0 == .confirmed })
     }
 }
 
@@ -89,7 +92,8 @@ extension AddressResolution {
     var wire: ResolveAddressesReply {
         ResolveAddressesReply(
             name: name, addresses: addresses, source: source.wire, ttl: Int(ttl),
-            timing: Timing(attempts: attempts, milliseconds: elapsedMilliseconds))
+            timing: Timing(attempts: attempts, milliseconds: elapsedMilliseconds),
+            confirmed: refresh.map { $0 == .confirmed })
     }
 }
 

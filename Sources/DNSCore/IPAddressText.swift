@@ -7,10 +7,10 @@
 #endif
 
 /// Text forms of IP addresses taken from wire bytes.
-enum IPAddressText {
+package enum IPAddressText {
     /// The canonical text of an IPv4 or IPv6 address literal, or nil when `text` is not one. Accepted: dotted
     /// quads, RFC 4291 IPv6 text, optionally in brackets and with a `%zone` (kept as given).
-    static func literal(_ text: String) -> String? {
+    package static func literal(_ text: String) -> String? {
         var text = Substring(text)
         if text.hasPrefix("["), text.hasSuffix("]") { text = text.dropFirst().dropLast() }
         guard !text.isEmpty, text.utf8.count < 64 else { return nil }
@@ -31,13 +31,13 @@ enum IPAddressText {
     }
 
     /// Dotted-quad text of 4 bytes, e.g. `192.0.2.1`.
-    static func ipv4<C: Collection<UInt8>>(_ bytes: C) -> String {
+    package static func ipv4<C: Collection<UInt8>>(_ bytes: C) -> String {
         bytes.map { String($0) }.joined(separator: ".")
     }
 
     /// RFC 5952 text of 16 bytes: lowercase hex, no leading zeros, the longest run (≥ 2) of zero groups
     /// compressed to `::` (first one on a tie), and IPv4-mapped addresses as `::ffff:a.b.c.d` (RFC 5952 §5).
-    static func ipv6<C: Collection<UInt8>>(_ collection: C) -> String {
+    package static func ipv6<C: Collection<UInt8>>(_ collection: C) -> String {
         let bytes = Array(collection)
         guard bytes.count == 16 else { return "" }
         var groups: [UInt16] = []
@@ -79,15 +79,15 @@ enum IPAddressText {
     }
 
     /// Whether `text` looks like an IPv6 address (contains a colon); used only to split families.
-    static func isIPv6(_ text: String) -> Bool { text.contains(":") }
+    package static func isIPv6(_ text: String) -> Bool { text.contains(":") }
 }
 
 /// Standard base64 (RFC 4648 §4) with padding, without Foundation.
-enum Base64 {
+package enum Base64 {
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
 
     /// Encodes bytes as padded base64.
-    static func encode<C: Collection<UInt8>>(_ collection: C) -> String {
+    package static func encode<C: Collection<UInt8>>(_ collection: C) -> String {
         let bytes = Array(collection)
         var out: [UInt8] = []
         out.reserveCapacity((bytes.count + 2) / 3 * 4)

@@ -30,7 +30,7 @@ public struct DNSName: Hashable, Sendable, CustomStringConvertible {
     /// The root name `.`.
     public static let root = DNSName(validatedLabels: [])
 
-    init(validatedLabels: [[UInt8]]) {
+    package init(validatedLabels: [[UInt8]]) {
         self.labels = validatedLabels
     }
 
@@ -124,7 +124,7 @@ public struct DNSName: Hashable, Sendable, CustomStringConvertible {
     /// - Returns: the name and the offset just past its root label.
     /// - Throws: `DNSWireError` (`.truncated` or `.malformedMessage`) for a name that runs past `end`, uses
     ///   compression or extended label types, or exceeds 255 octets.
-    static func readUncompressed(
+    package static func readUncompressed(
         _ bytes: [UInt8], at offset: Int, end: Int
     ) throws(DNSWireError) -> (name: DNSName, next: Int) {
         var labels: [[UInt8]] = []
@@ -264,11 +264,11 @@ public struct DNSName: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Normalises presentation text (lowercase, trailing dot) when it is a valid name, else returns it unchanged.
-    static func normalized(_ text: String) -> String {
+    package static func normalized(_ text: String) -> String {
         (try? DNSName(text))?.text ?? text
     }
 
-    static func lowercased(_ octet: UInt8) -> UInt8 {
+    package static func lowercased(_ octet: UInt8) -> UInt8 {
         octet >= UInt8(ascii: "A") && octet <= UInt8(ascii: "Z") ? octet + 32 : octet
     }
 

@@ -1,4 +1,3 @@
-import Resolver
 
 /// A DNS query as the stub received it, checked as far as answering it needs (RFC 1035 §4.1, RFC 6891 §6).
 ///

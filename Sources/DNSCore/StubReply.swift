@@ -1,4 +1,3 @@
-import Resolver
 
 /// Extended DNS Errors (RFC 8914 §4) the stub sends.
 public struct ExtendedDNSError: Sendable, Hashable {

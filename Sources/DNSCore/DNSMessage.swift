@@ -1,5 +1,3 @@
-import CLDNS
-
 /// The question of a DNS message: name (lowercased, absolute), type and class.
 public struct DNSQuestion: Hashable, Sendable, Codable, CustomStringConvertible {
     /// Lowercased, absolute presentation name with trailing dot, e.g. `example.com.`.
@@ -41,7 +39,7 @@ public struct ResourceRecord: Hashable, Sendable, Codable {
     }
 
     /// Creates a record whose name is already lowercased and absolute (the parse path).
-    init(normalizedName: String, type: RRType, class rrClass: RRClass, ttl: UInt32, rdata: [UInt8]) {
+    package init(normalizedName: String, type: RRType, class rrClass: RRClass, ttl: UInt32, rdata: [UInt8]) {
         self.name = normalizedName
         self.type = type
         self.class = rrClass
@@ -81,6 +79,27 @@ public struct DNSHeader: Hashable, Sendable {
     /// ARCOUNT as written in the header.
     public var additionalCount: UInt16
 
+    /// Creates a header from its fields (tests, synthesised messages).
+    public init(
+        id: UInt16, qr: Bool, opcode: UInt8, aa: Bool, tc: Bool, rd: Bool, ra: Bool, ad: Bool, cd: Bool, rcode: UInt8,
+        questionCount: UInt16, answerCount: UInt16, authorityCount: UInt16, additionalCount: UInt16
+    ) {
+        self.id = id
+        self.qr = qr
+        self.opcode = opcode
+        self.aa = aa
+        self.tc = tc
+        self.rd = rd
+        self.ra = ra
+        self.ad = ad
+        self.cd = cd
+        self.rcode = rcode
+        self.questionCount = questionCount
+        self.answerCount = answerCount
+        self.authorityCount = authorityCount
+        self.additionalCount = additionalCount
+    }
+
     /// Reads the header only, so the I/O layer can check the ID and the TC bit of a packet that ldns rejects
     /// because it was truncated.
     ///
@@ -107,10 +126,16 @@ public struct EDNSInfo: Hashable, Sendable {
     public var version: UInt8
     /// The DO bit (RFC 3225).
     public var dnssecOK: Bool
+
+    public init(udpPayloadSize: UInt16, version: UInt8, dnssecOK: Bool) {
+        self.udpPayloadSize = udpPayloadSize
+        self.version = version
+        self.dnssecOK = dnssecOK
+    }
 }
 
-/// A decoded DNS message. Parsing goes through ldns (`ldns_wire2pkt`); every ldns status is checked, so
-/// malformed input throws and never crashes.
+/// A decoded DNS message. The Resolver module parses it with ldns (`DNSMessage.parse`, `ldns_wire2pkt`); every
+/// ldns status is checked, so malformed input throws and never crashes.
 public struct DNSMessage: Hashable, Sendable {
     /// Header flags and counts as received.
     public var header: DNSHeader
@@ -146,80 +171,11 @@ public struct DNSMessage: Hashable, Sendable {
         self.edns = edns
     }
 
-    /// Parses a DNS message from wire bytes.
-    ///
-    /// - Parameter bytes: one complete message (for TCP, without the 2-byte length prefix).
-    /// - Throws: `DNSWireError` when the bytes are not a well-formed message. A truncated UDP response
-    ///   (TC set) whose records are cut short also throws; read `DNSHeader.parse(_:)` for its TC bit.
-    public static func parse(_ bytes: [UInt8]) throws(DNSWireError) -> DNSMessage {
-        let header = try DNSHeader.parse(bytes)
-        let packet = try LDNSPacket(wire: bytes)
-        let pkt = packet.pointer
-        let questionRecords = try LDNSRecords.records(ldns_pkt_question(pkt), isQuestion: true)
-        var edns: EDNSInfo?
-        var rcodeValue = UInt16(header.rcode)
-        if ldns_pkt_edns(pkt) != 0 {
-            edns = EDNSInfo(
-                udpPayloadSize: ldns_pkt_edns_udp_size(pkt), version: ldns_pkt_edns_version(pkt),
-                dnssecOK: ldns_pkt_edns_do(pkt) != 0)
-            rcodeValue |= UInt16(ldns_pkt_edns_extended_rcode(pkt)) << 4
-        }
-        return DNSMessage(
-            header: header,
-            rcode: RCode(rcodeValue),
-            questions: questionRecords.map { DNSQuestion(name: $0.name, type: $0.type, class: $0.class) },
-            answer: try LDNSRecords.records(ldns_pkt_answer(pkt)),
-            authority: try LDNSRecords.records(ldns_pkt_authority(pkt)),
-            additional: try LDNSRecords.records(ldns_pkt_additional(pkt)),
-            edns: edns)
-    }
-
     /// Whether this message is the response to a query with `id` and `question`: QR set, same ID, exactly one
     /// question with the same name (case-insensitive), type and class. Anything else must be dropped (RFC 5452 §9.1).
     public func matches(id: UInt16, question expected: DNSQuestion) -> Bool {
         guard header.qr, header.id == id, let question else { return false }
         return question.type == expected.type && question.class == expected.class
             && DNSName.normalized(question.name) == DNSName.normalized(expected.name)
-    }
-}
-
-/// Building query messages with ldns.
-public enum DNSQuery {
-    /// Default EDNS(0) UDP payload size (DNS Flag Day 2020).
-    public static let defaultEDNSBufferSize: UInt16 = 1232
-
-    /// Builds a recursive query (RD set) with an EDNS(0) OPT record.
-    ///
-    /// - Parameters:
-    ///   - name: the name to query.
-    ///   - type: the record type.
-    ///   - class: the class, `IN` by default.
-    ///   - id: the message ID; the caller supplies a random one (RFC 5452 §9.2).
-    ///   - dnssecOK: sets the DO bit.
-    ///   - ednsBufferSize: the advertised UDP payload size.
-    /// - Returns: the query in wire format.
-    /// - Throws: `DNSWireError.Code.encodingFailed` when ldns fails.
-    public static func make(
-        name: DNSName, type: RRType, class rrClass: RRClass = .in, id: UInt16, dnssecOK: Bool = false,
-        ednsBufferSize: UInt16 = defaultEDNSBufferSize
-    ) throws(DNSWireError) -> [UInt8] {
-        let packet = try LDNSPacket(query: name, type: type, class: rrClass, flags: UInt16(LDNS_RD))
-        ldns_pkt_set_id(packet.pointer, id)
-        ldns_pkt_set_rd(packet.pointer, 1)
-        ldns_pkt_set_edns_udp_size(packet.pointer, ednsBufferSize)
-        ldns_pkt_set_edns_do(packet.pointer, dnssecOK ? 1 : 0)
-        return try packet.wire()
-    }
-
-    /// Builds a query for a name in presentation format; see `make(name:type:class:id:dnssecOK:ednsBufferSize:)`.
-    ///
-    /// - Throws: `InvalidNameError` for an invalid name, `DNSWireError` when ldns fails.
-    public static func make(
-        name: String, type: RRType, class rrClass: RRClass = .in, id: UInt16, dnssecOK: Bool = false,
-        ednsBufferSize: UInt16 = defaultEDNSBufferSize
-    ) throws -> [UInt8] {
-        try make(
-            name: try DNSName(name), type: type, class: rrClass, id: id, dnssecOK: dnssecOK,
-            ednsBufferSize: ednsBufferSize)
     }
 }

@@ -1,0 +1,230 @@
+import DNSCore
+
+/// How a walk may use the cache and the network.
+public struct WalkOptions: Sendable {
+    /// Expired answers may be served (then refreshed in parallel).
+    public var optimistic: Bool
+    /// Ask upstream with DO and keep the RRSIGs and proofs; a cached entry fetched without DO does not serve.
+    public var dnssecOK: Bool
+    /// When the network fails for a hop, serve its expired data (negative answers too) if there is any
+    /// (RFC 8767 §4; the stub does this always, an API caller only when it allowed optimistic answers).
+    public var staleOnFailure: Bool
+    /// Who upstream queries count against (``QueryLimits``).
+    public var client: QueryClient?
+
+    public init(optimistic: Bool = true, dnssecOK: Bool = false, staleOnFailure: Bool = true, client: QueryClient? = nil) {
+        self.optimistic = optimistic
+        self.dnssecOK = dnssecOK
+        self.staleOnFailure = staleOnFailure
+        self.client = client
+    }
+}
+
+/// What a walk collected besides its result: every hop's answer, where it came from, the entries it used and the
+/// refreshes it was elected to run.
+public struct WalkTrace: Sendable {
+    /// Every hop's answer in chain order (kept only when the caller asked for them: the stub assembles its reply
+    /// from them).
+    public var steps: [RecordAnswer] = []
+    var provenance = Provenance()
+    var dependencies = CacheDependencies()
+    /// Refreshes to start once the answer is written.
+    public var refreshes = PendingRefreshes()
+    var keepsSteps: Bool
+    /// A stale hop that carried an alias was met: its refresh restarts the chain there, so the stale names behind
+    /// it are not refreshed on their own.
+    var restartsAtAlias = false
+
+    public init(keepingSteps: Bool) { keepsSteps = keepingSteps }
+}
+
+extension DNSResolver {
+    /// The one alias chase of the resolver, from the cache alone: the records of `type` at the end of the
+    /// CNAME/DNAME chain from `name`, or nil when a hop is not cached (fresh, or stale when optimistic). Used by
+    /// the API's cache hits and the DNS stub's hot path. Refreshes of stale hops are added to `trace` (start them
+    /// after writing the answer); on a miss the ones elected so far are started at once.
+    public func cachedWalk(
+        _ name: String, type: RRType, class rrClass: RRClass = .in, options: WalkOptions, trace: inout WalkTrace
+    ) -> RRsetResult? {
+        let firstKey = CacheKey(name: name, type: type.rawValue, dnsClass: rrClass.rawValue)
+        var first = lookupHop(firstKey, type: type, options: options, counting: false, trace: &trace)
+        // Nearly every hit: the first entry holds the records themselves (scrubbed entries hold the asked type at
+        // the name first, no alias): no chain to build.
+        if case .positive(let rrset)? = first, !rrset.dnssecOK, let head = rrset.records.first, head.type == type,
+            head.name == firstKey.name
+        {
+            return RRsetResult(answer: .records(rrset.records, owner: firstKey.name), cnames: [], memo: rrset.memo)
+        }
+        if first == nil {
+            startRefreshes(trace.refreshes)
+            trace.refreshes = PendingRefreshes()
+            return nil
+        }
+        var chain = AliasChain(start: firstKey.name, maximumHops: configuration.maximumAliasHops)
+        while true {
+            let entry: CacheAnswer<CachedRRset>?
+            if let hop = first {
+                entry = hop
+                first = nil
+            } else {
+                let key = CacheKey(name: chain.current, type: type.rawValue, dnsClass: rrClass.rawValue)
+                entry = lookupHop(key, type: type, options: options, counting: false, trace: &trace)
+            }
+            guard let entry else {
+                startRefreshes(trace.refreshes)
+                trace.refreshes = PendingRefreshes()
+                return nil
+            }
+            do {
+                if let result = try cnameStep(entry, name: name, type: type, chain: &chain, provenance: trace.provenance)
+                {
+                    return result
+                }
+            } catch {
+                startRefreshes(trace.refreshes)
+                trace.refreshes = PendingRefreshes()
+                return nil
+            }
+        }
+    }
+
+    /// The one alias chase of the resolver: like ``cachedWalk(_:type:class:options:trace:)``, asking the upstreams
+    /// (through the in-flight table) for every hop the cache lacks. Refreshes of stale hops are started here.
+    /// - Throws: ``ResolverError``: `timeout`, `upstreamFailure` (also for an alias loop or an overlong chain),
+    ///   `tooManyQueries`, `invalidName`.
+    public func walk(
+        _ name: String, type: RRType, class rrClass: RRClass = .in, options: WalkOptions, trace: inout WalkTrace
+    ) async throws(ResolverError) -> RRsetResult {
+        defer {
+            startRefreshes(trace.refreshes)
+            trace.refreshes = PendingRefreshes()
+        }
+        var chain = AliasChain(start: name, maximumHops: configuration.maximumAliasHops)
+        while true {
+            let current = chain.current
+            let key = CacheKey(name: current, type: type.rawValue, dnsClass: rrClass.rawValue)
+            var entry = lookupHop(key, type: type, options: options, counting: true, trace: &trace)
+            if entry == nil {
+                let task = upstreamTask(
+                    for: key, name: current, type: type, class: rrClass, dnssecOK: options.dnssecOK,
+                    isRefresh: false, client: options.client)
+                switch await task.value {
+                case .answer(let answer, let ttl, let attempts):
+                    trace.provenance.sources.insert(.network)
+                    trace.provenance.ttl = min(trace.provenance.ttl, ttl)
+                    trace.provenance.attempts += attempts
+                    if trace.keepsSteps {
+                        trace.steps.append(
+                            RecordAnswer(answer: answer, ttl: ttl, source: .network, staleSeconds: nil, attempts: attempts))
+                    }
+                    entry = answer
+                case .failure(let error):
+                    trace.provenance.attempts += error.attempts
+                    // RFC 8767 §4: when the network fails, expired data (negative answers included) beats an error.
+                    guard options.staleOnFailure,
+                        case .stale(let stale, let seconds, let staleTTL, _) = cache.lookup(key, afterFailure: true)
+                    else {
+                        var error = error
+                        error.attempts = trace.provenance.attempts
+                        throw error
+                    }
+                    trace.provenance.sources.insert(.expiredCache)
+                    trace.provenance.ttl = min(trace.provenance.ttl, staleTTL)
+                    trace.provenance.staleSeconds = max(trace.provenance.staleSeconds ?? 0, seconds)
+                    if trace.keepsSteps {
+                        trace.steps.append(
+                            RecordAnswer(
+                                answer: stale, ttl: staleTTL, source: .expiredCache, staleSeconds: seconds,
+                                attempts: error.attempts))
+                    }
+                    entry = stale
+                }
+            }
+            if let result = try cnameStep(entry!, name: name, type: type, chain: &chain, provenance: trace.provenance) {
+                return result
+            }
+        }
+    }
+
+    /// The cache part of one hop: a special-use name's answer, a fresh or stale entry (recorded in `trace`, its
+    /// refresh elected under the CNAME restart rule), or nil for a miss.
+    private func lookupHop(
+        _ key: CacheKey, type: RRType, options: WalkOptions, counting: Bool, trace: inout WalkTrace
+    ) -> CacheAnswer<CachedRRset>? {
+        if let special = SpecialUseNames.answer(key.name, type: type, class: RRClass(key.dnsClass)) {
+            trace.provenance.sources.insert(.cache)
+            trace.provenance.cacheLookups += 1
+            if trace.keepsSteps {
+                trace.steps.append(
+                    RecordAnswer(
+                        answer: special, ttl: SpecialUseNames.ttl, source: .cache, staleSeconds: nil, attempts: []))
+            }
+            return special
+        }
+        let lookup = cache.lookup(
+            key, optimistic: options.optimistic, counting: counting, electRefresh: !trace.restartsAtAlias)
+        // An entry fetched without DO lacks the signatures a DO client asks for: fetch it again, with DO.
+        if options.dnssecOK, let answer = lookup.answer, !(answer.payload?.dnssecOK ?? false) { return nil }
+        switch lookup {
+        case .fresh(let answer, let remaining):
+            trace.provenance.sources.insert(.cache)
+            trace.provenance.ttl = min(trace.provenance.ttl, remaining)
+            trace.provenance.cacheLookups += 1
+            trace.dependencies.entries.append(
+                .init(key: key, type: type, generation: CacheDependencies.generation(of: answer)))
+            if trace.keepsSteps {
+                trace.steps.append(RecordAnswer(answer: answer, ttl: remaining, source: .cache, staleSeconds: nil, attempts: []))
+            }
+            return answer
+        case .stale(let answer, let staleSeconds, let answerTTL, let shouldRefresh):
+            trace.provenance.sources.insert(.expiredCache)
+            trace.provenance.ttl = min(trace.provenance.ttl, answerTTL)
+            trace.provenance.staleSeconds = max(trace.provenance.staleSeconds ?? 0, staleSeconds)
+            trace.provenance.staleKeys.append(key)
+            trace.provenance.cacheLookups += 1
+            trace.dependencies.entries.append(
+                .init(key: key, type: type, generation: CacheDependencies.generation(of: answer)))
+            // draft-gakiwate-dnsop-optimistic-dns, "CNAME Handling": the network query starts at the first
+            // expired CNAME and follows the chain from there; the names behind it are not refreshed on their own.
+            let carriesAlias = type != .cname && Self.hasAlias(answer, at: key.name)
+            if shouldRefresh {
+                trace.refreshes.items.append(
+                    .init(
+                        key: key, name: key.name, type: type, rrClass: RRClass(key.dnsClass),
+                        dnssecOK: options.dnssecOK, followsChain: carriesAlias))
+            }
+            if carriesAlias { trace.restartsAtAlias = true }
+            if trace.keepsSteps {
+                trace.steps.append(
+                    RecordAnswer(
+                        answer: answer, ttl: answerTTL, source: .expiredCache, staleSeconds: staleSeconds, attempts: []))
+            }
+            return answer
+        case .miss:
+            return nil
+        }
+    }
+
+    /// Whether a positive answer holds a CNAME (or DNAME) on its way from `name`.
+    static func hasAlias(_ answer: CacheAnswer<CachedRRset>, at name: String) -> Bool {
+        guard case .positive(let rrset) = answer else { return false }
+        return rrset.records.contains { ($0.type == .cname && $0.name == name) || $0.type == ReplyScrubber.dname }
+    }
+
+    /// A refresh that restarts at an expired alias: after the alias's own answer, the chain it now names is
+    /// followed to its end (network for whatever is not fresh), so the next lookup finds it complete.
+    func refreshChain(_ refresh: PendingRefreshes.Refresh, first: Task<FetchOutcome, Never>) {
+        Task {
+            guard case .answer(let answer, _, _) = await first.value, case .positive(let rrset) = answer else { return }
+            var chain = AliasChain(start: refresh.name, maximumHops: configuration.maximumAliasHops)
+            guard (try? chain.followCNAMEs(type: refresh.type, in: rrset.records))?.isEmpty == true,
+                !chain.aliases.isEmpty
+            else { return }
+            var trace = WalkTrace(keepingSteps: false)
+            _ = try? await walk(
+                chain.current, type: refresh.type, class: refresh.rrClass,
+                options: WalkOptions(optimistic: false, dnssecOK: refresh.dnssecOK, staleOnFailure: false),
+                trace: &trace)
+        }
+    }
+}

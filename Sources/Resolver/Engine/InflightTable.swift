@@ -1,0 +1,155 @@
+import DNSCore
+import Synchronization
+
+/// Who a query is counted against: a uid on the API, an address on the DNS stub.
+public enum QueryClient: Hashable, Sendable, CustomStringConvertible {
+    case uid(UInt32)
+    case address([UInt8])
+
+    public var description: String {
+        switch self {
+        case .uid(let uid): return "uid \(uid)"
+        case .address(let bytes) where bytes.count == 4: return bytes.map(String.init).joined(separator: ".")
+        case .address(let bytes):
+            return stride(from: 0, to: bytes.count - 1, by: 2).map {
+                String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16)
+            }.joined(separator: ":")
+        }
+    }
+}
+
+/// Bounds on upstream work (the role of Unbound's `num-queries-per-thread` and its per-client counterparts).
+///
+/// Every upstream query the resolver makes is one entry of its in-flight table until it ends, whoever started it
+/// (a stub client, an API call, a refresh, a connection plan's target). Identical questions share one entry
+/// (coalescing), so only distinct questions count. At a limit a new question is refused at once with
+/// ``ResolverError/Code/tooManyQueries``; questions already in flight and cache hits are not affected.
+public struct QueryLimits: Sendable, Hashable {
+    /// Distinct upstream queries in flight at once, for everyone together (`[limits] upstream-queries`).
+    public var maxQueries: Int
+    /// Distinct upstream queries one client (a uid, an address) may have in flight
+    /// (`[limits] upstream-queries-per-client`). Refreshes count only against ``maxQueries``.
+    public var maxQueriesPerClient: Int
+
+    /// The defaults: 512 in all, 128 per client. Each query holds at most one socket at a time, so the socket
+    /// budget of the upstream transport (1024 by default) is never the limit that bites first.
+    public init(maxQueries: Int = 512, maxQueriesPerClient: Int = 128) {
+        self.maxQueries = maxQueries
+        self.maxQueriesPerClient = maxQueriesPerClient
+    }
+}
+
+/// What the in-flight table saw, for Status.
+public struct InflightStatistics: Sendable, Hashable {
+    /// Limits in effect.
+    public var limits: QueryLimits
+    /// Distinct upstream queries in flight now.
+    public var inflight: Int
+    /// The most in flight at once since start.
+    public var peak: Int
+    /// Questions refused at the global limit.
+    public var refusedGlobal: UInt64
+    /// Questions refused at a client's limit.
+    public var refusedPerClient: UInt64
+    /// Questions that joined one already in flight instead of asking again.
+    public var coalesced: UInt64
+    /// The client with the most queries in flight now, and how many.
+    public var busiestClient: String?
+    public var busiestClientInflight: Int
+}
+
+/// The key of an upstream question: what is cached, plus everything that changes the query sent (DO, CD).
+struct InflightKey: Hashable, Sendable {
+    var cacheKey: CacheKey
+    var dnssecOK: Bool
+    var checkingDisabled: Bool
+}
+
+/// The resolver's one in-flight table: coalesces identical questions and bounds distinct ones.
+final class InflightTable<Outcome: Sendable>: Sendable {
+    enum Admission {
+        case joined(Task<Outcome, Never>)
+        case started(Task<Outcome, Never>)
+        case refused(global: Bool)
+    }
+
+    private struct Entry {
+        var task: Task<Outcome, Never>
+        var client: QueryClient?
+    }
+
+    private struct State {
+        var entries: [InflightKey: Entry] = [:]
+        var perClient: [QueryClient: Int] = [:]
+        var limits: QueryLimits
+        var peak = 0
+        var refusedGlobal: UInt64 = 0
+        var refusedPerClient: UInt64 = 0
+        var coalesced: UInt64 = 0
+    }
+
+    private let state: Mutex<State>
+
+    init(limits: QueryLimits) {
+        state = Mutex(State(limits: limits))
+    }
+
+    var limits: QueryLimits {
+        get { state.withLock { $0.limits } }
+        set { state.withLock { $0.limits = newValue } }
+    }
+
+    /// The task in flight for `key`, if any.
+    func running(_ key: InflightKey) -> Task<Outcome, Never>? {
+        state.withLock { $0.entries[key]?.task }
+    }
+
+    /// Joins the question in flight for `key`, or starts `body` as a new one when the limits allow. The task
+    /// removes itself from the table when `body` returns.
+    func admit(
+        _ key: InflightKey, client: QueryClient?, body: @escaping @Sendable () async -> Outcome
+    ) -> Admission {
+        state.withLock { state in
+            if let running = state.entries[key] {
+                state.coalesced &+= 1
+                return .joined(running.task)
+            }
+            guard state.entries.count < max(state.limits.maxQueries, 1) else {
+                state.refusedGlobal &+= 1
+                return .refused(global: true)
+            }
+            if let client, state.perClient[client, default: 0] >= max(state.limits.maxQueriesPerClient, 1) {
+                state.refusedPerClient &+= 1
+                return .refused(global: false)
+            }
+            let task = Task { [self] in
+                let outcome = await body()
+                finish(key)
+                return outcome
+            }
+            state.entries[key] = Entry(task: task, client: client)
+            if let client { state.perClient[client, default: 0] += 1 }
+            state.peak = max(state.peak, state.entries.count)
+            return .started(task)
+        }
+    }
+
+    private func finish(_ key: InflightKey) {
+        state.withLock { state in
+            guard let entry = state.entries.removeValue(forKey: key), let client = entry.client else { return }
+            let left = (state.perClient[client] ?? 1) - 1
+            if left > 0 { state.perClient[client] = left } else { state.perClient.removeValue(forKey: client) }
+        }
+    }
+
+    var statistics: InflightStatistics {
+        state.withLock { state in
+            let busiest = state.perClient.max { $0.value < $1.value }
+            return InflightStatistics(
+                limits: state.limits, inflight: state.entries.count, peak: state.peak,
+                refusedGlobal: state.refusedGlobal, refusedPerClient: state.refusedPerClient,
+                coalesced: state.coalesced, busiestClient: busiest?.key.description,
+                busiestClientInflight: busiest?.value ?? 0)
+        }
+    }
+}

@@ -1,0 +1,76 @@
+import CLDNS
+import DNSCore
+
+// The ldns half of the wire codec: parsing messages and building queries. The types live in DNSCore (no C).
+
+extension DNSMessage {
+    /// Parses a DNS message from wire bytes.
+    ///
+    /// - Parameter bytes: one complete message (for TCP, without the 2-byte length prefix).
+    /// - Throws: `DNSWireError` when the bytes are not a well-formed message. A truncated UDP response
+    ///   (TC set) whose records are cut short also throws; read `DNSHeader.parse(_:)` for its TC bit.
+    public static func parse(_ bytes: [UInt8]) throws(DNSWireError) -> DNSMessage {
+        let header = try DNSHeader.parse(bytes)
+        let packet = try LDNSPacket(wire: bytes)
+        let pkt = packet.pointer
+        let questionRecords = try LDNSRecords.records(ldns_pkt_question(pkt), isQuestion: true)
+        var edns: EDNSInfo?
+        var rcodeValue = UInt16(header.rcode)
+        if ldns_pkt_edns(pkt) != 0 {
+            edns = EDNSInfo(
+                udpPayloadSize: ldns_pkt_edns_udp_size(pkt), version: ldns_pkt_edns_version(pkt),
+                dnssecOK: ldns_pkt_edns_do(pkt) != 0)
+            rcodeValue |= UInt16(ldns_pkt_edns_extended_rcode(pkt)) << 4
+        }
+        return DNSMessage(
+            header: header,
+            rcode: RCode(rcodeValue),
+            questions: questionRecords.map { DNSQuestion(name: $0.name, type: $0.type, class: $0.class) },
+            answer: try LDNSRecords.records(ldns_pkt_answer(pkt)),
+            authority: try LDNSRecords.records(ldns_pkt_authority(pkt)),
+            additional: try LDNSRecords.records(ldns_pkt_additional(pkt)),
+            edns: edns)
+    }
+
+}
+
+/// Building query messages with ldns.
+public enum DNSQuery {
+    /// Default EDNS(0) UDP payload size (DNS Flag Day 2020).
+    public static let defaultEDNSBufferSize: UInt16 = 1232
+
+    /// Builds a recursive query (RD set) with an EDNS(0) OPT record.
+    ///
+    /// - Parameters:
+    ///   - name: the name to query.
+    ///   - type: the record type.
+    ///   - class: the class, `IN` by default.
+    ///   - id: the message ID; the caller supplies a random one (RFC 5452 §9.2).
+    ///   - dnssecOK: sets the DO bit.
+    ///   - ednsBufferSize: the advertised UDP payload size.
+    /// - Returns: the query in wire format.
+    /// - Throws: `DNSWireError.Code.encodingFailed` when ldns fails.
+    public static func make(
+        name: DNSName, type: RRType, class rrClass: RRClass = .in, id: UInt16, dnssecOK: Bool = false,
+        ednsBufferSize: UInt16 = defaultEDNSBufferSize
+    ) throws(DNSWireError) -> [UInt8] {
+        let packet = try LDNSPacket(query: name, type: type, class: rrClass, flags: UInt16(LDNS_RD))
+        ldns_pkt_set_id(packet.pointer, id)
+        ldns_pkt_set_rd(packet.pointer, 1)
+        ldns_pkt_set_edns_udp_size(packet.pointer, ednsBufferSize)
+        ldns_pkt_set_edns_do(packet.pointer, dnssecOK ? 1 : 0)
+        return try packet.wire()
+    }
+
+    /// Builds a query for a name in presentation format; see `make(name:type:class:id:dnssecOK:ednsBufferSize:)`.
+    ///
+    /// - Throws: `InvalidNameError` for an invalid name, `DNSWireError` when ldns fails.
+    public static func make(
+        name: String, type: RRType, class rrClass: RRClass = .in, id: UInt16, dnssecOK: Bool = false,
+        ednsBufferSize: UInt16 = defaultEDNSBufferSize
+    ) throws -> [UInt8] {
+        try make(
+            name: try DNSName(name), type: type, class: rrClass, id: id, dnssecOK: dnssecOK,
+            ednsBufferSize: ednsBufferSize)
+    }
+}
