@@ -187,9 +187,17 @@ public final class StubResponder: Sendable {
             refreshes.merge(trace.refreshes)
             return .reply(reply(query, parts: trace.steps, limit: limit))
         }
+        // A question that can only be refused (its client, or everyone, at the limit of upstream queries in
+        // flight) is answered here, without a task: a flood costs the stub no more than its replies.
+        let queryClient = client.queryClient
+        if let refused = resolver.refusalNow(
+            query.nameText, type: query.type, class: query.class, dnssecOK: options.dnssecOK, client: queryClient)
+        {
+            return .reply(failure(query, refused, limit: limit))
+        }
         startTask(later()) {
             var options = options
-            options.client = client.queryClient
+            options.client = queryClient
             return await self.resolve(query, options: options, limit: limit)
         }
         return .pending

@@ -181,6 +181,10 @@ struct ResolutionWalkTests {
         } throws: { error in
             (error as? ResolverError)?.code == .tooManyQueries && (error as? ResolverError)?.reason?.contains("uid 1000") == true
         }
+        // A front door can tell without a task: the new name is refused, the one in flight would be joined.
+        #expect(resolver.refusalNow("n2.example.", type: .a, client: greedy)?.code == .tooManyQueries)
+        #expect(resolver.refusalNow("n0.example.", type: .a, client: greedy) == nil)
+        #expect(resolver.refusalNow("n2.example.", type: .a, client: .uid(1001)) == nil)
         // Joining a question already in flight costs nothing.
         let joined = Task { try await DNSResolver.$currentClient.withValue(greedy) { try await resolver.resolveAddresses("n0.example.", family: .ipv4) } }
         // Another client still gets a place; then the global limit (3) is reached for everyone.
@@ -195,7 +199,7 @@ struct ResolutionWalkTests {
         for task in [first, second, joined, other] { #expect(try await task.value.addresses == ["192.0.2.1"]) }
         let statistics = resolver.inflightStatistics
         #expect(statistics.inflight == 0 && statistics.peak == 3)
-        #expect(statistics.refusedPerClient == 1 && statistics.refusedGlobal == 1 && statistics.coalesced >= 1)
+        #expect(statistics.refusedPerClient == 2 && statistics.refusedGlobal == 1 && statistics.coalesced >= 1)
         // After the flood, the refused names resolve normally.
         #expect(try await resolver.resolveAddresses("n3.example.", family: .ipv4).addresses == ["192.0.2.1"])
     }

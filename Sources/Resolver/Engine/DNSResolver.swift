@@ -671,17 +671,34 @@ public final class DNSResolver: Sendable {
             return task
         case .refused(let global):
             if isRefresh { cache.refreshFailed(key) }
-            let limits = inflight.limits
-            let reason =
-                global
-                ? "\(limits.maxQueries) upstream queries in flight (the limit for everyone)"
-                : "\(limits.maxQueriesPerClient) upstream queries in flight from \(client.map { "\($0)" } ?? "this client")"
-            logger.debug(
-                "upstream query refused at a limit",
-                metadata: ["dns.name": "\(name)", "dns.type": "\(type)", "limit": "\(reason)"])
-            let error = ResolverError(code: .tooManyQueries, name: name, reason: reason)
+            let error = refusal(name: name, type: type, global: global, client: client)
             return Task { .failure(error) }
         }
+    }
+
+    /// The error of a question refused at a limit, logged once.
+    private func refusal(name: String, type: RRType, global: Bool, client: QueryClient?) -> ResolverError {
+        let limits = inflight.limits
+        let reason =
+            global
+            ? "\(limits.maxQueries) upstream queries in flight (the limit for everyone)"
+            : "\(limits.maxQueriesPerClient) upstream queries in flight from \(client.map { "\($0)" } ?? "this client")"
+        logger.debug(
+            "upstream query refused at a limit", metadata: ["dns.name": "\(name)", "dns.type": "\(type)", "limit": "\(reason)"])
+        return ResolverError(code: .tooManyQueries, name: name, reason: reason)
+    }
+
+    /// The refusal a walk for (name, type) from `client` would meet at its first upstream query, decided now and
+    /// without a task: a front door under a flood answers it at once instead of starting work that can only be
+    /// refused. Nil when the question would be admitted, or would join one already in flight.
+    public func refusalNow(
+        _ name: String, type: RRType, class rrClass: RRClass = .in, dnssecOK: Bool = false, client: QueryClient?
+    ) -> ResolverError? {
+        let key = InflightKey(
+            cacheKey: CacheKey(name: name, type: type.rawValue, dnsClass: rrClass.rawValue), dnssecOK: dnssecOK,
+            checkingDisabled: false)
+        let (refused, global) = inflight.refusal(key, client: client)
+        return refused ? refusal(name: name, type: type, global: global, client: client) : nil
     }
 
     private func query(name: String, type: RRType, class rrClass: RRClass, dnssecOK: Bool, key: CacheKey) async

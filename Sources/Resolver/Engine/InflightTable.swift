@@ -99,6 +99,24 @@ final class InflightTable<Outcome: Sendable>: Sendable {
         set { state.withLock { $0.limits = newValue } }
     }
 
+    /// Whether a new question for `key` from `client` would be refused now (it would neither join one in flight
+    /// nor fit under the limits); true for the global limit in `global`. Counted like a refusal, since the caller
+    /// answers it as one without asking ``admit(_:client:body:)``.
+    func refusal(_ key: InflightKey, client: QueryClient?) -> (refused: Bool, global: Bool) {
+        state.withLock { state in
+            if state.entries[key] != nil { return (false, false) }
+            if state.entries.count >= max(state.limits.maxQueries, 1) {
+                state.refusedGlobal &+= 1
+                return (true, true)
+            }
+            if let client, state.perClient[client, default: 0] >= max(state.limits.maxQueriesPerClient, 1) {
+                state.refusedPerClient &+= 1
+                return (true, false)
+            }
+            return (false, false)
+        }
+    }
+
     /// The task in flight for `key`, if any.
     func running(_ key: InflightKey) -> Task<Outcome, Never>? {
         state.withLock { $0.entries[key]?.task }
