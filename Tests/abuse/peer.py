@@ -1,8 +1,8 @@
 """A varlink client run as another uid (setpriv) by the abuse suite; standard library only.
 
-  peer.py flood PATH CONNECTIONS CALLS EXTRA   open CONNECTIONS, pipeline CALLS Browse streams on each without
-                                               reading, then open EXTRA more and report what they were told;
-                                               holds everything until stdin closes
+  peer.py flood PATH CONNECTIONS CALLS EXTRA   open CONNECTIONS + EXTRA, pipeline a Browse stream and CALLS - 1
+                                               calls behind it on each without reading, report what the refused
+                                               ones were told; holds the rest until stdin closes
   peer.py resolve PATH NAME COUNT              COUNT fresh connections, one ResolveAddresses each: JSON timings
 """
 
@@ -34,22 +34,32 @@ def flood(path, count, calls, extra):
                          "more": True}).encode() + b"\0"
     resolve = json.dumps({"method": "io.discoverd.Resolver.ResolveAddresses",
                           "parameters": {"name": "h3.lab.test"}}).encode() + b"\0"
-    held, sent = [], 0
-    for _ in range(count):
+    opened, sent = [], 0
+    # Connections are admitted on several event loops at once, so which of them are the ones over the cap is not
+    # fixed: open them all, then see which were told TooManyConnections (peeking, so nothing else is read).
+    for _ in range(count + extra):
         s = connect(path)
         s.setblocking(False)
         # A stream first (a barrier), then one-shot calls queued behind it: all in flight, none read.
         try:
             sent += s.send(browse + resolve * (calls - 1))
-        except BlockingIOError:
+        except (BlockingIOError, BrokenPipeError, ConnectionResetError):
             pass
-        held.append(s)
-    told = []
-    for _ in range(extra):
-        s = connect(path)
-        reply = read_one(s)
-        told.append(reply)
-        s.close()
+        opened.append(s)
+    time.sleep(2)
+    held, told = [], []
+    for s in opened:
+        try:
+            head = s.recv(300, socket.MSG_PEEK)
+        except BlockingIOError:
+            head = b""
+        except OSError:
+            head = b"closed"
+        if b"TooManyConnections" in head:
+            told.append(json.loads(head.split(b"\0", 1)[0]))
+            s.close()
+        else:
+            held.append(s)
     print(json.dumps({"held": len(held), "bytesSent": sent, "extra": told}), flush=True)
     sys.stdin.read()
 

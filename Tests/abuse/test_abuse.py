@@ -58,7 +58,7 @@ def test_a_one_uid_at_its_caps_starves_no_one(daemon):
             flood.wait(timeout=10)
             pytest.fail(f"the flooding peer failed: {flood.stderr.read()}")
         report = json.loads(line)
-        assert report["held"] == PER_UID_CONNECTIONS
+        assert report["held"] == PER_UID_CONNECTIONS and len(report["extra"]) == 3, report["extra"]
         for told in report["extra"]:
             assert told and told.get("error") == "io.discoverd.Daemon.TooManyConnections", told
             assert told["parameters"] == {"limit": PER_UID_CONNECTIONS, "scope": "uid"}, told
