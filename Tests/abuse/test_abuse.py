@@ -562,16 +562,21 @@ def test_f_fuzzed_traffic_to_the_running_daemon(daemon):
                threading.Thread(target=dns_fuzz, args=(3,))]
     for t in threads:
         t.start()
-    checks, failures, start = 0, [], time.monotonic()
+    checks, failures, start, samples = 0, [], time.monotonic(), []
     try:
         while time.monotonic() - start < seconds:
             time.sleep(1)
             assert daemon.alive(), f"discoverd died under fuzzed traffic:\n{daemon.log_tail()}"
-            rss_max[0] = max(rss_max[0], rss_kib(daemon.pid))
+            rss = rss_kib(daemon.pid)
+            rss_max[0] = max(rss_max[0], rss)
             try:
                 v = Varlink(daemon.socket_path, timeout=5)
-                v.status()
+                status = v.status()
                 v.close()
+                if checks % 30 == 0:
+                    # What the memory goes to: the cache fills with the fuzzed names (bounded by cache-size).
+                    samples.append([round(time.monotonic() - start), round(rss / 1024, 1), status["cache"]["entries"],
+                                    status["connections"]])
                 r = ask("h3.lab.test", "A", server=ALLOWED_TARGET, port=STUB_PORT, ns="dlab-r", timeout=3)
                 assert r.rcode == "NOERROR" and r.texts("A"), r.msg
                 checks += 1
@@ -582,7 +587,7 @@ def test_f_fuzzed_traffic_to_the_running_daemon(daemon):
         for t in threads:
             t.join()
     record("f", {"seconds": seconds, **counts, "clientChecks": checks, "clientFailures": failures[:5],
-                 "rssMaxMiB": round(rss_max[0] / 1024, 1)})
+                 "rssMaxMiB": round(rss_max[0] / 1024, 1), "samples[s, rssMiB, cacheEntries, connections]": samples})
     assert daemon.alive()
     assert not failures, failures
     assert rss_max[0] < RSS_BOUND_MIB * 1024
