@@ -180,10 +180,11 @@ public final class StubResponder: Sendable {
         }
         // The one walk, from the cache alone: a hit (the whole alias chain cached) is answered here, its refreshes
         // handed to the caller to start after the write.
-        var trace = WalkTrace(keepingSteps: true)
+        var trace = WalkTrace(keepingSteps: true, keepingDependencies: false)
         if resolver.cachedWalk(query.nameText, type: query.type, class: query.class, options: options, trace: &trace)
             != nil
         {
+            resolver.countHits(trace)
             refreshes.merge(trace.refreshes)
             return .reply(reply(query, parts: trace.steps, limit: limit))
         }
@@ -254,7 +255,7 @@ public final class StubResponder: Sendable {
 
     /// A miss or a CNAME chain: the one walk fetches what the cache lacks and follows the chain.
     private func resolve(_ query: StubQuery, options: WalkOptions, limit: Int) async -> [UInt8] {
-        var trace = WalkTrace(keepingSteps: true)
+        var trace = WalkTrace(keepingSteps: true, keepingDependencies: false)
         do {
             _ = try await resolver.walk(query.nameText, type: query.type, class: query.class, options: options, trace: &trace)
         } catch {

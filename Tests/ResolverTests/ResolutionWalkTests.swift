@@ -150,6 +150,23 @@ struct ResolutionWalkTests {
         #expect(restored.lookup(key).answer == honest)
     }
 
+    @Test func aCachedWalkCountsItsHitsOnlyWhenTheCallerUsesThem() async throws {
+        let transport = ReplyTransport([
+            "www.example. A": reply([cnameRecord("www.example.", "cdn.example."), aRecord("cdn.example.", [192, 0, 2, 3])])
+        ])
+        let resolver = makeResolver(transport)
+        _ = try await resolver.resolveAddresses("www.example.", family: .ipv4)
+        let before = resolver.cache.statistics.hits
+        var trace = WalkTrace(keepingSteps: true)
+        let result = try #require(resolver.cachedWalk("www.example.", type: .a, options: WalkOptions(), trace: &trace))
+        guard case .records(let records, let owner) = result.answer else { Issue.record("no records"); return }
+        #expect(owner == "cdn.example." && records.count == 1 && result.cnames == ["cdn.example."])
+        #expect(trace.steps.count == 1)
+        #expect(resolver.cache.statistics.hits == before)
+        resolver.countHits(trace)
+        #expect(resolver.cache.statistics.hits == before + 1)
+    }
+
     // MARK: - One in-flight table: coalescing and bounds
 
     @Test func theCoalescingKeyIncludesTheDOBit() async throws {

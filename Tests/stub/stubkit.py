@@ -259,6 +259,49 @@ class StubDaemon:
             run([LAB_SCRIPT, "kill", self.name], check=False, timeout=30)
 
 
+class ScriptedUpstream:
+    """A DNS server for one test on a UDP port inside a lab namespace: every query is kept (`queries`) and given to
+    ANSWER, which returns the reply message, or None to stay silent."""
+
+    def __init__(self, port: int, answer, *, host: str = "127.0.0.1", ns: str = "dlab-a"):
+        self.answer = answer
+        self.sock = netns_socket(ns, socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind((host, port))
+        self.sock.settimeout(0.2)
+        self.queries: list[dns.message.Message] = []
+        self.silent = 0
+        self.running = True
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while self.running:
+            try:
+                wire, peer = self.sock.recvfrom(65535)
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            try:
+                query = dns.message.from_wire(wire)
+            except Exception:
+                continue
+            self.queries.append(query)
+            reply = self.answer(query)
+            if reply is None:
+                self.silent += 1
+                continue
+            self.sock.sendto(reply.to_wire(), peer)
+
+    def seen(self, name: str) -> list[dns.message.Message]:
+        return [q for q in self.queries if q.question[0].name.to_text().lower() == name.lower() + "."]
+
+    def close(self):
+        self.running = False
+        self.thread.join(2)
+        self.sock.close()
+
+
 def wait_for_binary(timeout: float = 120.0) -> None:
     """The integrator rebuilds the binary now and then: wait until it exists and has stopped changing."""
     deadline = time.monotonic() + timeout

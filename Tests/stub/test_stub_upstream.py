@@ -5,9 +5,6 @@ A second daemon in dlab-a (stub on 127.0.0.1:5303, `[stub] local = no`) uses a P
 127.0.0.1:5398 in dlab-a as its upstream; that server records every query and answers A with an address, plus an RRSIG when DO is set.
 """
 
-import socket
-import threading
-
 import dns.edns
 import dns.flags
 import dns.message
@@ -15,53 +12,27 @@ import dns.rdatatype
 import dns.rrset
 import pytest
 
-from stubkit import StubDaemon, ask, netns_socket, uniq
+from stubkit import ScriptedUpstream, StubDaemon, ask, uniq
 
 CAPTURE_PORT = 5398
 STUB_PORT = 5303
 RRSIG = "A 13 3 300 20300101000000 20200101000000 12345 lab.test. c2lnbmF0dXJlLW5vdC12YWxpZGF0ZWQ="
 
 
-class CaptureUpstream:
-    def __init__(self):
-        self.sock = netns_socket("dlab-a", socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.bind(("127.0.0.1", CAPTURE_PORT))
-        self.sock.settimeout(0.2)
-        self.queries: list[dns.message.Message] = []
-        self.running = True
-        self.thread = threading.Thread(target=self.serve, daemon=True)
-        self.thread.start()
-
-    def serve(self):
-        while self.running:
-            try:
-                wire, peer = self.sock.recvfrom(65535)
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            q = dns.message.from_wire(wire)
-            self.queries.append(q)
-            r = dns.message.make_response(q)
-            question = q.question[0]
-            if question.rdtype == dns.rdatatype.A:
-                r.answer.append(dns.rrset.from_text(question.name, 300, "IN", "A", "192.0.2.170"))
-                if q.ednsflags & dns.flags.DO:
-                    r.answer.append(dns.rrset.from_text(question.name, 300, "IN", "RRSIG", RRSIG))
-            self.sock.sendto(r.to_wire(), peer)
-
-    def seen(self, name: str) -> list[dns.message.Message]:
-        return [q for q in self.queries if q.question[0].name.to_text().lower() == name.lower() + "."]
-
-    def close(self):
-        self.running = False
-        self.thread.join(2)
-        self.sock.close()
+def capture_answer(q: dns.message.Message) -> dns.message.Message:
+    """A with an address, plus an RRSIG when DO is set."""
+    r = dns.message.make_response(q)
+    question = q.question[0]
+    if question.rdtype == dns.rdatatype.A:
+        r.answer.append(dns.rrset.from_text(question.name, 300, "IN", "A", "192.0.2.170"))
+        if q.ednsflags & dns.flags.DO:
+            r.answer.append(dns.rrset.from_text(question.name, 300, "IN", "RRSIG", RRSIG))
+    return r
 
 
 @pytest.fixture(scope="module")
 def capture(lab, workdir):
-    upstream = CaptureUpstream()
+    upstream = ScriptedUpstream(CAPTURE_PORT, capture_answer)
     d = StubDaemon(workdir / "capture", [f"127.0.0.1:{STUB_PORT}"],
                    "[resolver]\ntimeout-ms = 1000\nattempts = 1\n[stub]\nlocal = no\n",
                    upstream=f"127.0.0.1:{CAPTURE_PORT}")

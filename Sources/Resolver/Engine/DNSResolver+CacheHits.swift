@@ -190,6 +190,12 @@ extension DNSResolver {
             refreshes: refreshes)
     }
 
+    /// Counts the cache lookups of a ``cachedWalk(_:type:class:options:trace:)`` whose answer was used (it looks
+    /// up uncounted, since a caller may drop the hit and walk again).
+    public func countHits(_ trace: WalkTrace) {
+        countHits(trace.provenance)
+    }
+
     /// Counts the lookups of a hit that is answered (they were made uncounted).
     private func countHits(_ provenance: Provenance) {
         let stale = UInt64(provenance.staleKeys.count)

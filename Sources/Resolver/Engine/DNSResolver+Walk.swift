@@ -31,11 +31,19 @@ public struct WalkTrace: Sendable {
     /// Refreshes to start once the answer is written.
     public var refreshes = PendingRefreshes()
     var keepsSteps: Bool
+    /// Whether the entries used are recorded (the API's kept replies revalidate them; the stub has no use for them).
+    var keepsDependencies: Bool
     /// A stale hop that carried an alias was met: its refresh restarts the chain there, so the stale names behind
     /// it are not refreshed on their own.
     var restartsAtAlias = false
 
-    public init(keepingSteps: Bool) { keepsSteps = keepingSteps }
+    /// - Parameters:
+    ///   - keepingSteps: record every hop's answer (the stub assembles its reply from them).
+    ///   - keepingDependencies: record the entries used, for ``DNSResolver/revalidate(_:optimistic:)``.
+    public init(keepingSteps: Bool, keepingDependencies: Bool = true) {
+        keepsSteps = keepingSteps
+        keepsDependencies = keepingDependencies
+    }
 }
 
 extension DNSResolver {
@@ -170,8 +178,10 @@ extension DNSResolver {
             trace.provenance.sources.insert(.cache)
             trace.provenance.ttl = min(trace.provenance.ttl, remaining)
             trace.provenance.cacheLookups += 1
-            trace.dependencies.entries.append(
-                .init(key: key, type: type, generation: CacheDependencies.generation(of: answer)))
+            if trace.keepsDependencies {
+                trace.dependencies.entries.append(
+                    .init(key: key, type: type, generation: CacheDependencies.generation(of: answer)))
+            }
             if trace.keepsSteps {
                 trace.steps.append(RecordAnswer(answer: answer, ttl: remaining, source: .cache, staleSeconds: nil, attempts: []))
             }
@@ -182,8 +192,10 @@ extension DNSResolver {
             trace.provenance.staleSeconds = max(trace.provenance.staleSeconds ?? 0, staleSeconds)
             trace.provenance.staleKeys.append(key)
             trace.provenance.cacheLookups += 1
-            trace.dependencies.entries.append(
-                .init(key: key, type: type, generation: CacheDependencies.generation(of: answer)))
+            if trace.keepsDependencies {
+                trace.dependencies.entries.append(
+                    .init(key: key, type: type, generation: CacheDependencies.generation(of: answer)))
+            }
             // draft-gakiwate-dnsop-optimistic-dns, "CNAME Handling": the network query starts at the first
             // expired CNAME and follows the chain from there; the names behind it are not refreshed on their own.
             let carriesAlias = type != .cname && Self.hasAlias(answer, at: key.name)

@@ -121,13 +121,6 @@ public final class DNSResolver: Sendable {
             same: { stale, fresh in
                 stale.bindings == fresh.bindings && stale.aliasChain == fresh.aliasChain
                     && stale.fallbackTarget == fresh.fallbackTarget && stale.note == fresh.note
-            },
-            mark: { resolution, outcome, attempts, elapsed in
-                resolution.source = .network
-                resolution.staleSeconds = nil
-                resolution.refresh = outcome
-                resolution.attempts = attempts + resolution.attempts
-                resolution.elapsedMilliseconds = elapsed
             })
     }
 
@@ -144,23 +137,15 @@ public final class DNSResolver: Sendable {
                 let (addresses, provenance) = try await addresses(host, family: family, optimistic: optimistic)
                 return (try Self.addressResolution(host, addresses, provenance, since: start), provenance)
             },
-            same: { stale, fresh in Set(stale.addresses) == Set(fresh.addresses) },
-            mark: { resolution, outcome, attempts, elapsed in
-                resolution.source = .network
-                resolution.staleSeconds = nil
-                resolution.refresh = outcome
-                resolution.attempts = attempts + resolution.attempts
-                resolution.elapsedMilliseconds = elapsed
-            })
+            same: { stale, fresh in Set(stale.addresses) == Set(fresh.addresses) })
     }
 
     /// The two-answer stream of optimistic DNS: the first answer, and after an expired one the network's, once the
     /// refreshes in flight are done (a hop still expired is asked again, bypassing the cache).
-    private func updates<R: Sendable>(
+    private func updates<R: RefreshableResolution>(
         optimistic: Bool,
         resolve: @escaping @Sendable (Bool) async throws(ResolverError) -> (R, Provenance),
-        same: @escaping @Sendable (R, R) -> Bool,
-        mark: @escaping @Sendable (inout R, RefreshOutcome, [QueryAttempt], Double) -> Void
+        same: @escaping @Sendable (R, R) -> Bool
     ) -> AsyncThrowingStream<R, any Error> {
         let client = Self.currentClient
         return AsyncThrowingStream { continuation in
@@ -175,9 +160,11 @@ public final class DNSResolver: Sendable {
                         // The network's answer: whatever is still expired (its refresh ran elsewhere, or failed
                         // recently) is asked now; what the refresh just stored is fresh.
                         var (fresh, _) = try await resolve(false)
-                        mark(
-                            &fresh, same(first, fresh) ? .confirmed : .changed, attempts,
-                            Self.milliseconds(since: refreshStart))
+                        fresh.source = .network
+                        fresh.staleSeconds = nil
+                        fresh.refresh = same(first, fresh) ? .confirmed : .changed
+                        fresh.attempts = attempts + fresh.attempts
+                        fresh.elapsedMilliseconds = Self.milliseconds(since: refreshStart)
                         continuation.yield(fresh)
                     }
                     continuation.finish()
@@ -620,28 +607,6 @@ public final class DNSResolver: Sendable {
             }
             if local.aliases.isEmpty { return RRsetResult(answer: .nodata, cnames: chain.aliases) }
             // The answer ended at a CNAME: ask for its target.
-            return nil
-        }
-    }
-
-    /// Records a cache answer (fresh or stale) in `provenance` and returns it; nil for a miss.
-    static func account(_ lookup: CacheLookup<CachedRRset>, key: CacheKey, provenance: inout Provenance)
-        -> CacheAnswer<CachedRRset>?
-    {
-        switch lookup {
-        case .fresh(let answer, let remaining):
-            provenance.sources.insert(.cache)
-            provenance.ttl = min(provenance.ttl, remaining)
-            provenance.cacheLookups += 1
-            return answer
-        case .stale(let answer, let staleSeconds, let answerTTL, _):
-            provenance.sources.insert(.expiredCache)
-            provenance.ttl = min(provenance.ttl, answerTTL)
-            provenance.staleSeconds = max(provenance.staleSeconds ?? 0, staleSeconds)
-            provenance.staleKeys.append(key)
-            provenance.cacheLookups += 1
-            return answer
-        case .miss:
             return nil
         }
     }

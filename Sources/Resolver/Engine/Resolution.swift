@@ -10,9 +10,17 @@ public enum ResolutionSource: String, Sendable, Codable, Hashable {
     case network
 }
 
+/// Which sources contributed to an answer: three bits, no allocation on a cache hit.
+struct SourceSet: OptionSet, Sendable {
+    let rawValue: UInt8
+    static let cache = SourceSet(rawValue: 1)
+    static let expiredCache = SourceSet(rawValue: 2)
+    static let network = SourceSet(rawValue: 4)
+}
+
 /// The records of one name and type after following CNAMEs, with where they came from.
 struct Provenance: Sendable {
-    var sources: Set<ResolutionSource> = []
+    var sources: SourceSet = []
     var ttl: UInt32 = .max
     var staleSeconds: UInt32?
     var attempts: [QueryAttempt] = []
@@ -67,6 +75,18 @@ public struct HTTPSResolution: Sendable, Hashable {
     /// the network confirmed the expired data or changed it.
     public var refresh: RefreshOutcome? = nil
 }
+
+/// The fields of a resolution that the second answer of an optimistic `more` call sets.
+protocol RefreshableResolution: Sendable {
+    var source: ResolutionSource { get set }
+    var staleSeconds: UInt32? { get set }
+    var refresh: RefreshOutcome? { get set }
+    var attempts: [QueryAttempt] { get set }
+    var elapsedMilliseconds: Double { get set }
+}
+
+extension HTTPSResolution: RefreshableResolution {}
+extension AddressResolution: RefreshableResolution {}
 
 /// What the network said about an answer served from expired cache (draft-gakiwate-dnsop-optimistic-dns: the
 /// fresh answer matters to the application only when it differs).
