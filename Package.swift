@@ -13,10 +13,12 @@ let package = Package(
         .library(name: "DiscoverAPI", targets: ["DiscoverAPI"]),
         .library(name: "DNSCore", targets: ["DNSCore"]),
         .library(name: "Resolver", targets: ["Resolver"]),
+        .library(name: "DNSSDModel", targets: ["DNSSDModel"]),
         .library(name: "Discovery", targets: ["Discovery"]),
         .library(name: "DNSStub", targets: ["DNSStub"]),
         .library(name: "DiscoverServer", targets: ["DiscoverServer"]),
         .library(name: "WideAreaDiscovery", targets: ["WideAreaDiscovery"]),
+        .library(name: "DNSSD", targets: ["DNSSD"]),
     ],
     dependencies: [
 
@@ -33,7 +35,7 @@ let package = Package(
         .systemLibrary(name: "CLDNS", pkgConfig: "ldns", providers: [.apt(["libldns-dev"])]),
 
         // Wire types and varlink framing: no C, no NIO, usable by any client.
-        .target(name: "DiscoverAPI", swiftSettings: strict),
+        .target(name: "DiscoverAPI", dependencies: ["DNSSDModel"], swiftSettings: strict),
 
         // DNS wire types without C: names, record types, messages, the stub's query/reply codec, local zones.
         .target(name: "DNSCore", swiftSettings: strict),
@@ -64,10 +66,14 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // The DNS-SD model, no C: service instances, types and subtypes, TXT, validation, browse and advertisement
+        // events, the registration protocol, the error type. Discovery (mDNS) and WideAreaDiscovery (unicast) implement it.
+        .target(name: "DNSSDModel", swiftSettings: strict),
+
         // DNS-SD over one Avahi client.
         .target(
             name: "Discovery",
-            dependencies: ["CAvahi", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["CAvahi", "DNSCore", "DNSSDModel", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
 
@@ -75,7 +81,7 @@ let package = Package(
         .target(
             name: "WideAreaDiscovery",
             dependencies: [
-                "CLDNS", "DNSCore", "Resolver", "Discovery",
+                "CLDNS", "DNSCore", "DNSSDModel", "Resolver",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -83,11 +89,17 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // DNS-SD for a program, as the daemon does it: one facade over mDNS (Discovery) and unicast DNS
+        // (WideAreaDiscovery) that picks the side per domain, merges the browse of every browse domain and keeps
+        // Avahi's thread rule.
+        .target(
+            name: "DNSSD", dependencies: ["DNSSDModel", "Discovery", "WideAreaDiscovery"], swiftSettings: strict),
+
         // Async Swift client of the daemon.
         .target(
             name: "DiscoverClient",
             dependencies: [
-                "DiscoverAPI",
+                "DiscoverAPI", "DNSSDModel",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -99,7 +111,7 @@ let package = Package(
         .target(
             name: "DiscoverServer",
             dependencies: [
-                "DiscoverAPI", "DNSCore", "Resolver", "Discovery", "WideAreaDiscovery",
+                "DiscoverAPI", "DNSCore", "DNSSD", "DNSSDModel", "Resolver", "Discovery", "WideAreaDiscovery",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -112,7 +124,8 @@ let package = Package(
         .executableTarget(
             name: "discoverd",
             dependencies: [
-                "DiscoverAPI", "DiscoverServer", "DNSCore", "Resolver", "Discovery", "DNSStub", "WideAreaDiscovery",
+                "DiscoverAPI", "DiscoverServer", "DNSCore", "DNSSD", "DNSSDModel", "Resolver", "Discovery", "DNSStub",
+                "WideAreaDiscovery",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -126,7 +139,7 @@ let package = Package(
         .executableTarget(
             name: "discover",
             dependencies: [
-                "DiscoverAPI", "DiscoverClient",
+                "DiscoverAPI", "DiscoverClient", "DNSSDModel",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict
@@ -135,35 +148,43 @@ let package = Package(
         // Browse fan-out benchmark (BENCHMARKS-discovery.md, Scripts/bench-discovery).
         .executableTarget(
             name: "discovery-bench",
-            dependencies: ["Discovery", "DiscoverClient", "DiscoverAPI", "CBenchIO"],
+            dependencies: ["DNSSDModel", "Discovery", "DiscoverClient", "DiscoverAPI", "CBenchIO"],
             exclude: ["adlatency.py"],
             swiftSettings: strict
         ),
 
-        .testTarget(name: "DiscoverAPITests", dependencies: ["DiscoverAPI"], swiftSettings: strict),
+        .testTarget(name: "DiscoverAPITests", dependencies: ["DiscoverAPI", "DNSSDModel"], swiftSettings: strict),
         .testTarget(name: "DNSCoreTests", dependencies: ["DNSCore"], swiftSettings: strict),
         .testTarget(name: "ResolverTests", dependencies: ["DNSCore", "Resolver"], swiftSettings: strict),
         .testTarget(name: "DNSStubTests", dependencies: ["DNSCore", "DNSStub", "Resolver"], swiftSettings: strict),
-        .testTarget(name: "DiscoveryTests", dependencies: ["Discovery"], swiftSettings: strict),
+        .testTarget(name: "DNSSDModelTests", dependencies: ["DNSSDModel"], swiftSettings: strict),
+        .testTarget(name: "DNSSDTests", dependencies: ["DNSSD", "DNSSDModel"], swiftSettings: strict),
         .testTarget(
-            name: "WideAreaDiscoveryTests", dependencies: ["WideAreaDiscovery", "Discovery", "DNSCore", "Resolver"],
+            name: "DiscoveryTests", dependencies: ["Discovery", "DNSCore", "DNSSDModel", "LabSupport"], swiftSettings: strict),
+        .testTarget(
+            name: "WideAreaDiscoveryTests", dependencies: ["WideAreaDiscovery", "DNSCore", "DNSSDModel", "Resolver"],
             swiftSettings: strict),
         .testTarget(
             name: "DiscoverServerTests",
             dependencies: [
-                "DiscoverServer", "DiscoverAPI", "DNSCore", "Resolver", "Discovery", "WideAreaDiscovery",
+                "DiscoverServer", "DiscoverAPI", "DNSCore", "DNSSDModel", "Resolver", "Discovery", "WideAreaDiscovery",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
         ),
-        .testTarget(name: "DiscoverClientTests", dependencies: ["DiscoverClient", "DiscoverAPI"], swiftSettings: strict),
+        .testTarget(
+            name: "DiscoverClientTests", dependencies: ["DiscoverClient", "DiscoverAPI", "DNSSDModel"],
+            swiftSettings: strict),
         .testTarget(name: "discoverdTests", dependencies: ["discoverd"], swiftSettings: strict),
+        // Helpers every lab test shares: the lab's environment, one posix_spawn process type, peers, polling,
+        // stream logs, the lock over host a's avahi-daemon.
+        .target(name: "LabSupport", dependencies: ["DNSSDModel"], path: "Tests/LabSupport", swiftSettings: strict),
         // Integration tests: start the built daemon binary on the network lab.
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["DiscoverClient", "DiscoverAPI"],
+            dependencies: ["DiscoverClient", "DiscoverAPI", "DNSSDModel", "LabSupport"],
             swiftSettings: strict
         ),
     ]

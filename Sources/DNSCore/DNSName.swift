@@ -59,64 +59,7 @@ public struct DNSName: Hashable, Sendable, CustomStringConvertible {
     /// - Throws: `InvalidNameError` for an empty name, an empty label, a label over 63 octets, a name over
     ///   255 octets, a bad escape, or a character that needs escaping (space, control, non-ASCII).
     public init(_ text: String) throws(InvalidNameError) {
-        func fail(_ reason: String) -> InvalidNameError { InvalidNameError(name: text, reason: reason) }
-        let bytes = Array(text.utf8)
-        if bytes.isEmpty { throw fail("empty name") }
-        if bytes == [UInt8(ascii: ".")] {
-            self = .root
-            return
-        }
-        var labels: [[UInt8]] = []
-        var current: [UInt8] = []
-        var index = 0
-        var endedWithDot = false
-        while index < bytes.count {
-            let byte = bytes[index]
-            endedWithDot = false
-            if byte == UInt8(ascii: ".") {
-                if current.isEmpty { throw fail("empty label") }
-                labels.append(current)
-                current = []
-                endedWithDot = true
-                index += 1
-                continue
-            }
-            var octet = byte
-            if byte == UInt8(ascii: "\\") {
-                guard index + 1 < bytes.count else { throw fail("escape at end of name") }
-                let next = bytes[index + 1]
-                if Self.isDigit(next) {
-                    guard index + 3 < bytes.count, Self.isDigit(bytes[index + 2]), Self.isDigit(bytes[index + 3])
-                    else { throw fail("\\DDD escape needs three digits") }
-                    let value =
-                        Int(next - 48) * 100 + Int(bytes[index + 2] - 48) * 10 + Int(bytes[index + 3] - 48)
-                    guard value <= 255 else { throw fail("\\DDD escape above 255") }
-                    octet = UInt8(value)
-                    index += 4
-                } else {
-                    guard next >= 0x21 && next <= 0x7E else { throw fail("escaped character must be printable") }
-                    octet = next
-                    index += 2
-                }
-            } else {
-                if byte >= 0x80 { throw fail("non-ASCII character; IDNA is not supported, use the xn-- form") }
-                if byte <= 0x20 || byte == 0x7F { throw fail("space or control character") }
-                index += 1
-            }
-            current.append(Self.lowercased(octet))
-            if current.count > Self.maximumLabelLength {
-                throw fail("label longer than \(Self.maximumLabelLength) octets")
-            }
-        }
-        if !endedWithDot {
-            // The loop only leaves `current` empty after a dot, so a name without trailing dot has a label here.
-            labels.append(current)
-        }
-        let wireLength = labels.reduce(1) { $0 + 1 + $1.count }
-        if wireLength > Self.maximumWireLength {
-            throw fail("name longer than \(Self.maximumWireLength) octets in wire format")
-        }
-        self.labels = labels
+        self.labels = try Self.parseLabels(text, syntax: .strict).map { $0.map(Self.lowercased) }
     }
 
     /// Reads an uncompressed wire-format name (RFC 1035 §3.1) starting at `offset`.
@@ -127,32 +70,8 @@ public struct DNSName: Hashable, Sendable, CustomStringConvertible {
     package static func readUncompressed(
         _ bytes: [UInt8], at offset: Int, end: Int
     ) throws(DNSWireError) -> (name: DNSName, next: Int) {
-        var labels: [[UInt8]] = []
-        var position = offset
-        var wireLength = 1
-        while true {
-            guard position < end, position < bytes.count else {
-                throw DNSWireError(.truncated, "name runs past the end of its data")
-            }
-            let length = Int(bytes[position])
-            position += 1
-            if length == 0 { break }
-            guard length & 0xC0 == 0 else {
-                // RFC 1035 §4.1.4 pointers (0xC0) and RFC 6891 extended label types (0x40, 0x80).
-                throw DNSWireError(
-                    .malformedMessage, "compressed or extended label where an uncompressed name is required")
-            }
-            wireLength += 1 + length
-            guard wireLength <= maximumWireLength else {
-                throw DNSWireError(.malformedMessage, "name longer than \(maximumWireLength) octets")
-            }
-            guard position + length <= end, position + length <= bytes.count else {
-                throw DNSWireError(.truncated, "label runs past the end of its data")
-            }
-            labels.append(bytes[position..<position + length].map(lowercased))
-            position += length
-        }
-        return (DNSName(validatedLabels: labels), position)
+        let (labels, next) = try readLabels(bytes, at: offset, end: end)
+        return (DNSName(validatedLabels: labels.map { $0.map(lowercased) }), next)
     }
 
     /// Reads an uncompressed wire-format name at `offset` of a message (a question name, RFC 1035 §4.1.2).
@@ -173,41 +92,10 @@ public struct DNSName: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The name in uncompressed wire format, ending with the root label.
-    public var wire: [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(labels.reduce(1) { $0 + 1 + $1.count })
-        for label in labels {
-            out.append(UInt8(label.count))
-            out.append(contentsOf: label)
-        }
-        out.append(0)
-        return out
-    }
+    public var wire: [UInt8] { Self.wire(labels) }
 
     /// Presentation format, lowercased and absolute (with trailing dot); special octets are escaped.
-    public var text: String {
-        if labels.isEmpty { return "." }
-        var out: [UInt8] = []
-        for label in labels {
-            for octet in label {
-                switch octet {
-                case UInt8(ascii: "."), UInt8(ascii: "\\"), UInt8(ascii: "\""), UInt8(ascii: "("),
-                    UInt8(ascii: ")"), UInt8(ascii: ";"), UInt8(ascii: "@"), UInt8(ascii: "$"):
-                    out.append(UInt8(ascii: "\\"))
-                    out.append(octet)
-                case 0x21...0x7E:
-                    out.append(octet)
-                default:
-                    out.append(UInt8(ascii: "\\"))
-                    out.append(48 + octet / 100)
-                    out.append(48 + (octet / 10) % 10)
-                    out.append(48 + octet % 10)
-                }
-            }
-            out.append(UInt8(ascii: "."))
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
+    public var text: String { Self.canonicalText(labels) }
 
     public var description: String { text }
 

@@ -1,5 +1,5 @@
 /// Resource records already in wire format, with where each TTL field sits, so a reply can be assembled by
-/// copying bytes and patching TTLs (DESIGN.md, "One cache, two front doors").
+/// copying bytes and patching TTLs (docs/DESIGN.md, "One cache, two front doors").
 ///
 /// Owner names are written uncompressed (RFC 1035 §4.1.4 allows it; the RDATA is kept as received, already
 /// uncompressed by the parser). Records of the DNSSEC types are counted separately so that a reply to a client

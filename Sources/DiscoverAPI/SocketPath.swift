@@ -7,7 +7,7 @@ import Foundation
 import Glibc
 #endif
 
-/// Where the daemon's socket lives, by the rules of API.md.
+/// Where the daemon's socket lives, by the rules of docs/API.md.
 public enum SocketPath {
     /// Environment variable clients read to find the socket.
     public static let environmentVariable = "DISCOVERD_SOCKET"

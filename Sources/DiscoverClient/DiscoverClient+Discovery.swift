@@ -1,23 +1,16 @@
+import DNSSDModel
 import NIOConcurrencyHelpers
 
-/// A change seen by a browse, like `NWBrowser.Result.Change`.
-public enum BrowseChange: Sendable, Equatable {
-    case added(Service)
-    case removed(Service)
-    case changed(Service)
-    /// Everything known right now has been reported; more changes may follow.
-    case allForNow
-}
-
 extension DiscoverClient {
-    /// Browses for services of a type until the iterating task ends it (like NWBrowser).
+    /// Browses for services of a type until the iterating task ends it (like NWBrowser). The events are the
+    /// library's own (`DNSSDModel.BrowseEvent`), so code written against `DiscoveryService` reads the same.
     ///
     /// ```swift
     /// for try await change in client.browse("_tictactoe._tcp", resolve: true) { ... }
     /// ```
     public func browse(
         _ type: String, domain: String? = nil, subtype: String? = nil, interface: String? = nil, resolve: Bool = false
-    ) -> AsyncThrowingStream<BrowseChange, any Error> {
+    ) -> AsyncThrowingStream<BrowseEvent, any Error> {
         let replies = stream(
             Methods.browse,
             BrowseParameters(type: type, domain: domain, subtype: subtype, interface: interface, resolve: resolve))
@@ -45,7 +38,7 @@ extension DiscoverClient {
     /// The services present once the network has answered (all-for-now), or after `timeoutMs`.
     public func services(
         ofType type: String, domain: String? = nil, resolve: Bool = true, timeoutMs: Int? = nil
-    ) async throws -> [Service] {
+    ) async throws -> [DNSSDService] {
         try await call(
             Methods.browse, BrowseParameters(type: type, domain: domain, resolve: resolve, timeoutMs: timeoutMs)
         ).services ?? []
@@ -53,7 +46,7 @@ extension DiscoverClient {
 
     /// Resolves one service instance (host, port, addresses, TXT).
     public func resolveService(name: String, type: String, domain: String? = nil, timeoutMs: Int? = nil)
-        async throws -> Service
+        async throws -> DNSSDService
     {
         try await call(
             Methods.resolveService,

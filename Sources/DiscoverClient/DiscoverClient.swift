@@ -19,7 +19,7 @@ public final class DiscoverClient: Sendable {
     private let shared = NIOLockedValueBox<Task<VarlinkConnection, any Error>?>(nil)
 
     /// Creates a client. Connecting happens on the first call.
-    /// - Parameter socketPath: the daemon's socket; default by API.md: `$DISCOVERD_SOCKET`, else the
+    /// - Parameter socketPath: the daemon's socket; default by docs/API.md: `$DISCOVERD_SOCKET`, else the
     ///   per-user or system default path.
     public init(socketPath: String? = nil) {
         self.socketPath = SocketPath.clientDefault(explicit: socketPath)

@@ -2,7 +2,7 @@ import DiscoverAPI
 
 /// An error from the daemon or from talking to it.
 ///
-/// `code` is the varlink error name for errors the daemon sent (see API.md), or one of the local codes
+/// `code` is the varlink error name for errors the daemon sent (see docs/API.md), or one of the local codes
 /// (`daemonUnreachable`, `connectionClosed`, `protocolError`) when the daemon could not be asked.
 public struct DiscoverError: Error, Sendable, Equatable, CustomStringConvertible {
     /// What kind of error this is.

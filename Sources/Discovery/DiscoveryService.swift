@@ -1,4 +1,5 @@
 import CAvahi
+import DNSSDModel
 import Logging
 
 #if canImport(Glibc)
@@ -14,8 +15,12 @@ import Logging
 /// restart re-creates every browser and re-registers every advertisement by itself. Browses of the same
 /// (type, domain, subtype, interface) share one Avahi browser.
 ///
+/// Creating it starts nothing; ``start()`` starts the poll thread and the connection (swift-service-lifecycle's
+/// rule for libraries: no thread or task in an `init`).
+///
 /// ```swift
 /// let discovery = try DiscoveryService(logger: logger)
+/// try discovery.start()
 /// for try await event in try discovery.browse(type: "_http._tcp", resolve: true) { ... }
 /// let ad = try discovery.advertise(name: "My Web", type: "_http._tcp", port: 8080, txt: ["path": "/"])
 /// ```
@@ -31,19 +36,19 @@ public final class DiscoveryService: Sendable {
     private let registry: AdvertisementRegistry
     private let logger: Logger
 
-    /// Creates the service and starts connecting to avahi-daemon.
+    /// Creates the service; ``start()`` starts connecting to avahi-daemon.
     /// - Parameters:
     ///   - logger: where the module logs (info and below).
     ///   - dbusSystemBusAddress: if set, exported as `DBUS_SYSTEM_BUS_ADDRESS` before the first connection. libdbus
     ///     reads that variable once per process, at the first system-bus connection, so this only has an effect if
     ///     nothing in the process has connected to the system bus yet.
     ///   - subscriberBufferLimit: events buffered per browse subscriber before it is dropped as too slow.
-    /// - Throws: `avahiFailure` if the poll thread cannot be started.
+    /// - Throws: `avahiFailure` if Avahi cannot create its poll.
     public init(
         logger: Logger = Logger(label: "discoverd.discovery"),
         dbusSystemBusAddress: String? = nil,
         subscriberBufferLimit: Int = 10_000
-    ) throws(DiscoveryError) {
+    ) throws(DNSSDError) {
         if let dbusSystemBusAddress {
             setenv("DBUS_SYSTEM_BUS_ADDRESS", dbusSystemBusAddress, 1)
         }
@@ -53,6 +58,13 @@ public final class DiscoveryService: Sendable {
         self.subscriberBufferLimit = max(subscriberBufferLimit, 1)
         self.hub = BrowseHub(client: self.client, logger: logger, bufferLimit: subscriberBufferLimit)
         self.registry = AdvertisementRegistry(client: self.client, logger: logger)
+    }
+
+    /// Starts the poll thread and connecting to avahi-daemon (and re-connecting whenever it comes back). Idempotent;
+    /// until it is called every call fails with `avahiUnavailable`.
+    /// - Throws: `avahiFailure` if the poll thread cannot be started.
+    public func start() throws(DNSSDError) {
+        guard try self.poll.start() else { return }
         self.client.start()
     }
 
@@ -64,7 +76,7 @@ public final class DiscoveryService: Sendable {
     /// Idempotent. Do not call from inside a stream consumer that holds no other reference (it is cheap to call twice).
     public func shutdown() {
         self.registry.endAll()
-        self.hub.failAll(DiscoveryError(.avahiUnavailable, "the discovery service is shutting down"))
+        self.hub.failAll(DNSSDError(.avahiUnavailable, "the discovery service is shutting down"))
         self.client.close()
         self.poll.stop()
     }
@@ -143,9 +155,25 @@ public final class DiscoveryService: Sendable {
         subtype: String? = nil,
         interface: String? = nil,
         resolve: Bool = false
-    ) throws(DiscoveryError) -> AsyncThrowingStream<BrowseEvent, any Error> {
+    ) throws(DNSSDError) -> AsyncThrowingStream<BrowseEvent, any Error> {
         let key = try self.browseKey(type: type, domain: domain, subtype: subtype, interface: interface)
         return try self.hub.subscribe(key: key, includeResolved: resolve)
+    }
+
+    /// Browses for services of a type, handing each event to `sink` as it happens: on Avahi's poll thread, with no
+    /// buffer or task between (the daemon's fan-out). The same events as ``browse(type:domain:subtype:interface:resolve:)``;
+    /// `sink` must return quickly and never block. Cancel the subscription to end it.
+    /// - Throws: as ``browse(type:domain:subtype:interface:resolve:)``.
+    public func browse(
+        type: String,
+        domain: String? = nil,
+        subtype: String? = nil,
+        interface: String? = nil,
+        resolve: Bool = false,
+        sink: BrowseSink
+    ) throws(DNSSDError) -> BrowseSubscription {
+        let key = try self.browseKey(type: type, domain: domain, subtype: subtype, interface: interface)
+        return try self.hub.subscribe(key: key, includeResolved: resolve, sink: sink)
     }
 
     private func browseKey(
@@ -153,20 +181,20 @@ public final class DiscoveryService: Sendable {
         domain: String?,
         subtype: String?,
         interface: String?
-    ) throws(DiscoveryError) -> BrowseKey {
+    ) throws(DNSSDError) -> BrowseKey {
         let parsed = try ServiceValidation.browsableServiceType(type)
         var normalizedDomain: String?
         if let domain {
             try ServiceValidation.domain(domain)
             normalizedDomain = AvahiConversions.normalizedDomain(domain)
         }
-        let sub = try subtype.map { (value) throws(DiscoveryError) in
+        let sub = try subtype.map { (value) throws(DNSSDError) in
             try ServiceValidation.subtype(value, of: parsed.string)
         }
         var index = AvahiConversions.interfaceUnspecified
         if let interface {
             guard let found = AvahiConversions.interfaceIndex(interface) else {
-                throw DiscoveryError(.invalidParameter, "no interface named \"\(interface)\"")
+                throw DNSSDError(.invalidParameter, "no interface named \"\(interface)\"")
             }
             index = found
         }
@@ -198,7 +226,7 @@ public final class DiscoveryService: Sendable {
         subtypes: [String] = [],
         domain: String? = nil,
         host: String? = nil
-    ) throws(DiscoveryError) -> Advertisement {
+    ) throws(DNSSDError) -> Advertisement {
         if let name { try ServiceValidation.instanceName(name) }
         let parsed = try ServiceValidation.serviceType(type)
         let validPort = try ServiceValidation.port(port)
@@ -232,7 +260,7 @@ public final class DiscoveryService: Sendable {
         subtypes: [String] = [],
         domain: String? = nil,
         host: String? = nil
-    ) throws(DiscoveryError) -> Advertisement {
+    ) throws(DNSSDError) -> Advertisement {
         try self.advertise(
             name: name,
             type: type,
@@ -256,7 +284,7 @@ public final class DiscoveryService: Sendable {
         type: String,
         domain: String? = nil,
         timeout: Duration = DiscoveryService.defaultTimeout
-    ) async throws -> Service {
+    ) async throws -> DNSSDService {
         try ServiceValidation.instanceName(name)
         let parsed = try ServiceValidation.browsableServiceType(type)
         if let domain { try ServiceValidation.domain(domain) }

@@ -1,4 +1,6 @@
 import DNSCore
+import DNSSD
+import DNSSDModel
 import DNSStub
 import DiscoverAPI
 import DiscoverServer
@@ -31,6 +33,7 @@ struct Daemon {
         // bounded here: the Discovery adapter forwards each at once, and max-send-buffer on the connection is the
         // one slow-reader limit (a reader past it gets SubscriberTooSlow).
         let discovery = try DiscoveryService(logger: logger, subscriberBufferLimit: .max)
+        try discovery.start()
         let registrations = RegistrationTable()
         let staticServices = StaticServices(discovery: discovery, logger: logger)
         let access = AccessControl(logger: logger)
@@ -45,12 +48,13 @@ struct Daemon {
             configuration: .init(cachePolicy: configuration.cachePolicy, limits: configuration.queryLimits),
             logger: logger)
         // Unicast DNS-SD reads through the same optimistic cache; leftovers of a crashed run go first.
-        let wideArea = WideAreaDiscovery(
+        let wideArea = UnicastDNSSD(
             source: ResolverRecordSource(resolver: resolver), settings: configuration.wideAreaSettings,
             stateDirectory: configuration.stateDirectory, logger: logger)
         await wideArea.removeLeftovers()
         DiscoveryMethods.register(
-            into: &routes, discovery: discovery, registrations: registrations, access: access, wideArea: wideArea)
+            into: &routes, discovery: ServiceDiscovery(mdns: discovery, unicast: wideArea),
+            registrations: registrations, access: access)
         let resolverOptions = ResolverMethods.Options(optimistic: configuration.optimistic)
         ResolverMethods.register(into: &routes, resolver: resolver, options: resolverOptions, access: access)
 
@@ -113,13 +117,6 @@ struct Daemon {
         state.attach(running) { StubStatus(listening: stub.listening, statistics: stubResponder.statistics) }
 
         await staticServices.sync(directory: configuration.servicesDirectory)
-        // A static service that could not be registered yet (avahi-daemon absent at start) is registered when
-        // avahi-daemon appears; sync leaves registered ones alone.
-        Task {
-            for await avahiState in discovery.avahiStates where avahiState == .running {
-                await staticServices.sync(directory: running.configuration.servicesDirectory)
-            }
-        }
 
         // The server binds inside the group, after ServiceGroup has taken over SIGTERM/SIGINT: a signal that
         // arrives as soon as the socket is visible still shuts down gracefully. A bind failure ends the group
@@ -129,7 +126,12 @@ struct Daemon {
                 // Shut down in reverse order: stop serving clients first, then save the cache.
                 services: [
                     .init(service: persistence),
-                    .init(service: DiscoveryShutdown(discovery: discovery, wideArea: wideArea)),
+                    .init(
+                        service: DiscoveryLifecycle(
+                            discovery: discovery, wideArea: wideArea,
+                            syncStaticServices: {
+                                await staticServices.sync(directory: running.configuration.servicesDirectory)
+                            })),
                     .init(service: ReloadOnHangup(logger: logger, reload: { try await running.reload() })),
                     .init(service: stub),
                     .init(
@@ -150,15 +152,22 @@ struct Daemon {
     }
 }
 
-/// Withdraws every advertisement and closes the Avahi client at shutdown, after clients are gone.
-private struct DiscoveryShutdown: ServiceLifecycle.Service {
+/// While the daemon runs: registers the static services that could not be registered yet whenever avahi-daemon
+/// (re)appears (sync leaves registered ones alone). At shutdown, after clients are gone: withdraws every
+/// advertisement, closes the Avahi client, and waits for wide-area deletions.
+private struct DiscoveryLifecycle: Service {
     let discovery: DiscoveryService
-    let wideArea: WideAreaDiscovery
+    let wideArea: UnicastDNSSD
+    let syncStaticServices: @Sendable () async -> Void
 
     func run() async throws {
-        try? await gracefulShutdown()
-        // Shutting down takes Avahi's lock and joins its poll thread: not on an event loop.
         let discovery = self.discovery
+        let sync = self.syncStaticServices
+        // Structured: this loop ends when the group shuts down, not when the process does.
+        for await avahiState in discovery.avahiStates.cancelOnGracefulShutdown() where avahiState == .running {
+            await sync()
+        }
+        // Shutting down takes Avahi's lock and joins its poll thread: not on an event loop.
         _ = try? await discovery.onAvahiThread { discovery.shutdown() }
         // Withdrawn wide-area registrations are deleted from their zones before the process ends.
         await wideArea.shutdown()

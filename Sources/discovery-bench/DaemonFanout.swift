@@ -1,4 +1,5 @@
 import CBenchIO
+import DNSSDModel
 @_spi(Benchmarks) import Discovery
 import Foundation
 
@@ -81,7 +82,10 @@ func runDaemonFanout(_ opts: Options) {
     // Observer: our own Avahi client on host A's bus, one subscriber; its callback time ≈ the daemon's.
     let callbacks = installCallbackHook(prefix: prefix)
     let observer: DiscoveryService
-    do { observer = try DiscoveryService(dbusSystemBusAddress: opts.values["dbus"]) } catch { fail("\(error)") }
+    do {
+        observer = try DiscoveryService(dbusSystemBusAddress: opts.values["dbus"])
+        try observer.start()
+    } catch { fail("\(error)") }
     waitRunning(observer)
     let observerStream: AsyncThrowingStream<BrowseEvent, any Error>
     do { observerStream = try observer.browse(type: type) } catch { fail("observer browse: \(error)") }

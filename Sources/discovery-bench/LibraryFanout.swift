@@ -1,4 +1,5 @@
 @_spi(Benchmarks) import Discovery
+import DNSSDModel
 import Foundation
 
 #if canImport(Glibc)
@@ -41,7 +42,10 @@ func runLibraryFanout(_ opts: Options) {
     let prefix = "dbl\(getpid())x\(monotonicNow() % 100_000)"
     let callbacks = installCallbackHook(prefix: prefix)
     let service: DiscoveryService
-    do { service = try DiscoveryService(dbusSystemBusAddress: opts.values["dbus"]) } catch { fail("\(error)") }
+    do {
+        service = try DiscoveryService(dbusSystemBusAddress: opts.values["dbus"])
+        try service.start()
+    } catch { fail("\(error)") }
     waitRunning(service)
 
     let counter = ReceiptCounter()

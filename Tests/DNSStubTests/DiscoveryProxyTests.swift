@@ -60,7 +60,7 @@ import Testing
         #expect(!DiscoveryProxy.isBrowseDomainQuery(["r", "_dns-sd", "_udp"].map { Array($0.utf8) }))
     }
 
-    @Test func reverseNames() throws {
+    @Test func reverseNamesGiveTheirAddressOnlyWhenCompleteAndCanonical() throws {
         #expect(LocalZones.reverseAddress(try DNSName("2.2.0.192.in-addr.arpa")) == [192, 0, 2, 2])
         #expect(LocalZones.reverseAddress(try DNSName("02.2.0.192.in-addr.arpa")) == nil)
         #expect(LocalZones.reverseAddress(try DNSName("2.0.192.in-addr.arpa")) == nil)

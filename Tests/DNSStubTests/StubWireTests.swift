@@ -44,7 +44,7 @@ enum Wire {
         #expect(query.questionWire == Array(bytes[12...]))
     }
 
-    @Test func ednsIsRead() throws {
+    @Test func ednsPayloadVersionAndDOBitAreReadAndOptionsSkipped() throws {
         let query = try StubQuery.parse(Wire.query(edns: Wire.opt(payload: 4096, dnssecOK: true, options: [0, 3, 0, 0])))
         #expect(query.edns == EDNSRequest(udpPayloadSize: 4096, version: 0, dnssecOK: true))
     }
@@ -55,7 +55,7 @@ enum Wire {
         #expect(StubReply.sizeLimit(for: query, overTCP: false) == 512)
     }
 
-    @Test func sizeLimits() throws {
+    @Test func udpRepliesFitTheClientsPayloadCappedAt1232Or512WithoutEDNSAndTCPAllows65535() throws {
         let big = try StubQuery.parse(Wire.query(edns: Wire.opt(payload: 4096)))
         #expect(StubReply.sizeLimit(for: big, overTCP: false) == 1232)
         #expect(StubReply.sizeLimit(for: big, overTCP: true) == 65535)
@@ -199,7 +199,7 @@ enum Wire {
 }
 
 @Suite struct StubAddressTests {
-    @Test func ranges() throws {
+    @Test func rangesContainTheirAddressesIncludingIPv4MappedAndRejectMalformedText() throws {
         let lan = try AddressRange(parsing: "192.0.2.0/24")
         #expect(lan.contains([192, 0, 2, 77]))
         #expect(!lan.contains([192, 0, 3, 1]))
@@ -216,7 +216,7 @@ enum Wire {
         }
     }
 
-    @Test func listenAddresses() throws {
+    @Test func listenAddressesDefaultToPort53AndRejectNamesAndPortZero() throws {
         #expect(try ListenAddress(parsing: "127.0.0.153") == ListenAddress(host: "127.0.0.153", port: 53))
         #expect(try ListenAddress(parsing: "127.0.0.1:5353") == ListenAddress(host: "127.0.0.1", port: 5353))
         #expect(try ListenAddress(parsing: "[::1]:5300") == ListenAddress(host: "::1", port: 5300))
@@ -226,7 +226,7 @@ enum Wire {
         }
     }
 
-    @Test func localZones() throws {
+    @Test func localAndLinkLocalReverseZonesAreMDNSOthersAreNot() throws {
         #expect(LocalZones.isLocal(try DNSName("printer.local")))
         #expect(LocalZones.isLocal(try DNSName("local.")))
         #expect(LocalZones.isLocal(try DNSName("4.3.254.169.in-addr.arpa")))

@@ -1,3 +1,4 @@
+import DNSSDModel
 import Foundation
 import Testing
 
@@ -64,14 +65,14 @@ struct JSONWriterTests {
         try check(ResolveAddressesReply(name: "a.", addresses: ["192.0.2.1", "2001:db8::1"], source: .network, ttl: 300, timing: Self.timing))
     }
 
-    @Test func browseReplies() throws {
-        let service = Service(
+    @Test func browseRepliesWriteTheSameJSONAsJSONEncoder() throws {
+        let service = DNSSDService(
             name: Self.awkward, type: "_tictactoe._tcp", domain: "local", interfaces: ["eth0"], host: "lab-a.local",
             port: 4242, addresses: ["192.0.2.1", "fe80::1%eth0"], txt: ["version": "2", "b": Self.awkward, "": "x"],
-            txtRaw: ["dmVyc2lvbj0y", "/w=="])
+            txtRaw: [Array("version=2".utf8), [0xFF]])
         try check(BrowseReply(event: .added, service: service))
         try check(BrowseReply(event: .allForNow))
-        try check(BrowseReply(services: [service, Service(name: "n", type: "_t._udp", domain: "local")]))
+        try check(BrowseReply(services: [service, DNSSDService(name: "n", type: "_t._udp", domain: "local")]))
     }
 
     @Test func replyEnvelopeUsesTheWriter() throws {

@@ -10,7 +10,7 @@ struct VarlinkFramerTests {
         return messages
     }
 
-    @Test func oneMessage() throws {
+    @Test func oneNULTerminatedMessageIsFramedAndNothingStaysBuffered() throws {
         var framer = VarlinkFramer()
         framer.append(Array("{\"a\":1}\0".utf8))
         #expect(try drain(&framer) == ["{\"a\":1}"])

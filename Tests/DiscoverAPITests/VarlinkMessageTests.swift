@@ -65,7 +65,7 @@ struct VarlinkMessageTests {
         #expect(try VarlinkCall.decode(message).parameters(ResolveHTTPSParameters.self).name == "a\u{0}b")
     }
 
-    @Test func replyEnvelope() throws {
+    @Test func repliesEndInNULAndSayWhetherMoreFollow() throws {
         let bytes = try VarlinkReply.encode(FlushReply(flushed: 3), continues: true)
         #expect(bytes.last == 0)
         let reply = try VarlinkReplyMessage.decode(bytes.dropLast())
@@ -76,7 +76,7 @@ struct VarlinkMessageTests {
         #expect(!final.continues)
     }
 
-    @Test func errorEnvelope() throws {
+    @Test func errorRepliesNameTheVarlinkErrorAndItsParameters() throws {
         let bytes = VarlinkReply.encode(error: .noSuchName("nx.test"))
         let reply = try VarlinkReplyMessage.decode(bytes.dropLast())
         #expect(reply.error == "io.discoverd.Resolver.NoSuchName")

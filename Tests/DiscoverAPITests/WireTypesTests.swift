@@ -1,3 +1,4 @@
+import DNSSDModel
 import Foundation
 import Testing
 
@@ -37,9 +38,9 @@ struct WireTypesTests {
     }
 
     @Test func discoveryTypesRoundTrip() throws {
-        let service = Service(
+        let service = DNSSDService(
             name: "Game of Bob", type: "_tictactoe._tcp", domain: "local", interfaces: ["eth0"], host: "lab-b.local",
-            port: 4242, addresses: ["192.0.2.2", "fe80::1%eth0"], txt: ["version": "2"], txtRaw: ["dmVyc2lvbj0y"])
+            port: 4242, addresses: ["192.0.2.2", "fe80::1%eth0"], txt: ["version": "2"], txtRaw: [Array("version=2".utf8)])
         #expect(try roundTrip(BrowseReply(event: .added, service: service)) == BrowseReply(event: .added, service: service))
         #expect(try roundTrip(AdvertiseReply(event: .renamed, id: "7", name: "Game of Bob #2")).name == "Game of Bob #2")
     }
@@ -84,16 +85,16 @@ struct WireTypesTests {
 
 @Suite("Socket path")
 struct SocketPathTests {
-    @Test func rootUsesRun() {
+    @Test func rootsDaemonListensUnderRun() {
         #expect(SocketPath.daemonDefault(uid: 0, environment: [:]) == "/run/discoverd/io.discoverd")
     }
 
-    @Test func userUsesRuntimeDirectory() {
+    @Test func aUsersDaemonListensInItsRuntimeDirectory() {
         #expect(SocketPath.daemonDefault(uid: 1000, environment: ["XDG_RUNTIME_DIR": "/run/user/1000"]) == "/run/user/1000/discoverd/io.discoverd")
         #expect(SocketPath.daemonDefault(uid: 1000, environment: [:]) == "/run/user/1000/discoverd/io.discoverd")
     }
 
-    @Test func clientOrder() {
+    @Test func clientsTryTheExplicitPathThenTheEnvironmentThenTheirOwnOrTheSystemDaemon() {
         let env = ["DISCOVERD_SOCKET": "/tmp/x.sock", "XDG_RUNTIME_DIR": "/run/user/5"]
         #expect(SocketPath.clientDefault(explicit: "/e.sock", uid: 5, environment: env) == "/e.sock")
         #expect(SocketPath.clientDefault(uid: 5, environment: env) == "/tmp/x.sock")

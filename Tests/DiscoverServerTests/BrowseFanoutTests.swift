@@ -1,50 +1,49 @@
+import DNSSDModel
 import DiscoverAPI
 @testable import DiscoverServer
-import Discovery
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOEmbedded
 import Testing
 
-/// A browse the test drives: the stream ``BrowseFanout`` reads, how often it was started and whether it ended.
+/// A browse the test drives: the sink ``BrowseFanout`` gave it, how often it was started and whether it was
+/// cancelled.
 final class TestBrowseSource: Sendable {
     private struct State {
-        var continuations: [AsyncThrowingStream<BrowseEvent, any Error>.Continuation] = []
+        var sinks: [BrowseSink] = []
         var terminated = 0
-        var failure: DiscoveryError?
+        var failure: DNSSDError?
     }
 
     private let state = NIOLockedValueBox(State())
 
     /// With `failure`, starting the browse throws it.
-    init(failure: DiscoveryError? = nil) {
+    init(failure: DNSSDError? = nil) {
         state.withLockedValue { $0.failure = failure }
     }
 
-    var starts: Int { state.withLockedValue { $0.continuations.count } }
+    var starts: Int { state.withLockedValue { $0.sinks.count } }
     var terminations: Int { state.withLockedValue { $0.terminated } }
 
     var source: BrowseFanout.Source {
-        { [self] in
-            let (stream, continuation) = AsyncThrowingStream.makeStream(of: BrowseEvent.self, throwing: (any Error).self)
-            continuation.onTermination = { [self] _ in state.withLockedValue { $0.terminated += 1 } }
-            let failure = state.withLockedValue { state -> DiscoveryError? in
-                state.continuations.append(continuation)
+        { [self] sink in
+            let failure = state.withLockedValue { state -> DNSSDError? in
+                state.sinks.append(sink)
                 return state.failure
             }
             if let failure { throw failure }
-            return stream
+            return BrowseSubscription { [self] in state.withLockedValue { $0.terminated += 1 } }
         }
     }
 
-    /// Sends an event on the latest browse.
+    /// Sends events on the latest browse, as Avahi's thread would.
     func yield(_ events: BrowseEvent...) {
-        let continuation = state.withLockedValue { $0.continuations.last }
-        for event in events { continuation?.yield(event) }
+        let sink = state.withLockedValue { $0.sinks.last }
+        for event in events { sink?.event(event) }
     }
 
-    func finish(throwing error: DiscoveryError) {
-        state.withLockedValue { $0.continuations.last }?.finish(throwing: error)
+    func finish(throwing error: DNSSDError) {
+        state.withLockedValue { $0.sinks.last }?.end(error)
     }
 }
 
@@ -63,8 +62,8 @@ final class TestBrowseSource: Sendable {
         return routes
     }
 
-    static func service(_ name: String, port: Int? = nil, padding: Int = 0) -> Discovery.Service {
-        Discovery.Service(
+    static func service(_ name: String, port: Int? = nil, padding: Int = 0) -> DNSSDService {
+        DNSSDService(
             name: name, type: type, domain: "local", port: port,
             txt: padding > 0 ? ["pad": String(repeating: "p", count: padding)] : [:])
     }
@@ -258,7 +257,7 @@ final class TestBrowseSource: Sendable {
         for harness in harnesses { try await harness.send(ConnectionHandlerTests.call("io.discoverd.Test.Wait", gate: "after")) }
         #expect(try await eventuallyTrue { fanout.callCount(Self.key) == 3 && source.starts == 1 })
         source.yield(.added(Self.service("a")))
-        source.finish(throwing: DiscoveryError(.avahiUnavailable, "gone"))
+        source.finish(throwing: DNSSDError(.avahiUnavailable, "gone"))
         for harness in harnesses {
             let replies = try await Self.read(harness, count: 2)
             #expect(replies == ["added a", "error io.discoverd.Discovery.AvahiUnavailable"])
@@ -270,7 +269,7 @@ final class TestBrowseSource: Sendable {
 
     @Test func aBrowseThatCannotStartAnswersEveryCallWithItsError() async throws {
         let fanout = BrowseFanout()
-        let source = TestBrowseSource(failure: DiscoveryError(.invalidServiceType, "bad type"))
+        let source = TestBrowseSource(failure: DNSSDError(.invalidServiceType, "bad type"))
         let harness = try await ConnectionHarness(routes: Self.routes(fanout, source))
         let reply = try await harness.call(Self.browse)
         #expect(reply["error"] as? String == "io.discoverd.Discovery.InvalidServiceType")

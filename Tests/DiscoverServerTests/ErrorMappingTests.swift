@@ -1,4 +1,5 @@
 import DNSCore
+import DNSSDModel
 import DiscoverAPI
 import Discovery
 import Resolver
@@ -39,7 +40,7 @@ import Testing
 
     @Test func everyDiscoveryErrorCodeHasItsOwnVarlinkError() {
         let subject = DiscoverySubject(type: "_x._tcp", name: "Printer", parameter: "txt")
-        let expected: [DiscoveryError.Code: VarlinkError] = [
+        let expected: [DNSSDError.Code: VarlinkError] = [
             .invalidServiceType: .invalidServiceType("_x._tcp", reason: "why"),
             .invalidName: .invalidServiceName("Printer", reason: "why"),
             .notFound: .notFound("Printer"),
@@ -50,9 +51,9 @@ import Testing
             .invalidParameter: .invalidParameter("txt"),
             .subscriberTooSlow: .subscriberTooSlow,
         ]
-        #expect(Set(DiscoveryError.Code.allCases) == Set(expected.keys))
-        for code in DiscoveryError.Code.allCases {
-            let mapped = DiscoveryCallError(error: DiscoveryError(code, "why"), subject: subject).varlinkError
+        #expect(Set(DNSSDError.Code.allCases) == Set(expected.keys))
+        for code in DNSSDError.Code.allCases {
+            let mapped = DiscoveryCallError(error: DNSSDError(code, "why"), subject: subject).varlinkError
             #expect(mapped == expected[code], "\(code)")
         }
     }

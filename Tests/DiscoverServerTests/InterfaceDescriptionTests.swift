@@ -1,3 +1,4 @@
+import DNSSDModel
 import DiscoverAPI
 import Foundation
 import Testing
@@ -18,9 +19,9 @@ import Testing
         unknown: [UnknownSvcParam(key: 65000, value: "AQ==")])
     static let endpoint = PlanEndpoint(
         address: "2001:db8::1", port: 443, transport: "quic", alpn: ["h3"], target: "a.", priority: 1, ech: "AAA=")
-    static let service = Service(
+    static let service = DNSSDService(
         name: "Printer", type: "_ipp._tcp", domain: "local", interfaces: ["eth0"], host: "p.local", port: 631,
-        addresses: ["192.0.2.9"], txt: ["rp": "q"], txtRaw: ["cnA9cQ=="])
+        addresses: ["192.0.2.9"], txt: ["rp": "q"], txtRaw: [Array("rp=q".utf8)])
     static let cache = CacheStatistics(entries: 1, hits: 2, misses: 3, staleServed: 4, refreshes: 5, refreshFailures: 6)
     static let settings = DaemonSettings(
         logLevel: "info", adminGroup: "wheel", advertiseGroup: "lan", servicesDir: "/etc/discoverd/services",

@@ -1,3 +1,5 @@
+import DNSCore
+import DNSSDModel
 import Testing
 
 @testable import Discovery
@@ -6,11 +8,11 @@ import Testing
 struct RecordTests {
     @Test("presentation names parse into labels: escapes, optional trailing dot")
     func parsesNames() throws {
-        #expect(try DNSNameText.labels("lab-b.local") == [Array("lab-b".utf8), Array("local".utf8)])
-        #expect(try DNSNameText.labels("lab-b.local.") == DNSNameText.labels("lab-b.local"))
-        #expect(try DNSNameText.labels(#"a\.b\\c\032d.local"#) == [Array("a.b\\c d".utf8), Array("local".utf8)])
-        #expect(try DNSNameText.labels(#"caf\195\169.local"#).first == Array("café".utf8))
-        #expect(try DNSNameText.labels("café.local").first == Array("café".utf8))
+        #expect(try DNSName.recordLabels("lab-b.local") == [Array("lab-b".utf8), Array("local".utf8)])
+        #expect(try DNSName.recordLabels("lab-b.local.") == DNSName.recordLabels("lab-b.local"))
+        #expect(try DNSName.recordLabels(#"a\.b\\c\032d.local"#) == [Array("a.b\\c d".utf8), Array("local".utf8)])
+        #expect(try DNSName.recordLabels(#"caf\195\169.local"#).first == Array("café".utf8))
+        #expect(try DNSName.recordLabels("café.local").first == Array("café".utf8))
     }
 
     @Test(
@@ -19,9 +21,9 @@ struct RecordTests {
     )
     func refusesNames(_ name: String) {
         #expect {
-            try DNSNameText.labels(name)
+            try DNSName.recordLabels(name)
         } throws: { error in
-            (error as? DiscoveryError)?.code == .invalidName
+            (error as? DNSSDError)?.code == .invalidName
         }
     }
 
@@ -29,22 +31,22 @@ struct RecordTests {
     func wireLengthLimit() throws {
         let label63 = String(repeating: "a", count: 63)
         // 4 × (1 + 63) = 256 > 255; 3 × 64 + (1 + 61) + 1 = 255.
-        #expect(throws: DiscoveryError.self) {
-            try DNSNameText.labels([label63, label63, label63, label63].joined(separator: "."))
+        #expect(throws: DNSSDError.self) {
+            try DNSName.recordLabels([label63, label63, label63, label63].joined(separator: "."))
         }
         let exact = [label63, label63, label63, String(repeating: "b", count: 61)].joined(separator: ".")
-        #expect(try DNSNameText.labels(exact).count == 4)
+        #expect(try DNSName.recordLabels(exact).count == 4)
     }
 
     @Test("canonical text: lowercased, absolute, special bytes escaped; Avahi text: avahi_escape_label's form")
     func writesNames() throws {
         let labels = [Array("My Printer (2); x.y".utf8), Array("_IPP".utf8), Array("local".utf8)]
-        #expect(DNSNameText.canonical(labels) == #"my\032printer\032\(2\)\;\032x\.y._ipp.local."#)
-        #expect(try DNSNameText.avahi(labels) == #"My\032Printer\032\0402\041\059\032x\.y._IPP.local"#)
-        #expect(DNSNameText.canonical([Array("café".utf8)]) == #"caf\195\169."#)
+        #expect(DNSName.canonicalText(labels) == #"my\032printer\032\(2\)\;\032x\.y._ipp.local."#)
+        #expect(try DNSName.avahiText(labels) == #"My\032Printer\032\0402\041\059\032x\.y._IPP.local"#)
+        #expect(DNSName.canonicalText([Array("café".utf8)]) == #"caf\195\169."#)
         // Round trip through Avahi's form.
-        #expect(try DNSNameText.labels(DNSNameText.avahi(labels)) == labels)
-        #expect(throws: DiscoveryError.self) { try DNSNameText.avahi([[0x61, 0x00]]) }
+        #expect(try DNSName.recordLabels(DNSName.avahiText(labels)) == labels)
+        #expect(throws: DNSSDError.self) { try DNSName.avahiText([[0x61, 0x00]]) }
     }
 
     @Test("query validation: one concrete type and class, positive interface index")
@@ -53,22 +55,22 @@ struct RecordTests {
         #expect(query.avahiName == "Lab-B.local")
         #expect(query.interface == AvahiConversions.interfaceUnspecified)
         for type: UInt16 in [0, 251, 252, 253, 254, 255] {
-            #expect(throws: DiscoveryError.self) {
+            #expect(throws: DNSSDError.self) {
                 try RecordLookups.Query(name: "a.local", type: type, dnsClass: 1, interface: nil)
             }
         }
         for dnsClass: UInt16 in [0, 254, 255, 0x8001] {
-            #expect(throws: DiscoveryError.self) {
+            #expect(throws: DNSSDError.self) {
                 try RecordLookups.Query(name: "a.local", type: 1, dnsClass: dnsClass, interface: nil)
             }
         }
-        #expect(throws: DiscoveryError.self) {
+        #expect(throws: DNSSDError.self) {
             try RecordLookups.Query(name: "a.local", type: 1, dnsClass: 1, interface: 0)
         }
         #expect(try RecordLookups.Query(name: "a.local", type: 65280, dnsClass: 1, interface: 3).interface == 3)
     }
 
-    func event(_ kind: BrowserEventKind, interface: Int32, proto: Int32, rdata: [UInt8] = [192, 0, 2, 2])
+    func event(_ kind: BrowserCallbackKind, interface: Int32, proto: Int32, rdata: [UInt8] = [192, 0, 2, 2])
         -> RecordBrowserEvent
     {
         RecordBrowserEvent(

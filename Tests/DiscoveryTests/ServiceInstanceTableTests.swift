@@ -1,3 +1,4 @@
+import DNSSDModel
 import Testing
 
 @testable import Discovery
@@ -21,7 +22,7 @@ struct ServiceInstanceTableTests {
         #expect(
             first.event(includeResolved: false)
                 == .added(
-                    Service(
+                    DNSSDService(
                         name: "Printer", type: "_ipp._tcp",
                         domain: "local", interfaces: ["eth0"])))
         // Same interface, other protocol: no visible change.

@@ -1,5 +1,6 @@
 import DiscoverClient
 import Foundation
+import LabSupport
 import Testing
 
 /// Runs `discover ARGS...` to completion, as root or (with `uid`) as that user through `setpriv`.
@@ -187,7 +188,7 @@ struct CLILabTests {
         #expect(daemon.stop() == 0)
     }
 
-    @Test func svcbCommand() async throws {
+    @Test func svcbCommandPrintsTheProcessedBindingsOfAnSVCBName() async throws {
         let daemon = try labDaemon(upstream: ResolverLab.knot)
         let socket = ["--socket", daemon.socketPath]
         let text = try discover(["svcb", "_dns.svcb.lab.test"] + socket)

@@ -1,5 +1,7 @@
+import DNSSDModel
 import DiscoverClient
 import Foundation
+import LabSupport
 import Testing
 
 /// DNS-SD end to end: the real discoverd inside lab host a (on a's avahi-daemon), driven through `DiscoverClient`
@@ -84,7 +86,7 @@ struct DiscoveryLabTests {
             await recorder.waitFor(after: mark) { $0.is("removed", name) } != nil,
             "removed after the publisher was killed; events: \(recorder.all)")
         #expect(await late.waitFor(after: lateMark) { $0.is("removed", name) } != nil, "late subscriber: \(late.all)")
-        #expect(recorder.error == nil)
+        #expect(recorder.failure == nil)
         recorder.cancel()
         late.cancel()
         #expect(
@@ -106,7 +108,7 @@ struct DiscoveryLabTests {
             host: "b",
             [
                 DiscoveryLab.python, DiscoveryLab.zcpeer, "publish", "--name", name, "--type", type, "--port", "8080",
-                "--txt", "v=1", "--host", "zc" + DiscoveryLab.randomHex(), "--update-after", "3",
+                "--txt", "v=1", "--host", "zc" + LabEnvironment.randomHex(), "--update-after", "3",
             ])
         let before = await recorder.waitFor { change in
             change.service?.name == name && change.service?.txt["v"] == "1" && !change.isRemoved
@@ -145,7 +147,7 @@ struct DiscoveryLabTests {
             zcpeer.parse_txt = parse_txt
             sys.exit(zcpeer.main(sys.argv[1:]))
             """
-        let host = "zc" + DiscoveryLab.randomHex()
+        let host = "zc" + LabEnvironment.randomHex()
         // The peer publishes b's IPv4 and IPv6 link-local addresses: a link-local one must come with its zone.
         let linkLocal = try await DiscoveryLab.linkLocalAddressOfB()
         let peer = try LabPeer(
@@ -168,10 +170,9 @@ struct DiscoveryLabTests {
             Set(service.addresses) == [env["LAB_B_IP4"] ?? "192.0.2.2", linkLocal + "%eth0"],
             "IPv4 and the link-local address with %eth0: \(service.addresses)")
         #expect(service.txt["path"] == "/zc")
-        #expect(service.txt["bin"] == nil, "a non-UTF-8 value is not in txt (API.md: UTF-8 values only)")
+        #expect(service.txt["bin"] == nil, "a non-UTF-8 value is not in txt (docs/API.md: UTF-8 values only)")
         let raw = try #require(service.txtRaw, "txtRaw present when a value is not UTF-8")
-        let expected = [Data("bin=".utf8) + Data([0xFF, 0xFE, 0x00, 0xC3]), Data("path=/zc".utf8)]
-            .map { $0.base64EncodedString() }
+        let expected = [Array("bin=".utf8) + [0xFF, 0xFE, 0x00, 0xC3], Array("path=/zc".utf8)]
         #expect(Set(raw) == Set(expected), "txtRaw \(raw)")
 
         // Resolve gives the same TXT.
@@ -231,7 +232,7 @@ struct DiscoveryLabTests {
         ]
 
         // Without `more`: one reply with the set (retried: a cold cache may answer all-for-now early).
-        let set = try await eventuallyValue(timeout: .seconds(15)) { () -> [Service]? in
+        let set = try await eventuallyValue(timeout: .seconds(15)) { () -> [DNSSDService]? in
             let services = try await fixture.client.services(ofType: type, resolve: true, timeoutMs: 5000)
             return Set(services.map(\.name)) == Set(names) && services.allSatisfy { $0.port != nil } ? services : nil
         }
@@ -536,8 +537,8 @@ struct DiscoveryLabTests {
         #expect(resolve?.code == .invalidServiceName, "Resolve with a 64-byte name: \(String(describing: resolve))")
 
         // The limits themselves are accepted: 15-character type, 63-byte name, 255-byte TXT string.
-        let limitType = "_dt" + String(DiscoveryLab.randomHex().prefix(8)) + "abcd._udp"
-        let limitName = String(repeating: "m", count: 55) + DiscoveryLab.randomHex()
+        let limitType = "_dt" + String(LabEnvironment.randomHex().prefix(8)) + "abcd._udp"
+        let limitName = String(repeating: "m", count: 55) + LabEnvironment.randomHex()
         let limit = try await client.advertise(
             name: limitName, type: limitType, port: 65535, txt: ["k": String(repeating: "v", count: 253)])
         #expect(limit.name == limitName)
@@ -685,7 +686,7 @@ struct DiscoveryLabTests {
                 dups.map(\.name) == dupNames,
                 "same-name advertisements keep their names across the restart (no swap, no renamed events)")
             #expect(try await client.status().registrations == 6, "ours, the four duplicates and the static one")
-            #expect(recorder.error == nil, "the browse stream survives: \(String(describing: recorder.error))")
+            #expect(recorder.failure == nil, "the browse stream survives: \(String(describing: recorder.failure))")
             ad.withdraw()
             dups.forEach { $0.withdraw() }
             await peer.stop()

@@ -1,6 +1,7 @@
 import DiscoverAPI
 import DiscoverClient
 import Foundation
+import LabSupport
 import Testing
 
 /// Reload (SIGHUP and `io.discoverd.Daemon.Reload`) puts the file's settings into the running daemon; `Status`
@@ -71,7 +72,7 @@ struct ReloadTests {
         connection.write([UInt8](repeating: UInt8(ascii: "x"), count: 5000))
         #expect(connection.readJSON()?["error"] as? String == "io.discoverd.Daemon.MessageTooLarge")
         // Debug lines appear from now on.
-        _ = await discoverError { try await client.resolveAddresses("debug-probe.example.") }
+        _ = await discoverError { try await client.resolveAddresses("debug-probe.lab.test.") }
         #expect(await eventually { daemon.log.contains("upstream try ended") }, "no debug line after log-level = debug")
         await client.close()
         #expect(daemon.stop() == 0)

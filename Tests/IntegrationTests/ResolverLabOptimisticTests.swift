@@ -1,6 +1,7 @@
 import DiscoverAPI
 import DiscoverClient
 import Foundation
+import LabSupport
 import Testing
 
 extension ResolverLabTests {

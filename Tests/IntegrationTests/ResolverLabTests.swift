@@ -1,6 +1,7 @@
 import DiscoverAPI
 import DiscoverClient
 import Foundation
+import LabSupport
 import Testing
 
 /// The resolver of the real daemon binary against real DNS servers in the network lab: Knot serving `lab.test`
@@ -226,7 +227,7 @@ extension ResolverLabTests {
             #expect(daemon.stop() == 0)
         }
 
-        @Test func priorityOrder() async throws {
+        @Test func bindingsComeInPriorityOrderAsKdigSeesThem() async throws {
             let daemon = try labDaemon(upstream: ResolverLab.knot)
             let client = DiscoverClient(socketPath: daemon.socketPath)
             let prio = try await client.resolveHTTPS("prio.lab.test")
@@ -245,7 +246,7 @@ extension ResolverLabTests {
             #expect(daemon.stop() == 0)
         }
 
-        @Test func mandatoryKeys() async throws {
+        @Test func bindingsWithUnsupportedMandatoryKeysAreSetAside() async throws {
             let daemon = try labDaemon(upstream: ResolverLab.knot)
             let client = DiscoverClient(socketPath: daemon.socketPath)
             let usable = try await client.resolveHTTPS("mandatory.lab.test")

@@ -1,6 +1,7 @@
 import DiscoverAPI
 import DiscoverClient
 import Foundation
+import LabSupport
 import Testing
 
 /// The one slow-reader rule, seen by a socket client: a Browse stream whose reader lets more than max-send-buffer
@@ -44,7 +45,7 @@ struct SlowReaderTests {
         }
         let seen = Set(fast.all.compactMap { $0.service?.name }).count
         #expect(everyone, "the reading subscriber saw \(seen) of \(count)")
-        #expect(fast.error == nil)
+        #expect(fast.failure == nil)
         #expect(await eventually(timeout: .seconds(30)) { (try? await client.status().subscriptions) == 1 },
                 "the slow stream ended in the daemon")
         #expect(daemon.log.contains("reader too slow for its stream, ending the stream"))

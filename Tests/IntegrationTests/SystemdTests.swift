@@ -1,5 +1,6 @@
 import DiscoverClient
 import Foundation
+import LabSupport
 import Testing
 
 /// The daemon under a service manager: sd_notify (READY, STATUS, WATCHDOG, STOPPING), socket activation

@@ -1,6 +1,7 @@
 import DiscoverAPI
 import DiscoverClient
 import Foundation
+import LabSupport
 import Testing
 
 /// The lab's wide-area DNS-SD zones (Scripts/lab): `sd.lab.test` with static records, `dyn.lab.test` taking UPDATEs

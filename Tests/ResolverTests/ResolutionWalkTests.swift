@@ -354,6 +354,26 @@ struct ResolutionWalkTests {
         #expect(replies.map(\.source) == [.cache])
     }
 
+    @Test func moreWithinTheRecheckIntervalEndsAfterTheStaleAnswerAndAsksNobody() async throws {
+        let clock = ManualClock()
+        let transport = ReplyTransport(["flaky.example. A": reply([aRecord("flaky.example.", [192, 0, 2, 1], ttl: 10)])])
+        let resolver = makeResolver(transport, clock: clock)
+        _ = try await resolver.resolveAddresses("flaky.example.", family: .ipv4)
+        clock.advance(11)
+        transport.remove("flaky.example.", .a)  // the upstream now times out
+        var first: [AddressResolution] = []
+        do {
+            for try await update in resolver.resolveAddressesUpdates("flaky.example.", family: .ipv4) { first.append(update) }
+        } catch {}
+        #expect(first.map(\.source) == [.expiredCache])
+        let asked = transport.count("flaky.example.", .a)
+        // RFC 8767 §5: no refresh before refresh-retry (30 s) after a failure; a `more` call does not bypass it.
+        var second: [AddressResolution] = []
+        for try await update in resolver.resolveAddressesUpdates("flaky.example.", family: .ipv4) { second.append(update) }
+        #expect(second.map(\.source) == [.expiredCache])
+        #expect(transport.count("flaky.example.", .a) == asked)
+    }
+
     @Test func moreOnHTTPSSaysConfirmed() async throws {
         let clock = ManualClock()
         let transport = ReplyTransport([

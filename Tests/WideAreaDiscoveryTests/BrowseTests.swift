@@ -1,5 +1,5 @@
 import DNSCore
-import Discovery
+import DNSSDModel
 import Logging
 import Resolver
 import Testing
@@ -63,11 +63,11 @@ struct BrowseTests {
     }
 
     @Test func changesAreReportedAsAddedRemovedChanged() {
-        let a = Service(name: "A", type: "_http._tcp", domain: "d", port: 1)
-        let b = Service(name: "B", type: "_http._tcp", domain: "d", port: 2)
+        let a = DNSSDService(name: "A", type: "_http._tcp", domain: "d", port: 1)
+        let b = DNSSDService(name: "B", type: "_http._tcp", domain: "d", port: 2)
         var b2 = b
         b2.port = 3
-        let c = Service(name: "C", type: "_http._tcp", domain: "d")
+        let c = DNSSDService(name: "C", type: "_http._tcp", domain: "d")
         let events = ServiceChanges.events(from: ["a": a, "b": b], to: ["b": b2, "c": c])
         #expect(events == [.removed(a), .added(c), .changed(b2)])
         #expect(ServiceChanges.events(from: ["a": a], to: ["a": a]).isEmpty)
@@ -94,7 +94,7 @@ struct BrowseTests {
                 Wire.name("junk.sd.example"),
             ])
         ])
-        let wideArea = WideAreaDiscovery(source: source, settings: WideAreaSettings())
+        let wideArea = UnicastDNSSD(source: source, settings: WideAreaSettings())
         #expect(try await wideArea.browseTypes(domain: "SD.example.") == ["_http._tcp", "_ipp._tcp"])
     }
 
@@ -104,7 +104,7 @@ struct BrowseTests {
             ("lb._dns-sd._udp.corp.example.", .ptr, [Wire.name("sd.example")]),
             ("r._dns-sd._udp.extra.example.", .ptr, [Wire.name("dyn.example")]),
         ])
-        let wideArea = WideAreaDiscovery(
+        let wideArea = UnicastDNSSD(
             source: source, settings: WideAreaSettings(browseDomains: ["extra.example"], searchDomains: ["corp.example", "local"]))
         let found = await wideArea.enumerateDomains()
         #expect(found.browse == ["sd.example", "dyn.example"])

@@ -1,4 +1,5 @@
-import Discovery
+import DNSCore
+import DNSSDModel
 import Testing
 
 @testable import WideAreaDiscovery
@@ -80,7 +81,7 @@ struct RegistrationTests {
         #expect(wire[10...11] == [0, 2])
         #expect(wire.count > 100)
 
-        let zone = WireName.encode(plan.zoneLabels)
+        let zone = DNSName.wire(plan.zoneLabels)
         func reply(rcode: UInt8) -> [UInt8] {
             [wire[0], wire[1], 0x80 | 5 << 3, rcode, 0, 1, 0, 0, 0, 0, 0, 0] + zone + [0, 6, 0, 1]
         }

@@ -1,4 +1,4 @@
-// Wire types of io.discoverd.Daemon and org.varlink.service (API.md).
+// Wire types of io.discoverd.Daemon and org.varlink.service (docs/API.md).
 
 /// State of the daemon's connection to avahi-daemon.
 public enum AvahiState: String, Codable, Sendable {
@@ -219,7 +219,7 @@ public struct UIDUsage: Codable, Equatable, Sendable {
     }
 }
 
-/// The DNS stub in `Status` (API.md, "The DNS stub").
+/// The DNS stub in `Status` (docs/API.md, "The DNS stub").
 public struct StubStatus: Codable, Equatable, Sendable {
     /// `udp ADDR:PORT` and `tcp ADDR:PORT` for every socket it serves.
     public var listen: [String]
@@ -294,4 +294,10 @@ public struct InterfaceDescriptionParameters: VarlinkParameters, Equatable {
 public struct InterfaceDescriptionReply: Codable, Equatable, Sendable {
     public var description: String
     public init(description: String) { self.description = description }
+}
+
+/// The methods of `io.discoverd.Daemon`.
+extension Methods {
+    public static let status = VarlinkMethod<StatusParameters, StatusReply>("io.discoverd.Daemon.Status")
+    public static let reload = VarlinkMethod<VarlinkEmpty, VarlinkEmpty>("io.discoverd.Daemon.Reload")
 }

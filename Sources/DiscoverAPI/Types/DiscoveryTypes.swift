@@ -1,37 +1,7 @@
-// Wire types of the io.discoverd.Discovery interface (API.md).
+// Wire types of the io.discoverd.Discovery interface (docs/API.md). A service is the model's own ``DNSSDService``
+// (its Codable form is the IDL's `Service`), so no wire twin of it exists.
 
-/// A DNS-SD service instance, merged over every interface and protocol it is seen on.
-public struct Service: Codable, Equatable, Sendable {
-    public var name: String
-    public var type: String
-    public var domain: String
-    public var interfaces: [String]
-    public var host: String?
-    public var port: Int?
-    /// IPv6 link-local addresses carry `%ifname`.
-    public var addresses: [String]
-    /// TXT as key/value (RFC 6763 §6.4): `nil` (JSON `null`) for a boolean attribute (`key` without `=`), "" for
-    /// `key=`; of a key given twice the first occurrence; values that are not UTF-8 appear only in `txtRaw`.
-    public var txt: [String: String?]
-    /// Base64 of each TXT string in wire order, present when `txt` cannot show them all (a value that is not UTF-8,
-    /// a duplicate key, a string without a key).
-    public var txtRaw: [String]?
-
-    public init(
-        name: String, type: String, domain: String, interfaces: [String] = [], host: String? = nil,
-        port: Int? = nil, addresses: [String] = [], txt: [String: String?] = [:], txtRaw: [String]? = nil
-    ) {
-        self.name = name
-        self.type = type
-        self.domain = domain
-        self.interfaces = interfaces
-        self.host = host
-        self.port = port
-        self.addresses = addresses
-        self.txt = txt
-        self.txtRaw = txtRaw
-    }
-}
+import DNSSDModel
 
 /// What happened to a browsed service.
 public enum BrowseEventKind: String, Codable, Sendable {
@@ -67,10 +37,10 @@ public struct BrowseParameters: VarlinkParameters, Equatable {
 /// Reply of `Browse`: an event when streaming (`more`), else `services`.
 public struct BrowseReply: Codable, Equatable, Sendable {
     public var event: BrowseEventKind?
-    public var service: Service?
-    public var services: [Service]?
+    public var service: DNSSDService?
+    public var services: [DNSSDService]?
 
-    public init(event: BrowseEventKind? = nil, service: Service? = nil, services: [Service]? = nil) {
+    public init(event: BrowseEventKind? = nil, service: DNSSDService? = nil, services: [DNSSDService]? = nil) {
         self.event = event
         self.service = service
         self.services = services
@@ -95,8 +65,8 @@ public struct ResolveServiceParameters: VarlinkParameters, Equatable {
 
 /// Reply of `Resolve`.
 public struct ResolveServiceReply: Codable, Equatable, Sendable {
-    public var service: Service
-    public init(service: Service) { self.service = service }
+    public var service: DNSSDService
+    public init(service: DNSSDService) { self.service = service }
 }
 
 /// Parameters of `Advertise`.
@@ -187,4 +157,45 @@ public struct BrowseTypesReply: Codable, Equatable, Sendable {
 public struct BrowseDomainsReply: Codable, Equatable, Sendable {
     public var domains: [String]
     public init(domains: [String]) { self.domains = domains }
+}
+
+extension DNSSDService: JSONWritable {
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("name", name)
+        writer.field("type", type)
+        writer.field("domain", domain)
+        writer.field("interfaces", strings: interfaces)
+        writer.field("host", host)
+        writer.field("port", port)
+        writer.field("addresses", strings: addresses)
+        writer.field("txt", object: txt)
+        if let txtRaw = txtRawBase64 { writer.field("txtRaw", strings: txtRaw) }
+        writer.endObject()
+    }
+}
+
+extension BrowseReply: JSONWritable {
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("event", event?.rawValue)
+        if let service { writer.field("service", service) }
+        if let services { writer.field("services", array: services) }
+        writer.endObject()
+    }
+}
+
+/// The methods of `io.discoverd.Discovery`.
+extension Methods {
+    public static let browse = VarlinkMethod<BrowseParameters, BrowseReply>("io.discoverd.Discovery.Browse")
+    public static let resolveService = VarlinkMethod<ResolveServiceParameters, ResolveServiceReply>(
+        "io.discoverd.Discovery.Resolve")
+    public static let advertise = VarlinkMethod<AdvertiseParameters, AdvertiseReply>("io.discoverd.Discovery.Advertise")
+    public static let updateAdvertisement = VarlinkMethod<UpdateAdvertisementParameters, VarlinkEmpty>(
+        "io.discoverd.Discovery.UpdateAdvertisement")
+    public static let withdraw = VarlinkMethod<WithdrawParameters, VarlinkEmpty>("io.discoverd.Discovery.Withdraw")
+    public static let browseTypes = VarlinkMethod<BrowseTypesParameters, BrowseTypesReply>(
+        "io.discoverd.Discovery.BrowseTypes")
+    public static let browseDomains = VarlinkMethod<VarlinkEmpty, BrowseDomainsReply>(
+        "io.discoverd.Discovery.BrowseDomains")
 }

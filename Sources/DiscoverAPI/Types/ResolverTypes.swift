@@ -1,4 +1,4 @@
-// Wire types of the io.discoverd.Resolver interface (API.md).
+// Wire types of the io.discoverd.Resolver interface (docs/API.md).
 
 /// Where an answer came from.
 public enum AnswerSource: String, Codable, Sendable {
@@ -31,6 +31,19 @@ public struct QueryTiming: Codable, Equatable, Sendable {
     }
 }
 
+extension QueryTiming: JSONWritable {
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("name", name)
+        writer.field("type", type)
+        writer.field("server", server)
+        writer.field("transport", transport)
+        writer.field("ms", ms)
+        writer.field("rcode", rcode)
+        writer.endObject()
+    }
+}
+
 /// The resolution half of an establishment report.
 public struct Timing: Codable, Equatable, Sendable {
     public var totalMs: Double
@@ -43,6 +56,19 @@ public struct Timing: Codable, Equatable, Sendable {
     }
 }
 
+extension Timing: JSONWritable {
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.staticKey("totalMs")
+        writer.double(totalMs)
+        writer.staticKey("queries")
+        writer.beginArray()
+        for query in queries { query.write(to: &writer) }
+        writer.endArray()
+        writer.endObject()
+    }
+}
+
 /// An SvcParam the daemon does not interpret, with its raw value.
 public struct UnknownSvcParam: Codable, Equatable, Sendable {
     public var key: Int
@@ -52,6 +78,15 @@ public struct UnknownSvcParam: Codable, Equatable, Sendable {
     public init(key: Int, value: String) {
         self.key = key
         self.value = value
+    }
+}
+
+extension UnknownSvcParam: JSONWritable {
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("key", key)
+        writer.field("value", value)
+        writer.endObject()
     }
 }
 
@@ -86,6 +121,24 @@ public struct ServiceBinding: Codable, Equatable, Sendable {
         self.mandatory = mandatory
         self.dohpath = dohpath
         self.unknown = unknown
+    }
+}
+
+extension ServiceBinding: JSONWritable {
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("priority", priority)
+        writer.field("target", target)
+        writer.field("port", port)
+        writer.field("alpn", strings: alpn)
+        writer.field("noDefaultAlpn", noDefaultAlpn)
+        writer.field("ipv4hint", strings: ipv4hint)
+        writer.field("ipv6hint", strings: ipv6hint)
+        writer.field("ech", ech)
+        writer.field("mandatory", strings: mandatory)
+        writer.field("dohpath", dohpath)
+        writer.field("unknown", array: unknown)
+        writer.endObject()
     }
 }
 
@@ -141,6 +194,47 @@ public struct ResolveHTTPSReply: Codable, Equatable, Sendable {
     }
 }
 
+extension ResolveHTTPSReply: JSONWritable {
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writeConstantHead(to: &writer)
+        Self.writePerCall(to: &writer, source: source, ttl: ttl, staleSeconds: staleSeconds, timing: timing)
+        writeConstantTail(to: &writer)
+        writer.endObject()
+    }
+
+    /// The fields that are the same for every hit of a cache entry, before the per-call ones.
+    func writeConstantHead(to writer: inout JSONWriter) {
+        writer.field("name", name)
+        writer.field("queryName", queryName)
+        writer.field("aliasChain", strings: aliasChain)
+        writer.field("records", array: records)
+        writer.field("h3", h3)
+    }
+
+    /// The fields that change from call to call (``EncodedResolverReply`` patches them).
+    static func writePerCall(
+        to writer: inout JSONWriter, source: AnswerSource, ttl: Int, staleSeconds: Int?, timing: Timing
+    ) {
+        writer.staticKey("source")
+        writer.string(source.rawValue)
+        writer.staticKey("ttl")
+        writer.int(ttl)
+        if let staleSeconds {
+            writer.staticKey("staleSeconds")
+            writer.int(staleSeconds)
+        }
+        writer.staticKey("timing")
+        timing.write(to: &writer)
+    }
+
+    /// The constant fields after the per-call ones.
+    func writeConstantTail(to writer: inout JSONWriter) {
+        writer.field("note", note)
+        if let confirmed { writer.field("confirmed", confirmed) }
+    }
+}
+
 /// Parameters of `ResolveSVCB`, the same as `ResolveHTTPS`'s: `name` carries its scheme prefix (e.g.
 /// `_dns.resolver.example`), and `port`, when given, makes the query name `_PORT.NAME` (RFC 9460 §2.3). The reply
 /// is a ``ResolveHTTPSReply``.
@@ -187,6 +281,23 @@ public struct ResolveAddressesReply: Codable, Equatable, Sendable {
     }
 }
 
+extension ResolveAddressesReply: JSONWritable {
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writeConstantHead(to: &writer)
+        // The same per-call fields as ResolveHTTPS, without staleSeconds.
+        ResolveHTTPSReply.writePerCall(to: &writer, source: source, ttl: ttl, staleSeconds: nil, timing: timing)
+        if let confirmed { writer.field("confirmed", confirmed) }
+        writer.endObject()
+    }
+
+    /// The fields that are the same for every hit of the same cache entries (``EncodedResolverReply``).
+    func writeConstantHead(to writer: inout JSONWriter) {
+        writer.field("name", name)
+        writer.field("addresses", strings: addresses)
+    }
+}
+
 /// Parameters of `ConnectionPlan`.
 public struct ConnectionPlanParameters: VarlinkParameters, Equatable {
     public enum CodingKeys: String, CodingKey, CaseIterable { case host, port, optimistic, assumeH3 }
@@ -228,6 +339,20 @@ public struct PlanEndpoint: Codable, Equatable, Sendable {
     }
 }
 
+extension PlanEndpoint: JSONWritable {
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("address", address)
+        writer.field("port", port)
+        writer.field("transport", transport)
+        writer.field("alpn", strings: alpn)
+        writer.field("target", target)
+        writer.field("priority", priority)
+        writer.field("ech", ech)
+        writer.endObject()
+    }
+}
+
 /// Reply of `ConnectionPlan`.
 public struct ConnectionPlanReply: Codable, Equatable, Sendable {
     public var host: String
@@ -251,6 +376,20 @@ public struct ConnectionPlanReply: Codable, Equatable, Sendable {
         self.endpoints = endpoints
         self.source = source
         self.timing = timing
+    }
+}
+
+extension ConnectionPlanReply: JSONWritable {
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("host", host)
+        writer.field("port", port)
+        writer.field("h3", h3)
+        writer.field("h3Source", h3Source)
+        writer.field("endpoints", array: endpoints)
+        writer.field("source", source.rawValue)
+        writer.field("timing", timing)
+        writer.endObject()
     }
 }
 
@@ -324,4 +463,19 @@ public struct FlushParameters: VarlinkParameters, Equatable {
 public struct FlushReply: Codable, Equatable, Sendable {
     public var flushed: Int
     public init(flushed: Int) { self.flushed = flushed }
+}
+
+/// The methods of `io.discoverd.Resolver`.
+extension Methods {
+    public static let resolveHTTPS = VarlinkMethod<ResolveHTTPSParameters, ResolveHTTPSReply>(
+        "io.discoverd.Resolver.ResolveHTTPS")
+    public static let resolveSVCB = VarlinkMethod<ResolveSVCBParameters, ResolveHTTPSReply>(
+        "io.discoverd.Resolver.ResolveSVCB")
+    public static let resolveAddresses = VarlinkMethod<ResolveAddressesParameters, ResolveAddressesReply>(
+        "io.discoverd.Resolver.ResolveAddresses")
+    public static let connectionPlan = VarlinkMethod<ConnectionPlanParameters, ConnectionPlanReply>(
+        "io.discoverd.Resolver.ConnectionPlan")
+    public static let reportAltSvc = VarlinkMethod<ReportAltSvcParameters, ReportAltSvcReply>(
+        "io.discoverd.Resolver.ReportAltSvc")
+    public static let flush = VarlinkMethod<FlushParameters, FlushReply>("io.discoverd.Resolver.Flush")
 }

@@ -1,4 +1,4 @@
-import Foundation
+import DNSSDModel
 
 /// TXT attributes as people type and read them (`key=value`, `key` for a boolean attribute, RFC 6763 §6.4).
 public enum TXTText {
@@ -27,9 +27,9 @@ public enum TXTText {
 
     /// The TXT strings of a service for text output: every raw string in wire order when `txtRaw` is present (bytes
     /// that are not printable UTF-8 as `\xHH`, a backslash as `\\`), else `key=value` or `key` sorted by key.
-    public static func display(_ service: Service) -> [String] {
+    public static func display(_ service: DNSSDService) -> [String] {
         if let raw = service.txtRaw {
-            return raw.map { Data(base64Encoded: $0).map { escaped(Array($0)) } ?? $0 }
+            return raw.map(escaped)
         }
         return service.txt.sorted { $0.key < $1.key }.map { key, value in
             value.map { escaped(Array("\(key)=\($0)".utf8)) } ?? escaped(Array(key.utf8))

@@ -1,6 +1,6 @@
 /// An error as it travels on the wire: a qualified varlink error name and its parameters.
 ///
-/// Every error of API.md has a constructor here, so the daemon and the client spell names once.
+/// Every error of docs/API.md has a constructor here, so the daemon and the client spell names once.
 public struct VarlinkError: Error, Equatable, Sendable, CustomStringConvertible {
     /// Fully qualified error name, e.g. `io.discoverd.Resolver.NoSuchName`.
     public var name: String

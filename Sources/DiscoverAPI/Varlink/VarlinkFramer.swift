@@ -23,7 +23,7 @@ public struct VarlinkFramer: Sendable {
     private var scanned = 0
 
     /// Creates a framer.
-    /// - Parameter maxMessageSize: largest message accepted, without its NUL (API.md default: 64 KiB).
+    /// - Parameter maxMessageSize: largest message accepted, without its NUL (docs/API.md default: 64 KiB).
     public init(maxMessageSize: Int = 64 * 1024) {
         self.maxMessageSize = maxMessageSize
     }

@@ -7,7 +7,7 @@
 /// Group and user look-ups through NSS with the re-entrant calls.
 ///
 /// NSS may ask a network service (LDAP, sssd) and block for seconds, so these run on a thread pool, never on an
-/// event loop (DESIGN.md, "Nothing blocks an event loop"); see ``AccessControl``.
+/// event loop (docs/DESIGN.md, "Nothing blocks an event loop"); see ``AccessControl``.
 enum GroupDirectory {
     /// The gid of the group called `name` (`getgrnam_r`), or nil when there is no such group.
     static func gid(ofGroup name: String) -> UInt32? {

@@ -73,6 +73,9 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
     private var closing = false
     /// The client shut down its write side: close once every call has answered.
     private var inputClosed = false
+    /// The server is shutting down (`ChannelShouldQuiesceEvent`): no new calls are read, streams are ended, the
+    /// connection closes once the calls already read have answered.
+    private var quiescing = false
     /// Inside `channelRead`: replies are written now and flushed once in `channelReadComplete`.
     private var inReadBatch = false
     private var flushPending = false
@@ -162,7 +165,7 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard !closing else { return }
+        guard !closing, !quiescing else { return }
         let buffer = unwrapInboundIn(data)
         lastActivity = context.eventLoop.now
         inReadBatch = true
@@ -190,7 +193,7 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
     /// Turns buffered bytes into queued calls, up to the queue limit; the rest waits in the framer.
     private func decodeQueuedMessages(context: ChannelHandlerContext) {
         // The input budget: a client cannot make us hold more of its calls than this, however many it pipelines.
-        while slots.count < limits.maxQueuedCalls && queuedInputBytes < limits.maxInputBuffer {
+        while !quiescing, slots.count < limits.maxQueuedCalls && queuedInputBytes < limits.maxInputBuffer {
             let message: ArraySlice<UInt8>?
             do {
                 message = try framer.next()
@@ -483,7 +486,21 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
             inputClosed = true
             closeIfIdle(context: context)
         }
+        if event is ChannelShouldQuiesceEvent {
+            quiesce(context: context)
+        }
         context.fireUserInboundEventTriggered(event)
+    }
+
+    /// Graceful shutdown of this connection (Hummingbird's quiescing): reads no new call; one-shot calls already
+    /// read run to their reply; streams (which would run forever) are cancelled, so their calls end; then, when
+    /// nothing is left to answer, the connection closes. The server closes what is still open after its drain time.
+    private func quiesce(context: ChannelHandlerContext) {
+        guard !quiescing else { return }
+        quiescing = true
+        inputClosed = true
+        for slot in slots where slot.more && slot.started && !slot.done { slot.task?.cancel() }
+        closeIfIdle(context: context)
     }
 
     private func closeIfIdle(context: ChannelHandlerContext) {

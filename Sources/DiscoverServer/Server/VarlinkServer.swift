@@ -6,8 +6,9 @@ import NIOCore
 import NIOPosix
 import ServiceLifecycle
 
-/// The varlink listener: owns the socket file, accepts connections up to the limit, and closes them all
-/// on graceful shutdown.
+/// The varlink listener: owns the socket file, accepts connections up to the limit, and on graceful shutdown
+/// drains them: stops accepting, lets the calls already read finish (streams are ended) for at most
+/// `drainTimeout`, then closes what is left.
 ///
 /// `run()` binds the socket path and serves it. A listening socket made elsewhere (socket activation) is served
 /// with ``adopt(descriptor:)`` and ``serve(_:removingSocketFile:)``. The limits can change while it runs
@@ -40,12 +41,16 @@ public final class VarlinkServer: ServiceLifecycle.Service, Sendable {
     private let registry: ConnectionRegistry
     /// Whether a peer may take the reserve above `maxConnections` (root, the admin group).
     private let mayUseReserve: @Sendable (PeerCredentials) -> Bool
+    private let drainTimeout: Duration
 
     /// Creates a server; nothing is bound until ``run()`` or ``bind()``.
+    /// - Parameter drainTimeout: how long open calls may take to finish at shutdown before their connections are
+    ///   closed anyway.
     /// - Parameter mayUseReserve: whether a peer may take ``PerUIDLimits/reserve`` (default: root only).
     public init(
         settings: Settings, router: MethodRouter, registry: ConnectionRegistry, group: any EventLoopGroup,
-        logger: Logger, mayUseReserve: @escaping @Sendable (PeerCredentials) -> Bool = { $0.isRoot }
+        logger: Logger, drainTimeout: Duration = .seconds(5),
+        mayUseReserve: @escaping @Sendable (PeerCredentials) -> Bool = { $0.isRoot }
     ) {
         self.mayUseReserve = mayUseReserve
         self.settings = NIOLockedValueBox(settings)
@@ -53,6 +58,7 @@ public final class VarlinkServer: ServiceLifecycle.Service, Sendable {
         self.registry = registry
         self.group = group
         self.logger = logger
+        self.drainTimeout = drainTimeout
     }
 
     /// The settings in effect.
@@ -176,13 +182,13 @@ public final class VarlinkServer: ServiceLifecycle.Service, Sendable {
         try channel.pipeline.syncOperations.addHandler(handler)
     }
 
-    /// Serves until graceful shutdown, then closes the listener and every connection and removes the socket.
+    /// Serves until graceful shutdown, then drains the connections (see the type) and removes the socket.
     public func run() async throws {
         let channel = try await bind()
         try await serve(channel)
     }
 
-    /// Serves a bound listener until graceful shutdown, then closes it and every connection.
+    /// Serves a bound listener until graceful shutdown, then stops accepting and drains the connections.
     /// - Parameter removingSocketFile: remove the socket path at the end (false for an adopted socket).
     public func serve(_ channel: any Channel, removingSocketFile: Bool = true) async throws {
         await withGracefulShutdownHandler {
@@ -190,10 +196,40 @@ public final class VarlinkServer: ServiceLifecycle.Service, Sendable {
         } onGracefulShutdown: {
             channel.close(promise: nil)
         }
-        for child in registry.channels() { try? await child.close() }
+        await drain(registry.channels())
         let socketPath = currentSettings.socketPath
         if removingSocketFile { SocketFile.remove(path: socketPath) }
         logger.info("stopped listening", metadata: ["socket": "\(socketPath)"])
+    }
+}
+
+extension VarlinkServer {
+    /// Asks every connection to quiesce (``VarlinkConnectionHandler`` finishes its calls, then closes), waits for
+    /// them for at most `drainTimeout`, then closes the rest.
+    func drain(_ connections: [any Channel]) async {
+        if !connections.isEmpty {
+            logger.info("draining connections", metadata: ["connections": "\(connections.count)"])
+        }
+        for connection in connections { connection.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent()) }
+        let timeout = drainTimeout
+        let logger = self.logger
+        await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                for connection in connections { try? await connection.closeFuture.get() }
+                return true
+            }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return false
+            }
+            let drained = await group.next() ?? true
+            group.cancelAll()
+            guard !drained else { return }
+            // The waiting child ends once these are closed (a close future cannot be cancelled).
+            let left = connections.filter(\.isActive)
+            logger.info("closing connections still busy after the drain", metadata: ["connections": "\(left.count)"])
+            for connection in left { connection.close(promise: nil) }
+        }
     }
 }
 

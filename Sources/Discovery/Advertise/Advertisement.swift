@@ -1,14 +1,5 @@
+import DNSSDModel
 import Synchronization
-
-/// An event of an advertisement.
-public enum AdvertisementEvent: Hashable, Sendable {
-    /// The service is published under `name` (the final name after any collision renames). Sent once.
-    case registered(name: String)
-    /// A later collision (or re-registration after an avahi-daemon restart) changed the name.
-    case renamed(name: String)
-    /// The registration failed for good; the stream ends after this event.
-    case failed(DiscoveryError)
-}
 
 /// A published DNS-SD service. It stays published until `withdraw()`, until the object is released, or until a
 /// task iterating `events` is cancelled.
@@ -47,15 +38,15 @@ public final class Advertisement: Sendable {
 
     /// Replaces the TXT record with key/value pairs; a `nil` value is a boolean attribute (`key` without `=`).
     /// - Throws: `invalidParameter` for a bad key or size, `notFound` after withdrawal, or the Avahi error.
-    public func updateTXT(_ txt: [String: String?]) throws(DiscoveryError) {
+    public func updateTXT(_ txt: [String: String?]) throws(DNSSDError) {
         try self.updateTXT(TXTRecord(validating: txt))
     }
 
     /// Replaces the TXT record with raw strings (validated like `TXTRecord(validating:)`).
     /// - Throws: `invalidParameter` for a bad key or size, `notFound` after withdrawal, or the Avahi error.
-    public func updateTXT(_ txt: TXTRecord) throws(DiscoveryError) {
+    public func updateTXT(_ txt: TXTRecord) throws(DNSSDError) {
         let validated = try TXTRecord(validating: txt.strings)
-        try self.registry.client.poll.withLocked { () throws(DiscoveryError) in
+        try self.registry.client.poll.withLocked { () throws(DNSSDError) in
             try self.record.updateTXT(validated)
         }
     }
@@ -70,4 +61,9 @@ public final class Advertisement: Sendable {
     deinit {
         self.withdraw()
     }
+}
+
+extension Advertisement: ServiceRegistration {
+    /// `id` as text, the id the API reports.
+    public var registrationID: String { String(self.id) }
 }

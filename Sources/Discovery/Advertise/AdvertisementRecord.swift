@@ -1,4 +1,5 @@
 import CAvahi
+import DNSSDModel
 import Logging
 
 /// What an advertisement publishes, validated.
@@ -57,7 +58,7 @@ final class AdvertisementRecord: @unchecked Sendable {
 
     /// Creates the entry group and commits the service under the requested name (renamed on a local conflict).
     /// - Throws: `avahiUnavailable` unless avahi-daemon is running, or the Avahi error.
-    func register() throws(DiscoveryError) {
+    func register() throws(DNSSDError) {
         guard !self.isEnded, self.group == nil else { return }
         let avahiClient = try self.client.runningClient()
         // After an avahi-daemon restart, come back under the name the network last saw (after collision
@@ -65,8 +66,8 @@ final class AdvertisementRecord: @unchecked Sendable {
         var name = self.announcedName ?? self.spec.requestedName ?? ""
         if self.announcedName == nil && self.spec.requestedName == nil {
             guard let host = avahi_client_get_host_name(avahiClient) else {
-                throw DiscoveryError.fromAvahi(avahi_client_errno(avahiClient), "cannot read the host name")
-                    ?? DiscoveryError(.avahiFailure, "cannot read the host name")
+                throw DNSSDError.fromAvahi(avahi_client_errno(avahiClient), "cannot read the host name")
+                    ?? DNSSDError(.avahiFailure, "cannot read the host name")
             }
             name = String(cString: host)
         }
@@ -100,9 +101,9 @@ final class AdvertisementRecord: @unchecked Sendable {
     }
 
     /// Replaces the TXT record (published at once if registered).
-    func updateTXT(_ txt: TXTRecord) throws(DiscoveryError) {
+    func updateTXT(_ txt: TXTRecord) throws(DNSSDError) {
         guard !self.isEnded else {
-            throw DiscoveryError(.notFound, "the advertisement was withdrawn or failed")
+            throw DNSSDError(.notFound, "the advertisement was withdrawn or failed")
         }
         if let group = self.group, let name = self.currentName {
             try group.updateTXT(name: name, type: self.spec.type, domain: self.spec.domain, txt: txt)
@@ -121,7 +122,7 @@ final class AdvertisementRecord: @unchecked Sendable {
         self.onEnd = nil
     }
 
-    private func fail(_ error: DiscoveryError) {
+    private func fail(_ error: DNSSDError) {
         guard !self.isEnded else { return }
         self.logger.info("advertisement failed", metadata: ["error": "\(error)"])
         self.continuation.yield(.failed(error))
@@ -129,7 +130,7 @@ final class AdvertisementRecord: @unchecked Sendable {
     }
 
     /// Adds the service under `name`, or the next alternative name while the name is taken locally, and commits.
-    private func fill(_ group: EntryGroupHandle, startingWith name: String) throws(DiscoveryError) {
+    private func fill(_ group: EntryGroupHandle, startingWith name: String) throws(DNSSDError) {
         var name = name
         for _ in 0...AdvertisementRecord.maximumRenames {
             do {
@@ -155,7 +156,7 @@ final class AdvertisementRecord: @unchecked Sendable {
                 try group.reset()
             }
         }
-        throw DiscoveryError(.nameConflict, "no free name after \(AdvertisementRecord.maximumRenames) renames")
+        throw DNSSDError(.nameConflict, "no free name after \(AdvertisementRecord.maximumRenames) renames")
     }
 
     /// `avahi_alternative_service_name`: "Foo" → "Foo #2" → "Foo #3" …
@@ -165,7 +166,7 @@ final class AdvertisementRecord: @unchecked Sendable {
         return String(cString: next)
     }
 
-    private func handleGroup(_ event: EntryGroupHandle.Event) {
+    private func handleGroup(_ event: EntryGroupEvent) {
         guard !self.isEnded, let group = self.group else { return }
         switch event.state {
         case AVAHI_ENTRY_GROUP_ESTABLISHED:
@@ -188,7 +189,7 @@ final class AdvertisementRecord: @unchecked Sendable {
                 self.fail(error)
             }
         case AVAHI_ENTRY_GROUP_FAILURE:
-            self.fail(event.error ?? DiscoveryError(.avahiFailure, "registration failed"))
+            self.fail(event.error ?? DNSSDError(.avahiFailure, "registration failed"))
         default:
             break
         }

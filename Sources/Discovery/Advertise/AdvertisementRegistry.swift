@@ -1,3 +1,4 @@
+import DNSSDModel
 import Logging
 
 /// Every live advertisement; registers them again when avahi-daemon comes back.
@@ -23,9 +24,9 @@ final class AdvertisementRegistry: @unchecked Sendable {
 
     /// Registers a new advertisement.
     /// - Throws: `avahiUnavailable` unless avahi-daemon is running, `nameConflict`, or the Avahi error.
-    func add(_ spec: AdvertisementSpec) throws(DiscoveryError) -> Advertisement {
+    func add(_ spec: AdvertisementSpec) throws(DNSSDError) -> Advertisement {
         let (events, continuation) = AsyncStream.makeStream(of: AdvertisementEvent.self)
-        let record = try self.client.poll.withLocked { () throws(DiscoveryError) -> AdvertisementRecord in
+        let record = try self.client.poll.withLocked { () throws(DNSSDError) -> AdvertisementRecord in
             self.nextID += 1
             let record = AdvertisementRecord(
                 id: self.nextID,

@@ -1,4 +1,5 @@
 import CAvahi
+import DNSSDModel
 import Logging
 import Synchronization
 
@@ -97,17 +98,17 @@ final class AvahiClientHandle: @unchecked Sendable {
     }
 
     /// The client if it is usable for browsing and resolving (connected, also while the host name registers).
-    func connectedClient() throws(DiscoveryError) -> OpaquePointer {
+    func connectedClient() throws(DNSSDError) -> OpaquePointer {
         guard self.connected, let client = self.client else {
-            throw DiscoveryError(.avahiUnavailable, "avahi-daemon is not available (state: \(self.state.rawValue))")
+            throw DNSSDError(.avahiUnavailable, "avahi-daemon is not available (state: \(self.state.rawValue))")
         }
         return client
     }
 
     /// The client if avahi-daemon is running (needed to register services).
-    func runningClient() throws(DiscoveryError) -> OpaquePointer {
+    func runningClient() throws(DNSSDError) -> OpaquePointer {
         guard self.state == .running, let client = self.client else {
-            throw DiscoveryError(.avahiUnavailable, "avahi-daemon is not running (state: \(self.state.rawValue))")
+            throw DNSSDError(.avahiUnavailable, "avahi-daemon is not running (state: \(self.state.rawValue))")
         }
         return client
     }

@@ -1,4 +1,5 @@
 import CAvahi
+import DNSSDModel
 
 #if canImport(Glibc)
     import Glibc
@@ -70,8 +71,8 @@ enum AvahiConversions {
     @discardableResult
     static func withStringList<Result>(
         _ txt: TXTRecord,
-        _ body: (UnsafeMutablePointer<AvahiStringList>?) throws(DiscoveryError) -> Result
-    ) throws(DiscoveryError) -> Result {
+        _ body: (UnsafeMutablePointer<AvahiStringList>?) throws(DNSSDError) -> Result
+    ) throws(DNSSDError) -> Result {
         var list: UnsafeMutablePointer<AvahiStringList>? = nil
         // avahi_string_list_add_arbitrary prepends: adding in record order leaves the list in reverse wire order.
         for string in txt.strings {
@@ -80,7 +81,7 @@ enum AvahiConversions {
             }
             guard let added else {
                 avahi_string_list_free(list)
-                throw DiscoveryError(.avahiFailure, "out of memory building TXT record")
+                throw DNSSDError(.avahiFailure, "out of memory building TXT record")
             }
             list = added
         }

@@ -1,131 +1,91 @@
 import CAvahi
+import DNSSDModel
+
+/// One service type browser callback: a service type seen or gone in a domain.
+struct ServiceTypeBrowserEvent {
+    var kind: BrowserCallbackKind
+    var type: String
+    var domain: String
+}
 
 /// Owns one `AvahiServiceTypeBrowser` (used by one-shot `browseTypes`).
-///
-/// Created and closed with the poll lock held; `deinit` closes (taking the lock) as a safety net.
-final class ServiceTypeBrowserHandle {
-    /// One callback: a service type seen or gone in a domain.
-    struct Event {
-        var kind: BrowserEventKind
-        var type: String
-        var domain: String
-    }
+typealias ServiceTypeBrowserHandle = AvahiObjectHandle<ServiceTypeBrowserEvent>
 
-    private let client: AvahiClientHandle
-    private var pointer: OpaquePointer?
-    // Retained while the Avahi object exists; released in `close` after the free (lock held).
-    private var box: Unmanaged<CallbackBox<Event>>?
-
-    init(client: AvahiClientHandle, domain: String?, handler: @escaping (Event) -> Void) throws(DiscoveryError) {
-        self.client = client
-        let avahiClient = try client.connectedClient()
-        let box = Unmanaged.passRetained(CallbackBox<Event>(poll: client.poll, handler: handler))
-        let pointer = avahi_service_type_browser_new(
-            avahiClient,
-            AvahiConversions.interfaceUnspecified,
-            AvahiConversions.protocolUnspecified,
-            domain,
-            AvahiLookupFlags(0),
-            { browser, _, _, event, type, domain, _, userdata in
-                guard let box = CallbackBox<Event>.fromCallback(userdata) else { return }
-                let kind = BrowserEventKind(
-                    event,
-                    client: browser.flatMap { avahi_service_type_browser_get_client($0) },
-                    what: "service type browser"
-                )
-                box.handler(
-                    Event(kind: kind, type: AvahiConversions.string(type), domain: AvahiConversions.string(domain))
+extension AvahiObjectHandle where Event == ServiceTypeBrowserEvent {
+    /// Creates the browser. Lock held.
+    convenience init(
+        client: AvahiClientHandle, domain: String?, handler: @escaping (ServiceTypeBrowserEvent) -> Void
+    ) throws(DNSSDError) {
+        try self.init(
+            client: client,
+            counter: \.otherBrowsers,
+            what: "browse service types",
+            create: { avahiClient, userdata in
+                avahi_service_type_browser_new(
+                    avahiClient,
+                    AvahiConversions.interfaceUnspecified,
+                    AvahiConversions.protocolUnspecified,
+                    domain,
+                    AvahiLookupFlags(0),
+                    { browser, _, _, event, type, domain, _, userdata in
+                        guard let box = CallbackBox<ServiceTypeBrowserEvent>.fromCallback(userdata) else { return }
+                        let kind = BrowserCallbackKind(
+                            event,
+                            client: browser.flatMap { avahi_service_type_browser_get_client($0) },
+                            what: "service type browser"
+                        )
+                        box.handler(
+                            ServiceTypeBrowserEvent(
+                                kind: kind, type: AvahiConversions.string(type), domain: AvahiConversions.string(domain))
+                        )
+                    },
+                    userdata
                 )
             },
-            box.toOpaque()
+            free: { _ = avahi_service_type_browser_free($0) },
+            handler: handler
         )
-        guard let pointer else {
-            box.release()
-            throw DiscoveryError.fromAvahi(avahi_client_errno(avahiClient), "cannot browse service types")
-                ?? DiscoveryError(.avahiFailure, "cannot browse service types")
-        }
-        self.pointer = pointer
-        self.box = box
-        client.counts.otherBrowsers += 1
-    }
-
-    /// Frees the browser. Idempotent.
-    func close() {
-        self.client.poll.withLocked {
-            guard let pointer = self.pointer else { return }
-            self.pointer = nil
-            avahi_service_type_browser_free(pointer)
-            self.box?.release()
-            self.box = nil
-            self.client.counts.otherBrowsers -= 1
-        }
-    }
-
-    deinit {
-        self.close()
     }
 }
 
+/// One domain browser callback: a browse domain seen or gone.
+struct DomainBrowserEvent {
+    var kind: BrowserCallbackKind
+    var domain: String
+}
+
 /// Owns one `AvahiDomainBrowser` for browse domains (`AVAHI_DOMAIN_BROWSER_BROWSE`).
-///
-/// Created and closed with the poll lock held; `deinit` closes (taking the lock) as a safety net.
-final class DomainBrowserHandle {
-    /// One callback: a browse domain seen or gone.
-    struct Event {
-        var kind: BrowserEventKind
-        var domain: String
-    }
+typealias DomainBrowserHandle = AvahiObjectHandle<DomainBrowserEvent>
 
-    private let client: AvahiClientHandle
-    private var pointer: OpaquePointer?
-    // Retained while the Avahi object exists; released in `close` after the free (lock held).
-    private var box: Unmanaged<CallbackBox<Event>>?
-
-    init(client: AvahiClientHandle, handler: @escaping (Event) -> Void) throws(DiscoveryError) {
-        self.client = client
-        let avahiClient = try client.connectedClient()
-        let box = Unmanaged.passRetained(CallbackBox<Event>(poll: client.poll, handler: handler))
-        let pointer = avahi_domain_browser_new(
-            avahiClient,
-            AvahiConversions.interfaceUnspecified,
-            AvahiConversions.protocolUnspecified,
-            nil,
-            AVAHI_DOMAIN_BROWSER_BROWSE,
-            AvahiLookupFlags(0),
-            { browser, _, _, event, domain, _, userdata in
-                guard let box = CallbackBox<Event>.fromCallback(userdata) else { return }
-                let kind = BrowserEventKind(
-                    event,
-                    client: browser.flatMap { avahi_domain_browser_get_client($0) },
-                    what: "domain browser"
+extension AvahiObjectHandle where Event == DomainBrowserEvent {
+    /// Creates the browser. Lock held.
+    convenience init(client: AvahiClientHandle, handler: @escaping (DomainBrowserEvent) -> Void) throws(DNSSDError) {
+        try self.init(
+            client: client,
+            counter: \.otherBrowsers,
+            what: "browse domains",
+            create: { avahiClient, userdata in
+                avahi_domain_browser_new(
+                    avahiClient,
+                    AvahiConversions.interfaceUnspecified,
+                    AvahiConversions.protocolUnspecified,
+                    nil,
+                    AVAHI_DOMAIN_BROWSER_BROWSE,
+                    AvahiLookupFlags(0),
+                    { browser, _, _, event, domain, _, userdata in
+                        guard let box = CallbackBox<DomainBrowserEvent>.fromCallback(userdata) else { return }
+                        let kind = BrowserCallbackKind(
+                            event,
+                            client: browser.flatMap { avahi_domain_browser_get_client($0) },
+                            what: "domain browser"
+                        )
+                        box.handler(DomainBrowserEvent(kind: kind, domain: AvahiConversions.string(domain)))
+                    },
+                    userdata
                 )
-                box.handler(Event(kind: kind, domain: AvahiConversions.string(domain)))
             },
-            box.toOpaque()
+            free: { _ = avahi_domain_browser_free($0) },
+            handler: handler
         )
-        guard let pointer else {
-            box.release()
-            throw DiscoveryError.fromAvahi(avahi_client_errno(avahiClient), "cannot browse domains")
-                ?? DiscoveryError(.avahiFailure, "cannot browse domains")
-        }
-        self.pointer = pointer
-        self.box = box
-        client.counts.otherBrowsers += 1
-    }
-
-    /// Frees the browser. Idempotent.
-    func close() {
-        self.client.poll.withLocked {
-            guard let pointer = self.pointer else { return }
-            self.pointer = nil
-            avahi_domain_browser_free(pointer)
-            self.box?.release()
-            self.box = nil
-            self.client.counts.otherBrowsers -= 1
-        }
-    }
-
-    deinit {
-        self.close()
     }
 }

@@ -1,4 +1,6 @@
+import DNSCore
 import CAvahi
+import DNSSDModel
 
 /// One callback of a record browser. For `new` and `remove`, `name` is in Avahi's escaped text form and `rdata` is
 /// the record's RDATA as avahi-daemon serialized it for D-Bus (`avahi_rdata_serialize`: wire format without a
@@ -6,7 +8,7 @@ import CAvahi
 struct RecordBrowserEvent {
     var interface: Int32
     var proto: Int32
-    var kind: BrowserEventKind
+    var kind: BrowserCallbackKind
     var name: String
     var dnsClass: UInt16
     var type: UInt16
@@ -20,8 +22,8 @@ extension AvahiObjectHandle where Event == RecordBrowserEvent {
     /// Creates the record browser. Lock held.
     /// - Parameters:
     ///   - interface: an interface index, or `AVAHI_IF_UNSPEC`.
-    ///   - name: the name in Avahi's escaped text form (`DNSNameText.avahi`).
-    /// - Throws: the Avahi error as `DiscoveryError`.
+    ///   - name: the name in Avahi's escaped text form (`DNSName.avahiText`).
+    /// - Throws: the Avahi error as `DNSSDError`.
     convenience init(
         client: AvahiClientHandle,
         interface: Int32,
@@ -29,7 +31,7 @@ extension AvahiObjectHandle where Event == RecordBrowserEvent {
         dnsClass: UInt16,
         type: UInt16,
         handler: @escaping (RecordBrowserEvent) -> Void
-    ) throws(DiscoveryError) {
+    ) throws(DNSSDError) {
         try self.init(
             client: client,
             counter: \.otherBrowsers,
@@ -48,7 +50,7 @@ extension AvahiObjectHandle where Event == RecordBrowserEvent {
                     AVAHI_LOOKUP_USE_MULTICAST,
                     { browser, interface, proto, event, name, dnsClass, type, rdata, size, _, userdata in
                         guard let box = CallbackBox<RecordBrowserEvent>.fromCallback(userdata) else { return }
-                        let kind = BrowserEventKind(
+                        let kind = BrowserCallbackKind(
                             event,
                             client: browser.flatMap { avahi_record_browser_get_client($0) },
                             what: "record browser"

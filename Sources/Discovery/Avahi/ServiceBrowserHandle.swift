@@ -1,86 +1,64 @@
 import CAvahi
+import DNSSDModel
+
+/// One service browser callback.
+struct ServiceBrowserEvent {
+    var interface: Int32
+    var proto: Int32
+    var kind: BrowserCallbackKind
+    var name: String
+    var type: String
+    var domain: String
+}
 
 /// Owns one `AvahiServiceBrowser`.
-///
-/// Created and closed with the poll lock held; `deinit` closes (taking the lock) as a safety net.
-final class ServiceBrowserHandle {
-    /// One browser callback.
-    struct Event {
-        var interface: Int32
-        var proto: Int32
-        var kind: BrowserEventKind
-        var name: String
-        var type: String
-        var domain: String
-    }
+typealias ServiceBrowserHandle = AvahiObjectHandle<ServiceBrowserEvent>
 
-    private let client: AvahiClientHandle
-    private var pointer: OpaquePointer?
-    // Retained while the Avahi object exists; released in `close` after avahi_service_browser_free (lock held).
-    private var box: Unmanaged<CallbackBox<Event>>?
-
+extension AvahiObjectHandle where Event == ServiceBrowserEvent {
     /// Creates the browser. Lock held.
-    /// - Throws: the Avahi error as `DiscoveryError`.
-    init(
+    /// - Throws: the Avahi error as `DNSSDError`.
+    convenience init(
         client: AvahiClientHandle,
         interface: Int32,
         type: String,
         domain: String?,
-        handler: @escaping (Event) -> Void
-    ) throws(DiscoveryError) {
-        self.client = client
-        let avahiClient = try client.connectedClient()
-        let box = Unmanaged.passRetained(CallbackBox<Event>(poll: client.poll, handler: handler))
-        let pointer = avahi_service_browser_new(
-            avahiClient,
-            interface,
-            AvahiConversions.protocolUnspecified,
-            type,
-            domain,
-            AvahiLookupFlags(0),
-            { browser, interface, proto, event, name, type, domain, _, userdata in
-                guard let box = CallbackBox<Event>.fromCallback(userdata) else { return }
-                let kind = BrowserEventKind(
-                    event,
-                    client: browser.flatMap { avahi_service_browser_get_client($0) },
-                    what: "service browser"
-                )
-                box.handler(
-                    Event(
-                        interface: interface,
-                        proto: proto,
-                        kind: kind,
-                        name: AvahiConversions.string(name),
-                        type: AvahiConversions.string(type),
-                        domain: AvahiConversions.string(domain)
-                    )
+        handler: @escaping (ServiceBrowserEvent) -> Void
+    ) throws(DNSSDError) {
+        try self.init(
+            client: client,
+            counter: \.serviceBrowsers,
+            what: "browse \(type)",
+            create: { avahiClient, userdata in
+                avahi_service_browser_new(
+                    avahiClient,
+                    interface,
+                    AvahiConversions.protocolUnspecified,
+                    type,
+                    domain,
+                    AvahiLookupFlags(0),
+                    { browser, interface, proto, event, name, type, domain, _, userdata in
+                        guard let box = CallbackBox<ServiceBrowserEvent>.fromCallback(userdata) else { return }
+                        let kind = BrowserCallbackKind(
+                            event,
+                            client: browser.flatMap { avahi_service_browser_get_client($0) },
+                            what: "service browser"
+                        )
+                        box.handler(
+                            ServiceBrowserEvent(
+                                interface: interface,
+                                proto: proto,
+                                kind: kind,
+                                name: AvahiConversions.string(name),
+                                type: AvahiConversions.string(type),
+                                domain: AvahiConversions.string(domain)
+                            )
+                        )
+                    },
+                    userdata
                 )
             },
-            box.toOpaque()
+            free: { _ = avahi_service_browser_free($0) },
+            handler: handler
         )
-        guard let pointer else {
-            box.release()
-            throw DiscoveryError.fromAvahi(avahi_client_errno(avahiClient), "cannot browse \(type)")
-                ?? DiscoveryError(.avahiFailure, "cannot browse \(type)")
-        }
-        self.pointer = pointer
-        self.box = box
-        client.counts.serviceBrowsers += 1
-    }
-
-    /// Frees the browser; no callback runs afterwards. Idempotent.
-    func close() {
-        self.client.poll.withLocked {
-            guard let pointer = self.pointer else { return }
-            self.pointer = nil
-            avahi_service_browser_free(pointer)
-            self.box?.release()
-            self.box = nil
-            self.client.counts.serviceBrowsers -= 1
-        }
-    }
-
-    deinit {
-        self.close()
     }
 }

@@ -1,5 +1,7 @@
 import CAvahi
+import DNSSDModel
 import Dispatch
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -20,7 +22,7 @@ private let lockOwnerKey: pthread_key_t = {
 
 /// Owns one `AvahiThreadedPoll`: the thread that runs the Avahi client's D-Bus I/O and every Avahi callback.
 ///
-/// Lock rule (DESIGN.md): every call into Avahi happens inside `withLocked { }`, except in Avahi callbacks, which run
+/// Lock rule (docs/DESIGN.md): every call into Avahi happens inside `withLocked { }`, except in Avahi callbacks, which run
 /// on the poll thread with the lock already held; the lock is not recursive, so `withLocked` detects both cases.
 ///
 /// Waiting rule: the poll thread holds the lock while it dispatches, and Avahi calls made under it may wait for a
@@ -29,25 +31,37 @@ private let lockOwnerKey: pthread_key_t = {
 /// on `waiter`, a serial queue of this poll's own.
 final class ThreadedPoll: @unchecked Sendable {
     // @unchecked Sendable: `pointer` never changes; lock/unlock/start/stop of an AvahiThreadedPoll are thread-safe
-    // (Avahi's own mutex), and `started` is only touched by init and `stop`, which the owner calls once.
+    // (Avahi's own mutex), and `phase` is a Mutex.
     let pointer: OpaquePointer
-    private var started = false
+    private enum Phase { case created, running, stopped }
+    private let phase = Mutex(Phase.created)
     /// Where waits for the lock go when they come from async code (one thread: the lock serialises them anyway).
     private let waiter = DispatchQueue(label: "discoverd.avahi.waiter")
 
-    /// Creates and starts the poll thread.
-    /// - Throws: `DiscoveryError.avahiFailure` if Avahi cannot create or start the thread.
-    init() throws(DiscoveryError) {
+    /// Creates the poll; its thread starts with ``start()``, not here.
+    /// - Throws: `DNSSDError.avahiFailure` if Avahi cannot create it.
+    init() throws(DNSSDError) {
         guard let pointer = avahi_threaded_poll_new() else {
-            throw DiscoveryError(.avahiFailure, "avahi_threaded_poll_new failed")
+            throw DNSSDError(.avahiFailure, "avahi_threaded_poll_new failed")
         }
         self.pointer = pointer
-        let rc = avahi_threaded_poll_start(pointer)
-        guard rc >= 0 else {
-            avahi_threaded_poll_free(pointer)
-            throw DiscoveryError(.avahiFailure, "avahi_threaded_poll_start failed (\(rc))")
+    }
+
+    /// Starts the poll thread, once: returns true when this call started it, false when it runs or ran already.
+    /// - Throws: `DNSSDError.avahiFailure` if Avahi cannot start the thread.
+    func start() throws(DNSSDError) -> Bool {
+        let first = self.phase.withLock { phase in
+            guard phase == .created else { return false }
+            phase = .running
+            return true
         }
-        self.started = true
+        guard first else { return false }
+        let rc = avahi_threaded_poll_start(self.pointer)
+        guard rc >= 0 else {
+            self.phase.withLock { $0 = .stopped }
+            throw DNSSDError(.avahiFailure, "avahi_threaded_poll_start failed (\(rc))")
+        }
+        return true
     }
 
     /// The `AvahiPoll` vtable to hand to `avahi_client_new`.
@@ -113,9 +127,12 @@ final class ThreadedPoll: @unchecked Sendable {
 
     /// Stops the poll thread. Must not be called from the poll thread or with the lock held.
     func stop() {
-        guard self.started, !self.isLockedByCurrentThread else { return }
-        self.started = false
-        avahi_threaded_poll_stop(self.pointer)
+        guard !self.isLockedByCurrentThread else { return }
+        let wasRunning = self.phase.withLock { phase in
+            defer { phase = .stopped }
+            return phase == .running
+        }
+        if wasRunning { avahi_threaded_poll_stop(self.pointer) }
     }
 
     deinit {

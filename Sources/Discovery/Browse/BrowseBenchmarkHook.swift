@@ -1,3 +1,5 @@
+import DNSSDModel
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)

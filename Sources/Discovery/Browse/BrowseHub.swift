@@ -1,3 +1,4 @@
+import DNSSDModel
 import Logging
 
 /// Shares Avahi browsers between subscribers: one `SharedBrowser` per `BrowseKey`, reference-counted by its
@@ -34,7 +35,7 @@ final class BrowseHub: @unchecked Sendable {
 
     /// Subscribes to a browse; the stream ends when its consumer is cancelled or fails.
     /// - Throws: `avahiUnavailable` if avahi-daemon is not connected, or the Avahi error of the first browser.
-    func subscribe(key: BrowseKey, includeResolved: Bool) throws(DiscoveryError) -> AsyncThrowingStream<
+    func subscribe(key: BrowseKey, includeResolved: Bool) throws(DNSSDError) -> AsyncThrowingStream<
         BrowseEvent, any Error
     > {
         let (stream, continuation) = AsyncThrowingStream.makeStream(
@@ -42,7 +43,45 @@ final class BrowseHub: @unchecked Sendable {
             throwing: (any Error).self,
             bufferingPolicy: .bufferingOldest(self.bufferLimit)
         )
-        let id: UInt64 = try self.client.poll.withLocked { () throws(DiscoveryError) -> UInt64 in
+        try self.add(key: key) { id in
+            // Termination may come from a task being cancelled on an event loop: never wait for the lock there.
+            continuation.onTermination = { [weak self, poll = self.client.poll] _ in
+                guard let self else { return }
+                poll.performLocked { [self] in self.unsubscribe(key: key, id: id) }
+            }
+            return .stream(id: id, includeResolved: includeResolved, continuation: continuation)
+        }
+        return stream
+    }
+
+    /// Subscribes `sink` to a browse: each event is handed over on the poll thread as it happens, with no buffer
+    /// and no task between. The subscription ends with `cancel()` or when the browse fails (`sink.end`).
+    /// - Throws: `avahiUnavailable` if avahi-daemon is not connected, or the Avahi error of the first browser.
+    func subscribe(key: BrowseKey, includeResolved: Bool, sink: BrowseSink) throws(DNSSDError) -> BrowseSubscription {
+        let poll = self.client.poll
+        let id = try self.add(key: key) { [weak self] id in
+            BrowseSubscriber(
+                id: id, includeResolved: includeResolved,
+                send: { event in
+                    sink.event(event)
+                    return true
+                },
+                finish: { error in
+                    sink.end(error)
+                    poll.performLocked { [weak self] in self?.unsubscribe(key: key, id: id) }
+                })
+        }
+        return BrowseSubscription { [weak self] in
+            poll.performLocked { [weak self] in self?.unsubscribe(key: key, id: id) }
+        }
+    }
+
+    /// Adds the subscriber `make` builds for a fresh id to the browser of `key`, creating that browser if needed.
+    @discardableResult
+    private func add(
+        key: BrowseKey, _ make: (UInt64) -> BrowseSubscriber
+    ) throws(DNSSDError) -> UInt64 {
+        try self.client.poll.withLocked { () throws(DNSSDError) -> UInt64 in
             _ = try self.client.connectedClient()
             self.nextID += 1
             let id = self.nextID
@@ -56,17 +95,10 @@ final class BrowseHub: @unchecked Sendable {
                 if key.domain == nil { self.startDomainBrowser() }
                 self.logger.debug("browser created", metadata: ["dnssd.type": "\(key.avahiType)"])
             }
-            // Termination may come from a task being cancelled on an event loop: never wait for the lock there.
-            continuation.onTermination = { [weak self, poll = self.client.poll] _ in
-                guard let self else { return }
-                poll.performLocked { [self] in self.unsubscribe(key: key, id: id) }
-            }
-            shared.subscribe(BrowseSubscriber(id: id, includeResolved: includeResolved, continuation: continuation))
+            shared.subscribe(make(id))
             shared.flushOverflow()
             return id
         }
-        _ = id
-        return stream
     }
 
     /// Removes a subscriber; the last one frees the Avahi browser and resolvers.
@@ -86,7 +118,7 @@ final class BrowseHub: @unchecked Sendable {
     }
 
     /// Ends every subscriber with `error` (shutdown).
-    func failAll(_ error: DiscoveryError) {
+    func failAll(_ error: DNSSDError) {
         self.client.poll.withLocked {
             for shared in Array(self.browsers.values) { shared.fail(error) }
         }
@@ -129,7 +161,7 @@ final class BrowseHub: @unchecked Sendable {
         }
     }
 
-    private func handleDomain(_ event: DomainBrowserHandle.Event) {
+    private func handleDomain(_ event: DomainBrowserEvent) {
         let domain = AvahiConversions.normalizedDomain(event.domain)
         guard !domain.isEmpty, domain != "local" else { return }
         switch event.kind {

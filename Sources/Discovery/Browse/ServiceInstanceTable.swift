@@ -1,3 +1,5 @@
+import DNSSDModel
+
 /// Identifies a service instance: name + type + domain (RFC 6763 §4.1).
 struct InstanceKey: Hashable, Sendable {
     var name: String
@@ -42,14 +44,14 @@ struct ServiceInstance: Hashable, Sendable {
     /// Host, port and TXT come from the most recent resolution (a TXT update reaches the resolvers of each
     /// sighting one after another; the latest one is the newest data). Addresses are the union over all sightings,
     /// IPv4 before IPv6, in interface order.
-    func service(includeResolved: Bool) -> Service {
+    func service(includeResolved: Bool) -> DNSSDService {
         let ordered = self.sightings.keys.sorted()
         var interfaces: [String] = []
         for sighting in ordered {
             let name = self.interfaceNames[sighting.interface] ?? "if\(sighting.interface)"
             if !interfaces.contains(name) { interfaces.append(name) }
         }
-        var service = Service(name: self.key.name, type: self.key.type, domain: self.key.domain, interfaces: interfaces)
+        var service = DNSSDService(name: self.key.name, type: self.key.type, domain: self.key.domain, interfaces: interfaces)
         guard includeResolved else { return service }
 
         var latest: SequencedResolution?

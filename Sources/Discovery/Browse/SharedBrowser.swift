@@ -1,3 +1,4 @@
+import DNSSDModel
 import Logging
 
 /// What identifies a shared browser: every browse with the same key shares one set of Avahi objects.
@@ -62,12 +63,12 @@ final class SharedBrowser: @unchecked Sendable {
 
     /// Creates the Avahi browsers (one per domain). Lock held.
     /// - Throws: the first browser's error if none could be created.
-    func start(extraDomains: Set<String>) throws(DiscoveryError) {
+    func start(extraDomains: Set<String>) throws(DNSSDError) {
         guard !self.isStarted, !self.isClosed else { return }
         self.isStarted = true
         self.allForNowReached = false
         let domains = self.key.domain.map { [$0] } ?? ([""] + extraDomains.sorted())
-        var firstError: DiscoveryError?
+        var firstError: DNSSDError?
         for domain in domains {
             do {
                 try self.addAvahiBrowser(domain: domain)
@@ -129,7 +130,7 @@ final class SharedBrowser: @unchecked Sendable {
         self.resolverFailures.removeAll()
     }
 
-    private func addAvahiBrowser(domain: String) throws(DiscoveryError) {
+    private func addAvahiBrowser(domain: String) throws(DNSSDError) {
         let browser = try ServiceBrowserHandle(
             client: self.client,
             interface: self.key.interface,
@@ -173,9 +174,9 @@ final class SharedBrowser: @unchecked Sendable {
         return self.subscribers.isEmpty
     }
 
-    /// Ends every subscriber's stream with `error` (their termination handlers unsubscribe them).
-    func fail(_ error: DiscoveryError) {
-        for subscriber in self.subscribers.values { subscriber.continuation.finish(throwing: error) }
+    /// Ends every subscriber with `error` (ending unsubscribes them).
+    func fail(_ error: DNSSDError) {
+        for subscriber in self.subscribers.values { subscriber.finish(error) }
     }
 
     /// Terminates subscribers whose buffer overflowed. Call last: it may re-enter `BrowseHub.unsubscribe`.
@@ -185,8 +186,8 @@ final class SharedBrowser: @unchecked Sendable {
         self.overflowed.removeAll()
         for subscriber in overflowed {
             self.logger.info("browse subscriber too slow; dropping it", metadata: ["subscriber": "\(subscriber.id)"])
-            subscriber.continuation.finish(
-                throwing: DiscoveryError(
+            subscriber.finish(
+                DNSSDError(
                     .subscriberTooSlow,
                     "the subscriber did not consume browse events fast enough and was dropped"
                 )
@@ -223,7 +224,7 @@ final class SharedBrowser: @unchecked Sendable {
 
     // MARK: - Avahi callbacks (poll thread, lock held)
 
-    private func handleBrowser(_ event: ServiceBrowserHandle.Event, browserDomain: String) {
+    private func handleBrowser(_ event: ServiceBrowserEvent, browserDomain: String) {
         guard self.isStarted else { return }
         let callbackAt = BrowseBenchmarkHook.observer == nil ? 0 : BrowseBenchmarkHook.monotonicNanoseconds()
         let instance = InstanceKey(
@@ -309,7 +310,7 @@ final class SharedBrowser: @unchecked Sendable {
         }
     }
 
-    private func handleResolver(_ event: ServiceResolverHandle.Event, resolverKey: ResolverKey) {
+    private func handleResolver(_ event: ServiceResolverEvent, resolverKey: ResolverKey) {
         guard self.isStarted else { return }
         switch event.result {
         case .success(let found):

@@ -1,3 +1,5 @@
+import DNSSDModel
+
 extension DiscoveryService {
     /// The records of (name, type) on the link, asked for over multicast DNS through avahi-daemon.
     ///
@@ -22,7 +24,7 @@ extension DiscoveryService {
         dnsClass: UInt16 = 1,
         interface: Int32? = nil,
         timeout: Duration = .seconds(1)
-    ) async throws(DiscoveryError) -> [MDNSRecord] {
+    ) async throws(DNSSDError) -> [MDNSRecord] {
         let query = try RecordLookups.Query(name: name, type: type, dnsClass: dnsClass, interface: interface)
         return try await RecordLookups.lookup(client: self.client, query: query, timeout: timeout)
     }
@@ -41,7 +43,7 @@ extension DiscoveryService {
         type: UInt16,
         dnsClass: UInt16 = 1,
         interface: Int32? = nil
-    ) throws(DiscoveryError) -> AsyncThrowingStream<MDNSRecordEvent, any Error> {
+    ) throws(DNSSDError) -> AsyncThrowingStream<MDNSRecordEvent, any Error> {
         let query = try RecordLookups.Query(name: name, type: type, dnsClass: dnsClass, interface: interface)
         return try RecordLookups.updates(client: self.client, query: query, bufferLimit: self.subscriberBufferLimit)
     }

@@ -1,3 +1,6 @@
+import DNSCore
+import DNSSDModel
+
 /// Record look-ups over Avahi's record browser: a one-shot collection and a stream of changes.
 enum RecordLookups {
     /// A validated request: the name in Avahi's text form, class, type and interface.
@@ -10,19 +13,19 @@ enum RecordLookups {
         /// Validates the arguments of `lookupRecords` and `recordUpdates`.
         /// - Throws: `invalidName` for a malformed name, `invalidParameter` for a query-only type or class (Avahi's
         ///   record browser takes one concrete type and class) or an interface index below 1.
-        init(name: String, type: UInt16, dnsClass: UInt16, interface: Int32?) throws(DiscoveryError) {
-            self.avahiName = try DNSNameText.avahi(DNSNameText.labels(name))
+        init(name: String, type: UInt16, dnsClass: UInt16, interface: Int32?) throws(DNSSDError) {
+            self.avahiName = try DNSName.avahiText(DNSName.recordLabels(name))
             // RFC 6895 §3.1: 0 is reserved, 251-255 are query types (IXFR, AXFR, MAILB, MAILA, ANY).
             guard type != 0, !(251...255).contains(type) else {
-                throw DiscoveryError(.invalidParameter, "type \(type) cannot be looked up: name one record type")
+                throw DNSSDError(.invalidParameter, "type \(type) cannot be looked up: name one record type")
             }
             // RFC 6895 §3.2: 0 is reserved, 254 (NONE) and 255 (ANY) are query classes; mDNS uses the top bit of the
             // class field itself (RFC 6762 §10.2, §5.4).
             guard dnsClass != 0, dnsClass != 254, dnsClass != 255, dnsClass < 0x8000 else {
-                throw DiscoveryError(.invalidParameter, "class \(dnsClass) cannot be looked up: name one record class")
+                throw DNSSDError(.invalidParameter, "class \(dnsClass) cannot be looked up: name one record class")
             }
             if let interface, interface < 1 {
-                throw DiscoveryError(.invalidParameter, "interface index \(interface) is not positive")
+                throw DNSSDError(.invalidParameter, "interface index \(interface) is not positive")
             }
             self.type = type
             self.dnsClass = dnsClass
@@ -36,7 +39,7 @@ enum RecordLookups {
     }
 
     /// Collects the records until all-for-now, the timeout or cancellation (the last two return what was seen).
-    static func lookup(client: AvahiClientHandle, query: Query, timeout: Duration) async throws(DiscoveryError)
+    static func lookup(client: AvahiClientHandle, query: Query, timeout: Duration) async throws(DNSSDError)
         -> [MDNSRecord]
     {
         let operation = OneShotOperation<[MDNSRecord], CollectState>(client: client, state: CollectState()) { state in
@@ -65,18 +68,18 @@ enum RecordLookups {
             } onCancel: { operation in
                 .success(operation.state.records.all)
             }
-        } catch let error as DiscoveryError {
+        } catch let error as DNSSDError {
             throw error
         } catch {
-            // run() fails only with what start and the callbacks give it, all DiscoveryError.
-            throw DiscoveryError(.avahiFailure, "record lookup failed: \(error)")
+            // run() fails only with what start and the callbacks give it, all DNSSDError.
+            throw DNSSDError(.avahiFailure, "record lookup failed: \(error)")
         }
     }
 
     /// Starts a stream of record changes; it ends when its consumer is cancelled, when the browser fails, when the
     /// connection to avahi-daemon is lost (`avahiUnavailable`) or when the consumer lags `bufferLimit` events behind
     /// (`subscriberTooSlow`).
-    static func updates(client: AvahiClientHandle, query: Query, bufferLimit: Int) throws(DiscoveryError)
+    static func updates(client: AvahiClientHandle, query: Query, bufferLimit: Int) throws(DNSSDError)
         -> AsyncThrowingStream<MDNSRecordEvent, any Error>
     {
         let (stream, continuation) = AsyncThrowingStream.makeStream(
@@ -86,7 +89,7 @@ enum RecordLookups {
         )
         let subscription = RecordSubscription(client: client, continuation: continuation)
         continuation.onTermination = { _ in client.poll.withLocked { subscription.end(nil) } }
-        try client.poll.withLocked { () throws(DiscoveryError) in try subscription.start(query) }
+        try client.poll.withLocked { () throws(DNSSDError) in try subscription.start(query) }
         return stream
     }
 }
@@ -108,7 +111,7 @@ final class RecordSubscription: @unchecked Sendable {
     }
 
     /// Creates the browser. Lock held.
-    func start(_ query: RecordLookups.Query) throws(DiscoveryError) {
+    func start(_ query: RecordLookups.Query) throws(DNSSDError) {
         self.handle = try RecordBrowserHandle(
             client: self.client,
             interface: query.interface,
@@ -119,12 +122,12 @@ final class RecordSubscription: @unchecked Sendable {
             self?.handle(event)
         }
         self.lossObserver = self.client.addLossObserver { [weak self] in
-            self?.end(DiscoveryError(.avahiUnavailable, "avahi-daemon went away"))
+            self?.end(DNSSDError(.avahiUnavailable, "avahi-daemon went away"))
         }
     }
 
     /// Frees the browser and finishes the stream (with `error` if given). Lock held; idempotent.
-    func end(_ error: DiscoveryError?) {
+    func end(_ error: DNSSDError?) {
         guard !self.ended else { return }
         self.ended = true
         if let lossObserver = self.lossObserver {
@@ -155,7 +158,7 @@ final class RecordSubscription: @unchecked Sendable {
             return
         }
         if case .dropped = self.continuation.yield(output) {
-            self.end(DiscoveryError(.subscriberTooSlow, "the record stream's consumer fell too far behind"))
+            self.end(DNSSDError(.subscriberTooSlow, "the record stream's consumer fell too far behind"))
         }
     }
 }

@@ -1,3 +1,4 @@
+import DNSCore
 /// The records of one browse merged over the interfaces and protocols they are seen on: a record is present while at
 /// least one sighting is, and keeps the value it was first reported with. Pure; the owner serializes access.
 struct RecordSet {
@@ -31,8 +32,8 @@ struct RecordSet {
     /// Applies a `new` or `remove` callback; returns the change when the record appeared or went away. A name Avahi
     /// reports that does not parse is ignored (Avahi only hands out names it could escape).
     mutating func apply(_ event: RecordBrowserEvent) -> Change? {
-        guard let labels = try? DNSNameText.labels(event.name) else { return nil }
-        let name = DNSNameText.canonical(labels)
+        guard let labels = try? DNSName.recordLabels(event.name) else { return nil }
+        let name = DNSName.canonicalText(labels)
         let key = Key(name: name, dnsClass: event.dnsClass, type: event.type, rdata: event.rdata)
         let sighting = Sighting(interface: event.interface, proto: event.proto)
         switch event.kind {

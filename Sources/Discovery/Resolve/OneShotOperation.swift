@@ -1,3 +1,5 @@
+import DNSSDModel
+
 /// The plumbing of a one-shot Avahi operation (resolve, browse types, browse domains): one continuation resumed
 /// exactly once, by the Avahi callbacks, by a deadline, by task cancellation or by the loss of the connection to
 /// avahi-daemon (`avahiUnavailable`, before the client frees the objects); Avahi objects freed when it ends.
@@ -66,7 +68,7 @@ final class OneShotOperation<Value: Sendable, State>: @unchecked Sendable {
                     }
                     self.continuation = continuation
                     self.lossObserver = self.client.addLossObserver { [weak self] in
-                        self?.finish(.failure(DiscoveryError(.avahiUnavailable, "avahi-daemon went away")))
+                        self?.finish(.failure(DNSSDError(.avahiUnavailable, "avahi-daemon went away")))
                     }
                     do {
                         try start(self)

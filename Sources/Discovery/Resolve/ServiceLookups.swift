@@ -1,4 +1,5 @@
 import CAvahi
+import DNSSDModel
 
 /// One-shot lookups: resolve one instance, list service types, list browse domains.
 enum ServiceLookups {
@@ -9,22 +10,22 @@ enum ServiceLookups {
         var table = ServiceInstanceTable()
         var resolvers: [ServiceResolverHandle] = []
         var answered: Set<Int32> = []
-        var errors: [DiscoveryError] = []
+        var errors: [DNSSDError] = []
         var graceStarted = false
     }
 
-    static func resolve(client: AvahiClientHandle, key: InstanceKey, timeout: Duration) async throws -> Service {
-        typealias Operation = OneShotOperation<Service, ResolveState>
+    static func resolve(client: AvahiClientHandle, key: InstanceKey, timeout: Duration) async throws -> DNSSDService {
+        typealias Operation = OneShotOperation<DNSSDService, ResolveState>
         let operation = Operation(client: client, state: ResolveState()) { state in
             for resolver in state.resolvers { resolver.close() }
             state.resolvers.removeAll()
         }
 
-        @Sendable func result(_ operation: Operation) -> Service? {
+        @Sendable func result(_ operation: Operation) -> DNSSDService? {
             operation.state.table.instances[key]?.service(includeResolved: true)
         }
 
-        @Sendable func handle(_ operation: Operation, _ event: ServiceResolverHandle.Event, family: Int32) {
+        @Sendable func handle(_ operation: Operation, _ event: ServiceResolverEvent, family: Int32) {
             guard !operation.isFinished else { return }
             switch event.result {
             case .success(let found):
@@ -50,7 +51,7 @@ enum ServiceLookups {
                     let error = operation.state.errors.first
                     if error == nil || error?.code == .timeout || error?.code == .notFound {
                         operation.finish(
-                            .failure(DiscoveryError(.notFound, "no answer for \(key.name).\(key.type).\(key.domain)"))
+                            .failure(DNSSDError(.notFound, "no answer for \(key.name).\(key.type).\(key.domain)"))
                         )
                     } else {
                         operation.finish(.failure(error!))
@@ -68,9 +69,9 @@ enum ServiceLookups {
         }
 
         return try await operation.run(timeout: timeout) { operation in
-            var firstError: DiscoveryError?
+            var firstError: DNSSDError?
             for family in [AvahiConversions.protocolIPv4, AvahiConversions.protocolIPv6] {
-                do throws(DiscoveryError) {
+                do throws(DNSSDError) {
                     let resolver = try ServiceResolverHandle(
                         client: client,
                         interface: AvahiConversions.interfaceUnspecified,
@@ -91,7 +92,7 @@ enum ServiceLookups {
         } onTimeout: { operation in
             if let service = result(operation) { return .success(service) }
             return .failure(
-                DiscoveryError(.timeout, "no answer for \(key.name).\(key.type).\(key.domain) within \(timeout)")
+                DNSSDError(.timeout, "no answer for \(key.name).\(key.type).\(key.domain) within \(timeout)")
             )
         }
     }

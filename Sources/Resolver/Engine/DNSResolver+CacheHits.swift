@@ -218,7 +218,7 @@ extension DNSResolver {
         beginRefreshes(refreshes)
     }
 
-    private func beginRefreshes(_ refreshes: PendingRefreshes) {
+    func beginRefreshes(_ refreshes: PendingRefreshes) {
         for refresh in refreshes.items {
             let task = upstreamTask(
                 for: refresh.key, name: refresh.name, type: refresh.type, class: refresh.rrClass,

@@ -35,7 +35,7 @@ extension DNSResolver {
 
     /// ``cachedRecords(_:type:class:optimistic:dnssecOK:)`` that hands the refresh it was elected to run to the
     /// caller instead of starting it: the caller sends the stale answer first, then calls ``startRefreshes(_:)``
-    /// (DESIGN.md: a stale answer is written before any work for its refresh begins).
+    /// (docs/DESIGN.md: a stale answer is written before any work for its refresh begins).
     public func cachedRecords(
         _ name: String, type: RRType, class rrClass: RRClass = .in, optimistic: Bool = true, dnssecOK: Bool = false,
         refreshes: inout PendingRefreshes

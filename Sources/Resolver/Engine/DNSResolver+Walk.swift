@@ -104,7 +104,9 @@ extension DNSResolver {
         _ name: String, type: RRType, class rrClass: RRClass = .in, options: WalkOptions, trace: inout WalkTrace
     ) async throws(ResolverError) -> RRsetResult {
         defer {
-            startRefreshes(trace.refreshes)
+            // Registered now, not handed to another loop: a `more` caller waits for these very refreshes next, and
+            // each refresh yields before its query, so the answer still goes out first.
+            beginRefreshes(trace.refreshes)
             trace.refreshes = PendingRefreshes()
         }
         var chain = AliasChain(start: name, maximumHops: configuration.maximumAliasHops)

@@ -141,7 +141,7 @@ public final class DNSResolver: Sendable {
     }
 
     /// The two-answer stream of optimistic DNS: the first answer, and after an expired one the network's, once the
-    /// refreshes in flight are done (a hop still expired is asked again, bypassing the cache).
+    /// refreshes it started are done; when none could run (within the failure recheck interval), only the first.
     private func updates<R: RefreshableResolution>(
         optimistic: Bool,
         resolve: @escaping @Sendable (Bool) async throws(ResolverError) -> (R, Provenance),
@@ -157,9 +157,11 @@ public final class DNSResolver: Sendable {
                         guard provenance.source == .expiredCache else { return }
                         let refreshStart = ContinuousClock.now
                         let attempts = try await self.awaitRefreshes(provenance.staleKeys)
-                        // The network's answer: whatever is still expired (its refresh ran elsewhere, or failed
-                        // recently) is asked now; what the refresh just stored is fresh.
-                        var (fresh, _) = try await resolve(false)
+                        // The answer after the refreshes. Still expired: no refresh ran (the last one failed less
+                        // than refresh-retry ago, RFC 8767 §5's recheck timer, which a `more` call must not
+                        // bypass), so there is nothing newer to report and the stale answer was the last.
+                        var (fresh, freshProvenance) = try await resolve(optimistic)
+                        guard freshProvenance.source != .expiredCache else { return }
                         fresh.source = .network
                         fresh.staleSeconds = nil
                         fresh.refresh = same(first, fresh) ? .confirmed : .changed

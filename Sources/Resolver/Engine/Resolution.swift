@@ -1,6 +1,6 @@
 import DNSCore
 
-/// Where an answer came from (API.md `source`).
+/// Where an answer came from (docs/API.md `source`).
 public enum ResolutionSource: String, Sendable, Codable, Hashable {
     /// Every record came from fresh cache entries.
     case cache

@@ -19,7 +19,7 @@ public enum QueryTransport: String, Sendable, Codable, Hashable {
     case udp, tcp
 }
 
-/// One query sent to one upstream, for the timing report of API.md (`timing.queries[]`).
+/// One query sent to one upstream, for the timing report of docs/API.md (`timing.queries[]`).
 public struct QueryAttempt: Sendable, Hashable, Codable {
     /// The query name (absolute, lowercased).
     public var name: String

@@ -37,8 +37,8 @@ enum DomainEnumeration {
                 do {
                     let set = try await source.records(name, type: .ptr, fresh: false)
                     for record in set.records {
-                        guard let labels = try? WireName.decode(record.rdata), !labels.isEmpty else { continue }
-                        let domain = labels.map { String(decoding: WireName.lowercased($0), as: UTF8.self) }
+                        guard let labels = try? DNSName.labels(wire: record.rdata), !labels.isEmpty else { continue }
+                        let domain = labels.map { String(decoding: DNSName.lowercased(label: $0), as: UTF8.self) }
                             .joined(separator: ".")
                         if !result[keyPath: path].contains(domain) { result[keyPath: path].append(domain) }
                     }

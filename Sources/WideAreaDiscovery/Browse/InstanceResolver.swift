@@ -1,10 +1,10 @@
 import DNSCore
-import Discovery
+import DNSSDModel
 import Resolver
 
 /// A resolved instance and how long the answer it was built from stays valid.
 struct ResolvedInstance: Hashable, Sendable {
-    var service: Service
+    var service: DNSSDService
     /// The smallest TTL of the SRV, TXT and address records used.
     var ttl: UInt32
 }
@@ -54,7 +54,7 @@ enum InstanceResolver {
             }
             if !set.records.isEmpty { ttl = min(ttl, set.ttl) }
         }
-        let service = Service(
+        let service = DNSSDService(
             name: instance.instance, type: instance.type, domain: instance.domain, interfaces: [],
             host: srv.target, port: Int(srv.port), addresses: addresses, txt: txt.dictionary,
             txtRaw: txt.hasNonUTF8Content ? txt.strings : nil)

@@ -1,15 +1,16 @@
 import DNSCore
-import Discovery
+import DNSSDModel
+
 
 /// What changed between two looks at a unicast browse: the events to report (RFC 6763 over unicast DNS has no
 /// announcements, so changes are found by comparing answers).
 enum ServiceChanges {
     /// Events turning `old` into `new` (keyed by instance): removed first, then added, then changed; each group
     /// sorted by name so the order does not depend on dictionary order.
-    static func events(from old: [String: Service], to new: [String: Service]) -> [BrowseEvent] {
-        var removed: [Service] = []
-        var added: [Service] = []
-        var changed: [Service] = []
+    static func events(from old: [String: DNSSDService], to new: [String: DNSSDService]) -> [BrowseEvent] {
+        var removed: [DNSSDService] = []
+        var added: [DNSSDService] = []
+        var changed: [DNSSDService] = []
         for (key, service) in old where new[key] == nil { removed.append(service) }
         for (key, service) in new {
             if let previous = old[key] {
@@ -18,7 +19,7 @@ enum ServiceChanges {
                 added.append(service)
             }
         }
-        let byName: (Service, Service) -> Bool = { $0.name < $1.name }
+        let byName: (DNSSDService, DNSSDService) -> Bool = { $0.name < $1.name }
         return removed.sorted(by: byName).map(BrowseEvent.removed) + added.sorted(by: byName).map(BrowseEvent.added)
             + changed.sorted(by: byName).map(BrowseEvent.changed)
     }

@@ -1,5 +1,6 @@
 import DNSCore
-import Discovery
+import DNSSDModel
+
 
 /// The fields of an SRV record (RFC 2782).
 public struct SRVData: Hashable, Sendable {
@@ -16,9 +17,15 @@ public struct SRVData: Hashable, Sendable {
         priority = UInt16(rdata[0]) << 8 | UInt16(rdata[1])
         weight = UInt16(rdata[2]) << 8 | UInt16(rdata[3])
         port = UInt16(rdata[4]) << 8 | UInt16(rdata[5])
-        let (labels, next) = try WireName.read(rdata, at: 6)
+        let labels: [[UInt8]]
+        let next: Int
+        do {
+            (labels, next) = try DNSName.readLabels(rdata, at: 6)
+        } catch {
+            throw WideAreaError(.lookupFailed, "malformed SRV record: \(error.message)")
+        }
         guard next == rdata.count else { throw WideAreaError(.lookupFailed, "malformed SRV record: bytes after target") }
-        target = labels.map { String(decoding: WireName.lowercased($0), as: UTF8.self) }.joined(separator: ".")
+        target = labels.map { String(decoding: DNSName.lowercased(label: $0), as: UTF8.self) }.joined(separator: ".")
     }
 
     /// The SRV to use among several: lowest priority, then highest weight (a browse reports one host and port).

@@ -1,5 +1,5 @@
 import DNSCore
-import Discovery
+import DNSSDModel
 import Logging
 import Resolver
 
@@ -24,10 +24,10 @@ struct UnicastBrowser: Sendable {
 
     /// One look: the instances present now, and the smallest TTL involved.
     /// - Throws: `timeout` or `lookupFailed` when the PTR query itself fails.
-    func snapshot(fresh: Bool) async throws(WideAreaError) -> (services: [String: Service], ttl: UInt32?) {
+    func snapshot(fresh: Bool) async throws(WideAreaError) -> (services: [String: DNSSDService], ttl: UInt32?) {
         let ptr = try await source.records(ptrName, type: .ptr, fresh: fresh)
         var ttl: UInt32? = ptr.ttl
-        var services: [String: Service] = [:]
+        var services: [String: DNSSDService] = [:]
         for record in ptr.records {
             // A PTR into another type or domain, or one that is not a name, is skipped (RFC 6763 §4.1).
             guard let instance = ServiceInstanceName.fromPTR(record.rdata, type: type, domain: domain) else {
@@ -36,7 +36,7 @@ struct UnicastBrowser: Sendable {
             }
             let key = instance.instance.lowercased()
             guard resolve else {
-                services[key] = Service(name: instance.instance, type: type, domain: instance.domain)
+                services[key] = DNSSDService(name: instance.instance, type: type, domain: instance.domain)
                 continue
             }
             do {
@@ -56,7 +56,7 @@ struct UnicastBrowser: Sendable {
     func events() -> AsyncThrowingStream<BrowseEvent, any Error> {
         AsyncThrowingStream { continuation in
             let task = Task {
-                var known: [String: Service] = [:]
+                var known: [String: DNSSDService] = [:]
                 var first = true
                 while !Task.isCancelled {
                     var ttl: UInt32?

@@ -1,5 +1,5 @@
 import DNSCore
-import Discovery
+import DNSSDModel
 import Foundation
 
 /// The records one wide-area registration puts in its zone (RFC 6763 §4-§7): the type's PTR (and subtype PTRs)
@@ -26,7 +26,7 @@ struct RegistrationPlan: Hashable, Sendable, Codable {
 
     /// The SRV record: priority 0, weight 0, `port`, `host` (RFC 6763 §5).
     var srv: UpdateRecord {
-        let rdata = [0, 0, 0, 0, UInt8(port >> 8), UInt8(port & 0xFF)] + WireName.encode(hostLabels)
+        let rdata = [0, 0, 0, 0, UInt8(port >> 8), UInt8(port & 0xFF)] + DNSName.wire(hostLabels)
         return UpdateRecord(owner: name.labels, type: 33, ttl: ttl, rdata: rdata)
     }
 

@@ -1,5 +1,5 @@
 import DNSCore
-import Discovery
+import DNSSDModel
 import Logging
 import Synchronization
 
@@ -8,7 +8,7 @@ import Synchronization
 ///
 /// `events` says `registered` with the final name (after `Name (2)` renames on conflicts) or `failed` with an
 /// error naming the server's rcode; nothing is left half-registered, because each UPDATE is atomic (RFC 2136 §3.4).
-public final class WideAreaRegistration: Sendable {
+public final class WideAreaRegistration: ServiceRegistration {
     /// The id the API reports (`wa-N`, distinct from Avahi registration ids).
     public let registrationID: String
     /// `registered` first, later `failed`; ends when withdrawn or failed. Meant for one consumer.
@@ -25,11 +25,11 @@ public final class WideAreaRegistration: Sendable {
 
     private let state: Mutex<State>
     private let continuation: AsyncStream<AdvertisementEvent>.Continuation
-    private let owner: WideAreaDiscovery
+    private let owner: UnicastDNSSD
     private let locator: UpdateServerLocator
     private let key: TSIGKey
 
-    init(id: String, plan: RegistrationPlan, locator: UpdateServerLocator, key: TSIGKey, owner: WideAreaDiscovery) {
+    init(id: String, plan: RegistrationPlan, locator: UpdateServerLocator, key: TSIGKey, owner: UnicastDNSSD) {
         registrationID = id
         (events, continuation) = AsyncStream.makeStream()
         state = Mutex(State(plan: plan))
@@ -41,7 +41,7 @@ public final class WideAreaRegistration: Sendable {
     /// The name registered (after renames).
     public var name: String { state.withLock { $0.plan.instance } }
 
-    /// Starts registering; called once by ``WideAreaDiscovery/advertise(name:type:port:txt:subtypes:domain:host:)``.
+    /// Starts registering; called once by ``UnicastDNSSD/advertise(name:type:port:txt:subtypes:domain:host:)``.
     func start() {
         let task = Task { await self.run() }
         state.withLock { $0.lifecycle = task }
@@ -118,13 +118,13 @@ public final class WideAreaRegistration: Sendable {
 
     private func fail(_ error: WideAreaError) {
         _ = owner.finished(id: registrationID, host: state.withLock { $0.plan.host })
-        let code: DiscoveryError.Code = error.code == .nameConflict ? .nameConflict : .invalidParameter
-        continuation.yield(.failed(DiscoveryError(code, error.message)))
+        let code: DNSSDError.Code = error.code == .nameConflict ? .nameConflict : .invalidParameter
+        continuation.yield(.failed(DNSSDError(code, error.message)))
         continuation.finish()
     }
 
     /// Replaces the TXT record (an UPDATE deleting the old TXT and adding the new, while our SRV is there).
-    /// - Throws: `DiscoveryError.invalidParameter` for a bad TXT; `WideAreaError` when the server refuses.
+    /// - Throws: `DNSSDError.invalidParameter` for a bad TXT; `WideAreaError` when the server refuses.
     public func updateTXT(_ txt: [String: String?]) throws {
         let validated = try TXTRecord(validating: txt)
         let (old, new, located) = state.withLock { state in
@@ -166,7 +166,7 @@ public final class WideAreaRegistration: Sendable {
         let key = self.key
         let owner = self.owner
         let id = registrationID
-        owner.track(Task {
+        owner.track {
             do {
                 let reply = try await owner.sendUpdate(
                     plan.removal(includingHost: includeHost), plan: plan, target: target, key: key)
@@ -178,7 +178,7 @@ public final class WideAreaRegistration: Sendable {
                 // Kept in the journal: deleted at the next start.
                 owner.logger.warning("deleting a wide-area registration failed", metadata: ["error": "\(error)"])
             }
-        })
+        }
     }
 
     deinit {

@@ -30,7 +30,7 @@ final class UpdateMessage {
     init(zone: [[UInt8]], prerequisites: [UpdateRecord], updates: [UpdateRecord], lease: UInt32?, key: TSIGKey)
         throws(WideAreaError)
     {
-        let zoneWire = WireName.encode(zone)
+        let zoneWire = DNSName.wire(zone)
         guard
             let zoneRDF = zoneWire.withUnsafeBufferPointer({
                 ldns_rdf_new_frm_data(LDNS_RDF_TYPE_DNAME, $0.count, $0.baseAddress)

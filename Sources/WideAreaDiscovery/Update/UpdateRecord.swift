@@ -40,7 +40,7 @@ public struct UpdateRecord: Hashable, Sendable, Codable {
 
     /// The record in wire format (owner uncompressed).
     var wire: [UInt8] {
-        var out = WireName.encode(owner)
+        var out = DNSName.wire(owner)
         out += [UInt8(type >> 8), UInt8(type & 0xFF), UInt8(rrClass >> 8), UInt8(rrClass & 0xFF)]
         out += [UInt8(ttl >> 24), UInt8((ttl >> 16) & 0xFF), UInt8((ttl >> 8) & 0xFF), UInt8(ttl & 0xFF)]
         out += [UInt8(rdata.count >> 8), UInt8(rdata.count & 0xFF)]

@@ -1,4 +1,5 @@
 import ArgumentParser
+import DNSSDModel
 import DiscoverClient
 import Foundation
 import Synchronization
@@ -232,7 +233,7 @@ struct BrowsePrinter: Sendable {
     }
 
     /// avahi-browse -p lines for one event.
-    static func parseable(_ kind: BrowseEventKind, _ service: Service, resolve: Bool) -> [String] {
+    static func parseable(_ kind: BrowseEventKind, _ service: DNSSDService, resolve: Bool) -> [String] {
         let common = [
             service.interfaces.joined(separator: ","), "", escape(service.name), service.type,
             displayName(service.domain),

@@ -1,4 +1,5 @@
 import ArgumentParser
+import DNSSDModel
 import DiscoverClient
 import Foundation
 
@@ -143,7 +144,7 @@ struct DomainsCommand: AsyncParsableCommand {
 /// Text rendering of services.
 enum ServiceText {
     /// `host:port  [addresses]  TXT` of a resolved service; nil when nothing is resolved yet.
-    static func resolvedFields(_ service: Service) -> String? {
+    static func resolvedFields(_ service: DNSSDService) -> String? {
         var fields: [String] = []
         if let host = service.host { fields.append(service.port.map { "\(host):\($0)" } ?? host) }
         if !service.addresses.isEmpty { fields.append("[\(service.addresses.joined(separator: ", "))]") }
@@ -153,7 +154,7 @@ enum ServiceText {
         return fields.isEmpty ? nil : fields.joined(separator: "  ")
     }
 
-    static func details(_ service: Service) {
+    static func details(_ service: DNSSDService) {
         Output.line("\(service.name).\(service.type).\(service.domain)")
         if let host = service.host { Output.line("  host:       \(host)\(service.port.map { ":\($0)" } ?? "")") }
         Output.line("  addresses:  \(service.addresses.joined(separator: ", "))")

@@ -7,14 +7,14 @@ import Foundation
 import Logging
 import WideAreaDiscovery
 
-/// Everything the daemon can be told, with the defaults of API.md and DESIGN.md.
+/// Everything the daemon can be told, with the defaults of docs/API.md and docs/DESIGN.md.
 ///
 /// The file format is INI-like (`[section]`, `key = value`, `#` comments, a key repeated for lists), the
 /// format of avahi-daemon.conf and resolved.conf that Linux operators already know. Command-line flags
 /// override the file.
 struct DaemonConfiguration: Sendable, Equatable {
     // [daemon]
-    /// `$RUNTIME_DIRECTORY/io.discoverd` under systemd, else the default of API.md.
+    /// `$RUNTIME_DIRECTORY/io.discoverd` under systemd, else the default of docs/API.md.
     var socketPath: String = ServiceDirectories.runtime().map { $0 + "/io.discoverd" } ?? SocketPath.daemonDefault()
     var stateDirectory: String = DaemonConfiguration.defaultStateDirectory()
     var logLevel: Logger.Level = .info

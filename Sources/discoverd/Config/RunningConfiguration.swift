@@ -29,7 +29,7 @@ final class RunningConfiguration: Sendable {
         let staticServices: StaticServices
         let persistence: CachePersistenceService
         let stub: StubResponder
-        let wideArea: WideAreaDiscovery
+        let wideArea: UnicastDNSSD
         let logLevel: RuntimeLogLevel
     }
 

@@ -1,4 +1,5 @@
 import DNSCore
+import DNSSDModel
 import DNSStub
 import Discovery
 import Resolver
@@ -83,7 +84,7 @@ struct AvahiLocalRecords: LocalRecordSource {
     }
 
     private static func error(_ error: any Error) -> LocalLookupError {
-        if let error = error as? DiscoveryError, error.code == .avahiUnavailable {
+        if let error = error as? DNSSDError, error.code == .avahiUnavailable {
             return LocalLookupError("avahi-daemon is not running: .local names cannot be resolved")
         }
         return LocalLookupError("mDNS look-up failed: \(error)")

@@ -11,7 +11,7 @@ import ServiceLifecycle
 ///
 /// Encoding up to `cache-size` entries, writing and the two fsyncs of a save run on `NIOThreadPool`, never on an
 /// event loop: cached lookups keep being answered while the cache is saved.
-final class CachePersistenceService: ServiceLifecycle.Service, Sendable {
+final class CachePersistenceService: Service, Sendable {
     let resolver: DNSResolver
     let directory: URL
     let logger: Logger

@@ -3,7 +3,7 @@ import ServiceLifecycle
 import UnixSignals
 
 /// Reloads the configuration on SIGHUP (what `systemctl reload` sends) until the daemon shuts down.
-struct ReloadOnHangup: ServiceLifecycle.Service {
+struct ReloadOnHangup: Service {
     let logger: Logger
     let reload: @Sendable () async throws -> Void
 

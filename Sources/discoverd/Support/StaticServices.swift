@@ -1,3 +1,4 @@
+import DNSSDModel
 import Discovery
 import Foundation
 import Logging

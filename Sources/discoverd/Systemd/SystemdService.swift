@@ -1,3 +1,4 @@
+import DNSSDModel
 import Discovery
 import ServiceLifecycle
 
@@ -6,7 +7,7 @@ import ServiceLifecycle
 ///
 /// Put it last in the ServiceGroup: services shut down in reverse order, so it hears of the shutdown first.
 /// Without `$NOTIFY_SOCKET` it only waits for the shutdown.
-struct SystemdService: ServiceLifecycle.Service {
+struct SystemdService: Service {
     let notifier: SystemdNotifier?
     let watchdogInterval: Duration?
     let readiness: DaemonReadiness

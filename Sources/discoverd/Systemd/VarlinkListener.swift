@@ -4,7 +4,7 @@ import ServiceLifecycle
 
 /// Runs the varlink server and tells ``DaemonReadiness`` once its socket is bound (or adopted from socket
 /// activation), so the daemon says it started only when clients can connect.
-struct VarlinkListener: ServiceLifecycle.Service {
+struct VarlinkListener: Service {
     let server: VarlinkServer
     /// The listening socket passed by socket activation: served as it is, its file neither created nor removed.
     let passed: CInt?

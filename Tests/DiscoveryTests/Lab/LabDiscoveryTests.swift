@@ -1,5 +1,7 @@
+import DNSSDModel
 import Discovery
 import Foundation
+import LabSupport
 import Testing
 
 /// Browse, resolve and advertise against the real avahi-daemons of the lab: our client talks to host a's daemon,
@@ -8,7 +10,7 @@ import Testing
 @Suite(
     "Lab: DNS-SD over Avahi",
     .serialized,
-    .enabled(if: Lab.shouldRun, "network lab not up (Scripts/lab up)"),
+    .enabled(if: AvahiLab.shouldRun, "network lab not up (Scripts/lab up)"),
     .timeLimit(.minutes(2))
 )
 struct LabDiscoveryTests {
@@ -18,11 +20,11 @@ struct LabDiscoveryTests {
 
     @Test("browse on a sees avahi-publish on b, resolved with TXT and addresses; removed when it stops")
     func browseResolvesPublisherOnB() async throws {
-        let discovery = try await Lab.running()
-        let type = Lab.uniqueType()
+        let discovery = try await AvahiLab.running()
+        let type = AvahiLab.uniqueType()
         let name = uniqueName("Pub")
         // avahi-publish puts its TXT arguments on the wire in order; "a=2" is a duplicate that must lose.
-        let publisher = try Lab.publishOnB(name: name, type: type, port: 4242, txt: ["a=1", "flag", "path=/x", "a=2"])
+        let publisher = try AvahiLab.publishOnB(name: name, type: type, port: 4242, txt: ["a=1", "flag", "path=/x", "a=2"])
         defer { publisher.kill() }
 
         let log = EventLog(try discovery.browse(type: type, resolve: true))
@@ -58,8 +60,8 @@ struct LabDiscoveryTests {
 
     @Test("a TXT update of an advertisement becomes a changed event for a resolving browser")
     func txtUpdateIsChanged() async throws {
-        let discovery = try await Lab.running()
-        let type = Lab.uniqueType()
+        let discovery = try await AvahiLab.running()
+        let type = AvahiLab.uniqueType()
         let name = uniqueName("Txt")
         let ad = try discovery.advertise(name: name, type: type, port: 7000, txt: ["v": "1"])
         defer { ad.withdraw() }
@@ -73,19 +75,19 @@ struct LabDiscoveryTests {
         }
         #expect(log.count(where: \.isChanged) > changedBefore)
         #expect(log.count(where: \.isRemoved) == 0, "a TXT update is a change, not remove+add")
-        let onB = try await Lab.browseOnB(type: type)
+        let onB = try await AvahiLab.browseOnB(type: type)
         #expect(onB.contains { $0.count > 9 && $0[3] == name && $0[9].contains("\"v=2\"") })
         log.cancel()
     }
 
     @Test("a TXT update by an independent peer on b (python-zeroconf) becomes changed, not removed+added")
     func peerTXTUpdateIsChanged() async throws {
-        let discovery = try await Lab.running()
-        try #require(Lab.hasZeroconfPeer, "lab/zcpeer.py needs .venv (Scripts/bootstrap)")
-        let type = Lab.uniqueType()
+        let discovery = try await AvahiLab.running()
+        try #require(LabEnvironment.hasZeroconfPeer, "lab/zcpeer.py needs .venv (Scripts/bootstrap)")
+        let type = AvahiLab.uniqueType()
         let name = uniqueName("Zc")
         let log = EventLog(try discovery.browse(type: type, resolve: true))
-        let peer = try Lab.zeroconfPublishOnB(name: name, type: type, port: 8080, txt: ["v=1"], updateAfter: 4)
+        let peer = try AvahiLab.zeroconfPublishOnB(name: name, type: type, port: 8080, txt: ["v=1"], updateAfter: 4)
         defer { peer.kill() }
 
         try await waitUntil("resolved v=1") { log.current[name]?.txt == ["v": "1"] }
@@ -103,8 +105,8 @@ struct LabDiscoveryTests {
 
     @Test("an advertisement on a is seen by avahi-browse on b, and withdrawn")
     func advertiseSeenOnB() async throws {
-        let discovery = try await Lab.running()
-        let type = Lab.uniqueType()
+        let discovery = try await AvahiLab.running()
+        let type = AvahiLab.uniqueType()
         let name = uniqueName("Adv")
         let ad = try discovery.advertise(
             name: name,
@@ -119,32 +121,32 @@ struct LabDiscoveryTests {
         #expect(ad.name == name)
         #expect(discovery.objectCounts.entryGroups == 1)
 
-        let lines = try await Lab.browseOnB(type: type)
+        let lines = try await AvahiLab.browseOnB(type: type)
         let line = try #require(lines.first { $0.count > 9 && $0[3] == name }, "b sees \(name): \(lines)")
         #expect(line[5] == "local")
         #expect(line[6] == "lab-a.local")
         #expect(line[8] == "5151")
         #expect(line[9].contains("\"k=v\"") && line[9].contains("\"x=y\""))
         // The TXT strings are on the wire in the order we gave (sorted keys), asked directly with kdig from b.
-        let wire = try await Lab.run([
+        let wire = try await AvahiLab.run([
             "exec", "b", "kdig", "-p", "5353", "@192.0.2.1", "\(name).\(type).local", "TXT", "+short", "+notcp",
         ])
         #expect(wire.trimmingCharacters(in: .whitespacesAndNewlines) == "\"k=v\" \"x=y\"")
-        let subtypeLines = try await Lab.browseOnB(type: "_sub1._sub." + type)
+        let subtypeLines = try await AvahiLab.browseOnB(type: "_sub1._sub." + type)
         #expect(subtypeLines.contains { $0.count > 3 && $0[3] == name }, "the subtype is browsable")
 
         ad.withdraw()
         #expect(await iterator.next() == nil, "events end on withdraw")
         #expect(discovery.objectCounts.entryGroups == 0)
         try await waitUntil("b no longer sees \(name)") {
-            try await Lab.browseOnB(type: type).allSatisfy { $0.count <= 3 || $0[3] != name }
+            try await AvahiLab.browseOnB(type: type).allSatisfy { $0.count <= 3 || $0[3] != name }
         }
     }
 
     @Test("two advertisements of one name: the second is renamed")
     func localCollisionRenames() async throws {
-        let discovery = try await Lab.running()
-        let type = Lab.uniqueType()
+        let discovery = try await AvahiLab.running()
+        let type = AvahiLab.uniqueType()
         let name = uniqueName("Dup")
         let first = try discovery.advertise(name: name, type: type, port: 1000)
         let second = try discovery.advertise(name: name, type: type, port: 1001)
@@ -160,18 +162,18 @@ struct LabDiscoveryTests {
 
     @Test("without a name, the advertisement takes the host name")
     func defaultNameIsHostName() async throws {
-        let discovery = try await Lab.running()
-        let ad = try discovery.advertise(type: Lab.uniqueType(), port: 1234)
+        let discovery = try await AvahiLab.running()
+        let ad = try discovery.advertise(type: AvahiLab.uniqueType(), port: 1234)
         defer { ad.withdraw() }
         var events = ad.events.makeAsyncIterator()
-        #expect(await events.next() == .registered(name: Lab.environment?["LAB_A_HOSTNAME"] ?? "lab-a"))
+        #expect(await events.next() == .registered(name: LabEnvironment.environment?["LAB_A_HOSTNAME"] ?? "lab-a"))
     }
 
     @Test("an advertisement is withdrawn when its event consumer is cancelled, and when it is released")
     func advertisementLifetime() async throws {
-        let discovery = try await Lab.running()
+        let discovery = try await AvahiLab.running()
         let before = discovery.objectCounts.entryGroups
-        let ad = try discovery.advertise(name: uniqueName("Life"), type: Lab.uniqueType(), port: 1)
+        let ad = try discovery.advertise(name: uniqueName("Life"), type: AvahiLab.uniqueType(), port: 1)
         let consumer = Task { for await _ in ad.events {} }
         try await waitUntil("registered") { ad.name != nil }
         #expect(discovery.objectCounts.entryGroups == before + 1)
@@ -180,7 +182,7 @@ struct LabDiscoveryTests {
         #expect(discovery.statistics.advertisements == 0)
 
         var released: Advertisement? = try discovery.advertise(
-            name: uniqueName("Gone"), type: Lab.uniqueType(), port: 1)
+            name: uniqueName("Gone"), type: AvahiLab.uniqueType(), port: 1)
         #expect(discovery.objectCounts.entryGroups == before + 1)
         #expect(released != nil)
         released = nil
@@ -189,10 +191,10 @@ struct LabDiscoveryTests {
 
     @Test("a name taken on b makes the advertisement on a pick an alternative")
     func remoteCollisionRenames() async throws {
-        let discovery = try await Lab.running()
-        let type = Lab.uniqueType()
+        let discovery = try await AvahiLab.running()
+        let type = AvahiLab.uniqueType()
         let name = uniqueName("Rem")
-        let publisher = try Lab.publishOnB(name: name, type: type, port: 2000, txt: [])
+        let publisher = try AvahiLab.publishOnB(name: name, type: type, port: 2000, txt: [])
         defer { publisher.kill() }
         let log = EventLog(try discovery.browse(type: type))
         try await waitUntil("b's service is visible on a") { log.current[name] != nil }
@@ -212,10 +214,10 @@ struct LabDiscoveryTests {
 
     @Test("50 subscribers share one Avahi browser; a late one gets the current set; the last one frees it")
     func subscribersShareOneBrowser() async throws {
-        let discovery = try await Lab.running()
-        let type = Lab.uniqueType()
+        let discovery = try await AvahiLab.running()
+        let type = AvahiLab.uniqueType()
         let name = uniqueName("Share")
-        let publisher = try Lab.publishOnB(name: name, type: type, port: 3000, txt: ["s=1"])
+        let publisher = try AvahiLab.publishOnB(name: name, type: type, port: 3000, txt: ["s=1"])
         defer { publisher.kill() }
         let before = discovery.objectCounts
 
@@ -252,14 +254,15 @@ struct LabDiscoveryTests {
 
     @Test("a subscriber that does not keep up is ended with subscriberTooSlow, not silently thinned out")
     func slowSubscriberIsDropped() async throws {
-        _ = try await Lab.running()
+        _ = try await AvahiLab.running()
         // A second client with a tiny buffer (same bus address, so libdbus's cached address is right).
-        let small = try DiscoveryService(dbusSystemBusAddress: Lab.busA, subscriberBufferLimit: 2)
+        let small = try DiscoveryService(dbusSystemBusAddress: AvahiLab.busA, subscriberBufferLimit: 2)
+        try small.start()
         defer { small.shutdown() }
         try await waitUntil("second client running") { small.avahiState == .running }
-        let type = Lab.uniqueType()
-        let first = try Lab.publishOnB(name: uniqueName("SlowA"), type: type, port: 1, txt: [])
-        let second = try Lab.publishOnB(name: uniqueName("SlowB"), type: type, port: 2, txt: [])
+        let type = AvahiLab.uniqueType()
+        let first = try AvahiLab.publishOnB(name: uniqueName("SlowA"), type: type, port: 1, txt: [])
+        let second = try AvahiLab.publishOnB(name: uniqueName("SlowB"), type: type, port: 2, txt: [])
         defer {
             first.kill()
             second.kill()
@@ -274,7 +277,7 @@ struct LabDiscoveryTests {
         do {
             for try await event in slow { received.append(event) }
             Issue.record("the stream ended without an error")
-        } catch let error as DiscoveryError {
+        } catch let error as DNSSDError {
             #expect(error.code == .subscriberTooSlow)
         }
         #expect(received.count == 2, "the buffered events are delivered before the error")
@@ -288,10 +291,10 @@ struct LabDiscoveryTests {
 
     @Test("one-shot resolve, browseTypes and browseDomains")
     func oneShotLookups() async throws {
-        let discovery = try await Lab.running()
-        let type = Lab.uniqueType()
+        let discovery = try await AvahiLab.running()
+        let type = AvahiLab.uniqueType()
         let name = uniqueName("Res")
-        let publisher = try Lab.publishOnB(name: name, type: type, port: 4343, txt: ["r=1"])
+        let publisher = try AvahiLab.publishOnB(name: name, type: type, port: 4343, txt: ["r=1"])
         defer { publisher.kill() }
         // Give b time to announce.
         let log = EventLog(try discovery.browse(type: type))
@@ -313,7 +316,7 @@ struct LabDiscoveryTests {
         do {
             _ = try await discovery.resolve(name: "Nobody-\(name)", type: type, timeout: .seconds(2))
             Issue.record("resolving a missing instance succeeded")
-        } catch let error as DiscoveryError {
+        } catch let error as DNSSDError {
             #expect(error.code == .timeout || error.code == .notFound)
         }
         #expect(ContinuousClock.now - start < .seconds(4))
@@ -323,12 +326,12 @@ struct LabDiscoveryTests {
 
     @Test("invalid input is refused before Avahi is involved")
     func validationThroughTheService() async throws {
-        let discovery = try await Lab.running()
-        #expect(throws: DiscoveryError.self) { try discovery.browse(type: "_bad type._tcp") }
-        #expect(throws: DiscoveryError.self) { try discovery.browse(type: "_http._tcp", interface: "nope0") }
-        #expect(throws: DiscoveryError.self) { try discovery.advertise(name: "", type: "_http._tcp", port: 80) }
-        #expect(throws: DiscoveryError.self) { try discovery.advertise(type: "_http._tcp", port: 70000) }
-        #expect(throws: DiscoveryError.self) {
+        let discovery = try await AvahiLab.running()
+        #expect(throws: DNSSDError.self) { try discovery.browse(type: "_bad type._tcp") }
+        #expect(throws: DNSSDError.self) { try discovery.browse(type: "_http._tcp", interface: "nope0") }
+        #expect(throws: DNSSDError.self) { try discovery.advertise(name: "", type: "_http._tcp", port: 80) }
+        #expect(throws: DNSSDError.self) { try discovery.advertise(type: "_http._tcp", port: 70000) }
+        #expect(throws: DNSSDError.self) {
             try discovery.advertise(type: "_http._tcp", port: 80, txt: ["bad=key": "v"])
         }
         do {
@@ -346,11 +349,11 @@ struct LabDiscoveryTests {
         .enabled(if: ProcessInfo.processInfo.environment["DISCOVERY_SKIP_AVAHI_RESTART"] != "1")
     )
     func survivesAvahiRestart() async throws {
-        let discovery = try await Lab.running()
-        let type = Lab.uniqueType()
+        let discovery = try await AvahiLab.running()
+        let type = AvahiLab.uniqueType()
         let name = uniqueName("Live")
         let adName = uniqueName("Back")
-        let publisher = try Lab.publishOnB(name: name, type: type, port: 6000, txt: ["r=1"])
+        let publisher = try AvahiLab.publishOnB(name: name, type: type, port: 6000, txt: ["r=1"])
         defer { publisher.kill() }
         let ad = try discovery.advertise(name: adName, type: type, port: 6001)
         defer { ad.withdraw() }
@@ -377,13 +380,13 @@ struct LabDiscoveryTests {
         }
 
         do {
-            try await Lab.run(["avahi", "stop", "a"])
+            try await AvahiLab.run(["avahi", "stop", "a"])
             try await waitUntil("removed for every service when the daemon went away") {
                 log.current.isEmpty && log.count(where: \.isRemoved) >= 2
             }
             #expect(discovery.avahiState != .running)
             do {
-                _ = try discovery.browse(type: Lab.uniqueType())
+                _ = try discovery.browse(type: AvahiLab.uniqueType())
                 Issue.record("browse succeeded without avahi-daemon")
             } catch {
                 #expect(error.code == .avahiUnavailable)
@@ -397,11 +400,11 @@ struct LabDiscoveryTests {
             do {
                 _ = try await pendingLookup.value
                 Issue.record("a record lookup pending while the daemon went away succeeded")
-            } catch let error as DiscoveryError {
+            } catch let error as DNSSDError {
                 #expect(error.code == .avahiUnavailable)
             }
             try await waitUntil("the record stream failed") { records.failure != nil }
-            #expect((records.failure as? DiscoveryError)?.code == .avahiUnavailable)
+            #expect((records.failure as? DNSSDError)?.code == .avahiUnavailable)
             do {
                 _ = try await discovery.lookupRecords(name: "lab-b.local", type: 1)
                 Issue.record("lookupRecords succeeded without avahi-daemon")
@@ -410,17 +413,17 @@ struct LabDiscoveryTests {
             }
             #expect(discovery.objectCounts.total == 0, "no Avahi object outlives its client")
         } catch {
-            _ = try? await Lab.run(["avahi", "start", "a"])
+            _ = try? await AvahiLab.run(["avahi", "start", "a"])
             throw error
         }
-        try await Lab.run(["avahi", "start", "a"])
+        try await AvahiLab.run(["avahi", "start", "a"])
 
         try await waitUntil("running again", timeout: .seconds(30)) { discovery.avahiState == .running }
         try await waitUntil("the browse finds both services again", timeout: .seconds(20)) {
             log.current[name]?.port == 6000 && log.current[adName] != nil
         }
         try await waitUntil("b sees the advertisement again", timeout: .seconds(20)) {
-            try await Lab.browseOnB(type: type).contains { $0.count > 3 && $0[3] == adName }
+            try await AvahiLab.browseOnB(type: type).contains { $0.count > 3 && $0[3] == adName }
         }
         #expect(ad.name == adName)
         #expect(!log.isFinished, "the browse stream survived the restart")

@@ -1,5 +1,7 @@
+import DNSSDModel
 import Discovery
 import Foundation
+import LabSupport
 import Testing
 
 /// Raw record look-ups (`lookupRecords`, `recordUpdates`) against the lab's avahi-daemons. In the serialized lab suite
@@ -16,7 +18,7 @@ extension LabDiscoveryTests {
 
     @Test("A and AAAA of lab-b.local, any case in, canonical name and host TTL out")
     func hostAddressRecords() async throws {
-        let discovery = try await Lab.running()
+        let discovery = try await AvahiLab.running()
         let a = try await discovery.lookupRecords(name: "LAB-B.local", type: 1)
         #expect(
             a == [
@@ -35,7 +37,7 @@ extension LabDiscoveryTests {
 
     @Test("reverse PTR of lab-b's IPv4 and IPv6 addresses, asked on the link")
     func reversePointers() async throws {
-        let discovery = try await Lab.running()
+        let discovery = try await AvahiLab.running()
         let v4 = try await discovery.lookupRecords(name: "2.2.0.192.in-addr.arpa", type: 12)
         #expect(v4.map(\.rdata) == [Self.wire("lab-b.local")])
         #expect(v4.first?.name == "2.2.0.192.in-addr.arpa.")
@@ -47,10 +49,10 @@ extension LabDiscoveryTests {
 
     @Test("PTR, SRV and TXT of an avahi-publish service on b; the type in _services._dns-sd._udp")
     func serviceRecordsOfAvahiPublish() async throws {
-        let discovery = try await Lab.running()
-        let type = Lab.uniqueType()
+        let discovery = try await AvahiLab.running()
+        let type = AvahiLab.uniqueType()
         let name = "Rec \(UInt16.random(in: 0...UInt16.max))"
-        let publisher = try Lab.publishOnB(name: name, type: type, port: 4711, txt: ["a=1", "flag", "path=/x"])
+        let publisher = try AvahiLab.publishOnB(name: name, type: type, port: 4711, txt: ["a=1", "flag", "path=/x"])
         defer { publisher.kill() }
         let instance = "\(name).\(type).local".replacingOccurrences(of: " ", with: "\\032")
 
@@ -77,13 +79,13 @@ extension LabDiscoveryTests {
 
     @Test(
         "SRV and TXT of a python-zeroconf peer (which compresses names) come uncompressed",
-        .enabled(if: Lab.hasZeroconfPeer || Lab.isCI)
+        .enabled(if: LabEnvironment.hasZeroconfPeer || LabEnvironment.isCI)
     )
     func serviceRecordsOfZeroconfPeer() async throws {
-        let discovery = try await Lab.running()
-        let type = Lab.uniqueType()
+        let discovery = try await AvahiLab.running()
+        let type = AvahiLab.uniqueType()
         let name = "zc\(UInt16.random(in: 0...UInt16.max))"
-        let peer = try Lab.zeroconfPublishOnB(name: name, type: type, port: 8080, txt: ["path=/z", "on"])
+        let peer = try AvahiLab.zeroconfPublishOnB(name: name, type: type, port: 8080, txt: ["path=/z", "on"])
         defer { peer.kill() }
         var srv: [MDNSRecord] = []
         try await waitUntil("SRV of the peer") {
@@ -98,14 +100,14 @@ extension LabDiscoveryTests {
 
     @Test("an unknown name gives [] within the timeout; invalid input is refused")
     func unknownAndInvalid() async throws {
-        let discovery = try await Lab.running()
+        let discovery = try await AvahiLab.running()
         let start = ContinuousClock.now
         let none = try await discovery.lookupRecords(name: "nobody-\(UInt32.random(in: 0...UInt32.max)).local", type: 1)
         #expect(none.isEmpty)
         #expect(ContinuousClock.now - start < .seconds(3))
         #expect(discovery.objectCounts.otherBrowsers == 0)
 
-        await #expect(throws: DiscoveryError(.invalidName, "invalid name \"a..local\": empty label")) {
+        await #expect(throws: DNSSDError(.invalidName, "invalid name \"a..local\": empty label")) {
             try await discovery.lookupRecords(name: "a..local", type: 1)
         }
         do {
@@ -118,7 +120,7 @@ extension LabDiscoveryTests {
 
     @Test("cancelling the calling task ends the lookup at once and frees the browser")
     func cancelledLookup() async throws {
-        let discovery = try await Lab.running()
+        let discovery = try await AvahiLab.running()
         let lookup = Task {
             try await discovery.lookupRecords(name: "nobody-cancel.local", type: 1, timeout: .seconds(60))
         }
@@ -133,14 +135,14 @@ extension LabDiscoveryTests {
 
     @Test("recordUpdates: added when a service appears, removed when its publisher says goodbye")
     func recordStream() async throws {
-        let discovery = try await Lab.running()
-        let type = Lab.uniqueType()
+        let discovery = try await AvahiLab.running()
+        let type = AvahiLab.uniqueType()
         let name = "Upd\(UInt16.random(in: 0...UInt16.max))"
         let events = RecordEventLog(try discovery.recordUpdates(name: "\(type).local", type: 12))
         try await waitUntil("allForNow") { events.all.contains(.allForNow) }
         #expect(events.all == [.allForNow])
 
-        let publisher = try Lab.publishOnB(name: name, type: type, port: 9, txt: [])
+        let publisher = try AvahiLab.publishOnB(name: name, type: type, port: 9, txt: [])
         defer { publisher.kill() }
         let instanceWire = [UInt8(name.utf8.count)] + Array(name.utf8) + Self.wire("\(type).local")
         try await waitUntil("added") { events.added.map(\.rdata) == [instanceWire] }
@@ -163,18 +165,18 @@ extension StreamLog where Event == MDNSRecordEvent {
 extension LabDiscoveryTests {
     @Test("browse and resolve a 19-character service type published by avahi-publish on b")
     func longServiceType() async throws {
-        let discovery = try await Lab.running()
+        let discovery = try await AvahiLab.running()
         // Over RFC 6335's 15 characters, like _androidtvremote2._tcp; unique per run.
         let type = "_dtlongtype" + String(UInt32.random(in: 0...UInt32.max), radix: 16) + "._tcp"
         let name = "Long\(UInt16.random(in: 0...UInt16.max))"
-        let publisher = try Lab.publishOnB(name: name, type: type, port: 4812, txt: ["flag", "k=v"])
+        let publisher = try AvahiLab.publishOnB(name: name, type: type, port: 4812, txt: ["flag", "k=v"])
         defer { publisher.kill() }
         let log = EventLog(try discovery.browse(type: type, resolve: true))
         try await waitUntil("found and resolved") { log.current[name]?.port == 4812 }
         #expect(log.current[name]?.txt == ["flag": nil, "k": "v"])
         let service = try await discovery.resolve(name: name, type: type)
         #expect(service.type == type)
-        #expect(throws: DiscoveryError.self, "advertising such a type stays refused") {
+        #expect(throws: DNSSDError.self, "advertising such a type stays refused") {
             try discovery.advertise(name: name, type: type, port: 1)
         }
         log.cancel()
@@ -183,14 +185,14 @@ extension LabDiscoveryTests {
 
     @Test("a boolean TXT attribute is published as `flag`, not `flag=`: avahi-browse on b sees it so")
     func booleanAttributeOnTheWire() async throws {
-        let discovery = try await Lab.running()
-        let type = Lab.uniqueType()
+        let discovery = try await AvahiLab.running()
+        let type = AvahiLab.uniqueType()
         let name = "Bool\(UInt16.random(in: 0...UInt16.max))"
         let ad = try discovery.advertise(name: name, type: type, port: 4813, txt: ["flag": nil, "k": "v", "e": ""])
         defer { ad.withdraw() }
         var entries: [[String]] = []
         try await waitUntil("b resolves it") {
-            entries = try await Lab.browseOnB(type: type).filter { $0.count > 9 && $0[3] == name }
+            entries = try await AvahiLab.browseOnB(type: type).filter { $0.count > 9 && $0[3] == name }
             return !entries.isEmpty
         }
         // avahi-browse -p prints the TXT strings quoted, space-separated.

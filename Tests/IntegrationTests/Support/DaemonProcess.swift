@@ -1,4 +1,5 @@
 import Foundation
+import LabSupport
 import Testing
 
 /// Where the built executables are: `$DISCOVERD_BIN_DIR`, else next to the test bundle.
@@ -31,56 +32,9 @@ final class TemporaryDirectory: @unchecked Sendable {
     deinit { try? FileManager.default.removeItem(atPath: path) }
 }
 
-/// The result of running a command to completion.
-struct CommandResult {
-    var status: Int32
-    var stdout: String
-    var stderr: String
-}
-
-/// Runs a command to completion (bounded by `timeout`), capturing its output.
+/// Runs a command to completion (bounded by `timeout` seconds), capturing its output.
 func runCommand(_ arguments: [String], environment: [String: String] = [:], timeout: Double = 30) throws -> CommandResult {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: arguments[0])
-    process.arguments = Array(arguments.dropFirst())
-    var env = ProcessInfo.processInfo.environment
-    env["DISCOVERD_SOCKET"] = nil
-    for (key, value) in environment { env[key] = value }
-    process.environment = env
-    let out = Pipe()
-    let err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    process.standardInput = FileHandle.nullDevice
-    try process.run()
-    let outData = LockedData()
-    let errData = LockedData()
-    let group = DispatchGroup()
-    for (pipe, sink) in [(out, outData), (err, errData)] {
-        group.enter()
-        DispatchQueue.global().async {
-            sink.set(pipe.fileHandleForReading.readDataToEndOfFile())
-            group.leave()
-        }
-    }
-    let deadline = Date().addingTimeInterval(timeout)
-    while process.isRunning && Date() < deadline { usleep(10_000) }
-    if process.isRunning {
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-    }
-    group.wait()
-    return CommandResult(
-        status: process.terminationStatus, stdout: String(decoding: outData.get(), as: UTF8.self),
-        stderr: String(decoding: errData.get(), as: UTF8.self))
-}
-
-final class LockedData: @unchecked Sendable {
-    // Guarded by `lock`.
-    private let lock = NSLock()
-    private var data = Data()
-    func set(_ value: Data) { lock.withLock { data = value } }
-    func get() -> Data { lock.withLock { data } }
+    try SpawnedProcess.runBlocking(arguments, environment: environment, timeout: .milliseconds(Int(timeout * 1000)))
 }
 
 /// A discoverd process started by a test and stopped (by PID) when the test ends.

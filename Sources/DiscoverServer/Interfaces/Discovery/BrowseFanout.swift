@@ -1,10 +1,11 @@
+import DNSSDModel
 import DiscoverAPI
-import Discovery
 import NIOConcurrencyHelpers
 
 /// `Browse` streams (`more: true`) shared between calls: the calls with the same parameters follow one browse.
 ///
-/// One task reads that browse, encodes each event once and queues it with one job per event loop, which writes
+/// The browse hands each event to this fan-out as it happens (a ``BrowseSink``: for mDNS on Avahi's poll thread,
+/// with no stream or task between); the event is encoded once and queued with one job per event loop, which writes
 /// and flushes it on every call of that loop (``StreamFanout``); a call costs no task wake-up per event. A call
 /// that joins a browse already running is first sent the ``BrowseSnapshot`` (the instances present, then
 /// `allForNow` if it came), queued before any later event.
@@ -32,15 +33,18 @@ final class BrowseFanout: Sendable {
         }
     }
 
-    /// Starts the browse a key stands for (called once per shared browse, by its reading task).
-    typealias Source = @Sendable () async throws -> AsyncThrowingStream<BrowseEvent, any Error>
+    /// Starts the browse a key stands for, delivering into the sink (called once per shared browse).
+    typealias Source = @Sendable (BrowseSink) async throws -> BrowseSubscription
 
     private struct Browse {
         /// Tells this browse from a later one of the same key, after this one ended.
         let generation: UInt64
         var snapshot = BrowseSnapshot()
         var calls = StreamFanout()
-        var reader: Task<Void, Never>?
+        /// Starts the browse (the source is async: it may wait for Avahi's lock).
+        var starter: Task<Void, Never>?
+        /// The running browse, once started.
+        var subscription: BrowseSubscription?
     }
 
     private struct Call {
@@ -93,7 +97,7 @@ final class BrowseFanout: Sendable {
             let id = state.nextID
             if state.browses[key] == nil {
                 var browse = Browse(generation: id)
-                browse.reader = Task { await self.read(key, generation: id, source: source) }
+                browse.starter = Task { await self.start(key, generation: id, source: source) }
                 state.browses[key] = browse
             } else {
                 // Under the lock: the catch-up is queued before the next event is.
@@ -124,8 +128,9 @@ final class BrowseFanout: Sendable {
             guard var call = state.calls[id] else { return nil }
             if state.browses[call.key]?.generation == call.generation {
                 state.browses[call.key]!.calls.remove(id, call.target)
-                if state.browses[call.key]!.calls.isEmpty {
-                    state.browses.removeValue(forKey: call.key)?.reader?.cancel()
+                if state.browses[call.key]!.calls.isEmpty, let browse = state.browses.removeValue(forKey: call.key) {
+                    browse.starter?.cancel()
+                    browse.subscription?.cancel()
                 }
             }
             guard let continuation = call.continuation else {
@@ -140,26 +145,39 @@ final class BrowseFanout: Sendable {
         continuation?.resume(throwing: CancellationError())
     }
 
-    /// The browse's one reader: encodes each event once and hands it to every call.
-    private func read(_ key: Key, generation: UInt64, source: Source) async {
-        let end: Result<Void, any Error>
+    /// Starts the browse of `key` with `source`, delivering into this fan-out; keeps its subscription, or cancels it
+    /// when every call left meanwhile.
+    private func start(_ key: Key, generation: UInt64, source: Source) async {
+        let sink = BrowseSink(
+            event: { [self] event in deliver(event, key: key, generation: generation) },
+            end: { [self] error in ended(key, generation: generation, with: error.map { .failure($0) } ?? .success(())) })
         do {
-            for try await event in try await source() {
-                let encoded = try EncodedBrowseEvent(event)
-                let current = state.withLockedValue { state -> Bool in
-                    guard state.browses[key]?.generation == generation else { return false }
-                    state.browses[key]!.snapshot.apply(encoded)
-                    state.browses[key]!.calls.send(encoded.bytes)
-                    return true
-                }
-                // Every call left: stop reading, which ends the browse behind the stream.
-                guard current else { return }
+            let subscription = try await source(sink)
+            let current = state.withLockedValue { state -> Bool in
+                guard state.browses[key]?.generation == generation else { return false }
+                state.browses[key]!.subscription = subscription
+                return true
             }
-            end = .success(())
+            // Every call left while it started: nobody wants its events.
+            if !current { subscription.cancel() }
         } catch {
-            end = .failure(error)
+            ended(key, generation: generation, with: .failure(error))
         }
-        // The calls' tasks resume after the jobs queued above, so each call's final reply comes after its events.
+    }
+
+    /// One event of the browse: encoded once, recorded for late joiners, queued for every call.
+    private func deliver(_ event: BrowseEvent, key: Key, generation: UInt64) {
+        guard let encoded = try? EncodedBrowseEvent(event) else { return }
+        state.withLockedValue { state in
+            guard state.browses[key]?.generation == generation else { return }
+            state.browses[key]!.snapshot.apply(encoded)
+            state.browses[key]!.calls.send(encoded.bytes)
+        }
+    }
+
+    /// The browse ended (finished, failed, or could not start): every call of it ends the same way.
+    private func ended(_ key: Key, generation: UInt64, with end: Result<Void, any Error>) {
+        // The calls' tasks resume after the jobs queued before, so each call's final reply comes after its events.
         let waiting: [CheckedContinuation<Void, any Error>] = state.withLockedValue { state in
             guard let browse = state.browses[key], browse.generation == generation else { return [] }
             state.browses[key] = nil

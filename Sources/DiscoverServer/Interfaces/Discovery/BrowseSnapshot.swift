@@ -1,3 +1,4 @@
+import DNSSDModel
 import DiscoverAPI
 import Discovery
 

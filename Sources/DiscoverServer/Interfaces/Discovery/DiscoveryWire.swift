@@ -1,9 +1,9 @@
+import DNSSDModel
 import DiscoverAPI
 import Discovery
-import Foundation
 import WideAreaDiscovery
 
-// Discovery's domain types as the wire types of io.discoverd.Discovery (API.md), and its errors as the interface's
+// Discovery's domain types as the wire types of io.discoverd.Discovery (docs/API.md), and its errors as the interface's
 // varlink errors. This is the only place either mapping is written.
 
 /// What a Discovery call was about: the wire errors name it, the domain errors do not carry it.
@@ -13,11 +13,11 @@ struct DiscoverySubject: Sendable {
     /// The parameter an `invalidParameter` error is about.
     var parameter: String = "parameters"
 
-    /// Runs `body`, tagging a ``DiscoveryError`` it throws with this subject.
+    /// Runs `body`, tagging a ``DNSSDError`` it throws with this subject.
     func mapErrors<T>(_ body: () async throws -> T) async throws -> T {
         do {
             return try await body()
-        } catch let error as DiscoveryError {
+        } catch let error as DNSSDError {
             throw DiscoveryCallError(error: error, subject: self)
         } catch let error as WideAreaError {
             throw WideAreaCallError(error: error, subject: self)
@@ -25,9 +25,9 @@ struct DiscoverySubject: Sendable {
     }
 }
 
-/// A ``DiscoveryError`` together with the subject of its call: enough to build the varlink error of API.md.
+/// A ``DNSSDError`` together with the subject of its call: enough to build the varlink error of docs/API.md.
 struct DiscoveryCallError: VarlinkErrorConvertible {
-    var error: DiscoveryError
+    var error: DNSSDError
     var subject: DiscoverySubject
 
     var varlinkError: VarlinkError {
@@ -50,23 +50,17 @@ struct DiscoveryCallError: VarlinkErrorConvertible {
     }
 }
 
-extension Discovery.Service {
+extension DNSSDService {
     /// Identifies an instance in a one-shot browse's result.
     var key: String { "\(name)\u{0}\(type)\u{0}\(domain)" }
-
-    var wire: DiscoverAPI.Service {
-        DiscoverAPI.Service(
-            name: name, type: type, domain: domain, interfaces: interfaces, host: host, port: port,
-            addresses: addresses, txt: txt, txtRaw: txtRaw.map { $0.map { Data($0).base64EncodedString() } })
-    }
 }
 
 extension BrowseEvent {
     var wire: BrowseReply {
         switch self {
-        case .added(let service): BrowseReply(event: .added, service: service.wire)
-        case .removed(let service): BrowseReply(event: .removed, service: service.wire)
-        case .changed(let service): BrowseReply(event: .changed, service: service.wire)
+        case .added(let service): BrowseReply(event: .added, service: service)
+        case .removed(let service): BrowseReply(event: .removed, service: service)
+        case .changed(let service): BrowseReply(event: .changed, service: service)
         case .allForNow: BrowseReply(event: .allForNow)
         }
     }

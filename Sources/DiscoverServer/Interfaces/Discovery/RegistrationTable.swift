@@ -1,8 +1,9 @@
+import DNSSDModel
 import DiscoverAPI
 import Discovery
 import NIOConcurrencyHelpers
 
-/// Advertisements made over the API, by id, with the uid that made them (API.md: only the owner or root may
+/// Advertisements made over the API, by id, with the uid that made them (docs/API.md: only the owner or root may
 /// update or withdraw).
 public final class RegistrationTable: Sendable {
     private struct Entry {

@@ -2,7 +2,7 @@ import DNSCore
 import DiscoverAPI
 import Resolver
 
-// The resolver's domain types as the wire types of io.discoverd.Resolver (API.md), and its errors as the
+// The resolver's domain types as the wire types of io.discoverd.Resolver (docs/API.md), and its errors as the
 // interface's varlink errors. This is the only place either mapping is written.
 
 extension ResolverError: VarlinkErrorConvertible {
