@@ -140,6 +140,17 @@ public enum StubReply {
         return (out, truncated)
     }
 
+    /// REFUSED with the header and the question only (no OPT, no EDE): what a client outside `[stub] allow` gets. It
+    /// is never larger than the query, which held at least the same header and question.
+    public static func bareRefusal(to query: StubQuery) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(12 + query.questionWire.count)
+        header(into: &out, id: query.id, rd: query.recursionDesired, cd: query.checkingDisabled, tc: false, rcode: 5,
+            qd: 1, an: 0, ns: 0, ar: 0)
+        out.append(contentsOf: query.questionWire)
+        return out
+    }
+
     /// FORMERR or NOTIMP to a message that is not a usable query: the header, and the question when known.
     public static func problem(_ problem: StubQueryProblem) -> [UInt8]? {
         var out: [UInt8] = []

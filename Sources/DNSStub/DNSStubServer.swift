@@ -39,6 +39,11 @@ public final class DNSStubServer: ServiceLifecycle.Service, Sendable {
     /// `bind()` ran (whatever it managed to bind): `run()` does not try again.
     private let didBind = Atomic<Bool>(false)
     private let tcpConnections = Atomic<Int>(0)
+    /// TCP connections open per client address (not loopback), for `maxTCPConnectionsPerAddress`.
+    private let tcpByAddress = Mutex<[[UInt8]: Int]>([:])
+    private let maxTCPPerAddress: Int
+    /// DNS Cookies, when the stub listens beyond loopback (or `cookies = yes`).
+    let cookies: StubCookies?
 
     public init(
         responder: StubResponder, settings: StubSettings, inherited: [InheritedSocket] = [],
@@ -49,6 +54,13 @@ public final class DNSStubServer: ServiceLifecycle.Service, Sendable {
         self.inherited = inherited
         self.idleTimeout = settings.tcpIdleTimeout
         self.maxTCPConnections = settings.maxTCPConnections
+        self.maxTCPPerAddress = settings.maxTCPConnectionsPerAddress
+        let beyondLoopback =
+            settings.listen.contains { address in
+                guard let bytes = AddressRange.parseAddress(address.host) else { return true }
+                return !AddressRange.loopback.contains { $0.contains(bytes) }
+            } || !inherited.isEmpty
+        self.cookies = (settings.cookies ?? beyondLoopback) ? StubCookies() : nil
         self.group = group
         self.logger = logger
     }
@@ -144,7 +156,8 @@ public final class DNSStubServer: ServiceLifecycle.Service, Sendable {
         let number = workers.withLock { $0.count }
         for (index, socket) in sockets.enumerated() {
             let worker = StubUDPWorker(
-                socket: socket, responder: responder, name: "dns-udp-\(number + index)", logger: logger)
+                socket: socket, responder: responder, name: "dns-udp-\(number + index)", logger: logger,
+                cookies: cookies)
             do {
                 try worker.start()
             } catch {
@@ -171,6 +184,8 @@ public final class DNSStubServer: ServiceLifecycle.Service, Sendable {
         let idle = TimeAmount.nanoseconds(
             idleTimeout.components.seconds * 1_000_000_000 + idleTimeout.components.attoseconds / 1_000_000_000)
         let limit = maxTCPConnections
+        let perAddress = maxTCPPerAddress
+        let cookies = self.cookies
         let server = self
         return ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.backlog, value: 256)
@@ -178,15 +193,43 @@ public final class DNSStubServer: ServiceLifecycle.Service, Sendable {
             .childChannelOption(ChannelOptions.writeBufferWaterMark, value: .init(low: 32 * 1024, high: 64 * 1024))
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    let open = server.tcpConnections.wrappingAdd(1, ordering: .relaxed).newValue
-                    channel.closeFuture.whenComplete { _ in server.tcpConnections.wrappingSubtract(1, ordering: .relaxed) }
-                    guard open <= limit else {
+                    // The access list at accept: a stranger's connection is closed at once, before it can hold a
+                    // slot or send a byte we would read.
+                    let client = StubClient(channel.remoteAddress)
+                    guard responder.isAllowed(client) else {
+                        responder.countRefusedConnection()
                         channel.close(promise: nil)
                         return
                     }
-                    try channel.pipeline.syncOperations.addHandler(StubTCPHandler(responder: responder, idleTimeout: idle))
+                    let open = server.tcpConnections.wrappingAdd(1, ordering: .relaxed).newValue
+                    channel.closeFuture.whenComplete { _ in server.tcpConnections.wrappingSubtract(1, ordering: .relaxed) }
+                    guard open <= limit, server.admitTCP(client, limit: perAddress, channel: channel) else {
+                        channel.close(promise: nil)
+                        return
+                    }
+                    try channel.pipeline.syncOperations.addHandler(
+                        StubTCPHandler(responder: responder, idleTimeout: idle, cookies: cookies))
                 }
             }
+    }
+
+    /// Counts a TCP connection of `client` against its address's cap (loopback is exempt); the count is given back
+    /// when the channel closes.
+    private func admitTCP(_ client: StubClient, limit: Int, channel: any Channel) -> Bool {
+        guard !client.isLoopback, let key = client.bytes else { return true }
+        let admitted = tcpByAddress.withLock { counts in
+            guard counts[key, default: 0] < limit else { return false }
+            counts[key, default: 0] += 1
+            return true
+        }
+        guard admitted else { return false }
+        channel.closeFuture.whenComplete { _ in
+            self.tcpByAddress.withLock { counts in
+                counts[key, default: 1] -= 1
+                if counts[key] == 0 { counts[key] = nil }
+            }
+        }
+        return true
     }
 
     /// Binds (if `bind()` was not called yet) and serves until graceful shutdown, then closes every socket.

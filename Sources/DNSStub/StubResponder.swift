@@ -26,11 +26,14 @@ public final class StubResponder: Sendable {
         let allowed: [AddressRange]
         /// The networks of the machine's interfaces: reverse names of their hosts are asked on the link first.
         let linkSubnets: [AddressRange]
+        /// Rate limit of the refusals strangers get.
+        let refusals: StubRefusalLimiter
 
         init(settings: StubSettings, allowed: [AddressRange], linkSubnets: [AddressRange]) {
             self.settings = settings
             self.allowed = allowed
             self.linkSubnets = linkSubnets
+            self.refusals = StubRefusalLimiter(perSecond: settings.refusalsPerSecond)
         }
 
         /// Loopback (decided without an allocation), the machine's own addresses, `[stub] allow`.
@@ -81,6 +84,9 @@ public final class StubResponder: Sendable {
         AddressRange.loopback + AddressRange.localAddresses() + settings.allow
     }
 
+    /// Counts a TCP connection from a stranger, closed at accept, with the refusals.
+    func countRefusedConnection() { counters.refused.bump() }
+
     /// Whether `client` may use the stub: loopback, the machine's own addresses, `[stub] allow`.
     func isAllowed(_ client: StubClient) -> Bool {
         access.withLock { $0 }.allows(client)
@@ -116,8 +122,10 @@ public final class StubResponder: Sendable {
         let limit = StubReply.sizeLimit(for: query, overTCP: overTCP)
         guard allowed else {
             counters.refused.bump()
-            return .reply(
-                finish(query, code: .refused, error: .prohibited("not allowed by [stub] allow"), limit: limit))
+            // A stranger (maybe a spoofed victim) gets a bare REFUSED: header and question, no OPT and no EDE, so
+            // never more bytes than it sent, and only as many a second as the rate limit lets through.
+            guard state.refusals.admit(client) else { return .drop }
+            return .reply(StubReply.bareRefusal(to: query))
         }
         if let edns = query.edns, edns.version != 0 {
             // RFC 6891 §6.1.3: only version 0 exists.

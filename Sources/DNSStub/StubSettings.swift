@@ -18,6 +18,13 @@ public struct StubSettings: Sendable, Hashable {
     public var tcpIdleTimeout: Duration
     /// TCP connections served at once; more are closed at accept.
     public var maxTCPConnections: Int
+    /// TCP connections one client address may have open (loopback is exempt: it is every local program); more
+    /// are closed at accept.
+    public var maxTCPConnectionsPerAddress: Int
+    /// Bare REFUSED replies a second to one /24 or /56 outside `allow`; past it they get silence.
+    public var refusalsPerSecond: Int
+    /// DNS Cookies (RFC 7873, RFC 9018): nil turns them on when the stub listens beyond loopback.
+    public var cookies: Bool?
     /// The discovery proxy (RFC 8766): domains answered from the link's mDNS services.
     public var proxy: DiscoveryProxySettings
     /// `.local` and link-reverse look-ups through mDNS running at once; more get SERVFAIL with EDE 0 at once
@@ -32,8 +39,12 @@ public struct StubSettings: Sendable, Hashable {
         listen: [ListenAddress] = [StubSettings.defaultListen], allow: [AddressRange] = [], answerLocal: Bool = true,
         optimistic: Bool = true, localTimeout: Duration = .milliseconds(1000),
         tcpIdleTimeout: Duration = .seconds(10), maxTCPConnections: Int = 1024,
-        proxy: DiscoveryProxySettings = DiscoveryProxySettings(), maxLocalLookups: Int = 64
+        proxy: DiscoveryProxySettings = DiscoveryProxySettings(), maxLocalLookups: Int = 64,
+        maxTCPConnectionsPerAddress: Int = 32, refusalsPerSecond: Int = 5, cookies: Bool? = nil
     ) {
+        self.maxTCPConnectionsPerAddress = maxTCPConnectionsPerAddress
+        self.refusalsPerSecond = refusalsPerSecond
+        self.cookies = cookies
         self.proxy = proxy
         self.maxLocalLookups = maxLocalLookups
         self.listen = listen

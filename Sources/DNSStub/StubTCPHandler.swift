@@ -18,8 +18,10 @@ final class StubTCPHandler: ChannelInboundHandler {
     private var readingPaused = false
     private var idleTimer: Scheduled<Void>?
     private var closed = false
+    private let cookies: StubCookies?
 
-    init(responder: StubResponder, idleTimeout: TimeAmount) {
+    init(responder: StubResponder, idleTimeout: TimeAmount, cookies: StubCookies? = nil) {
+        self.cookies = cookies
         self.responder = responder
         self.idleTimeout = idleTimeout
     }
@@ -53,7 +55,9 @@ final class StubTCPHandler: ChannelInboundHandler {
             armIdleTimer(context: context)
             if message.isEmpty { continue }
             pending += 1
-            let outcome = responder.handle(message, client: client, overTCP: true, refreshes: &refreshes) {
+            let outcome = responder.handle(
+                message, client: client, overTCP: true, cookies: cookies, refreshes: &refreshes
+            ) {
                 { reply in
                     loop.execute {
                         let (handler, context) = bound.value

@@ -143,8 +143,10 @@ final class StubUDPWorker: @unchecked Sendable {
     private let exited = Atomic<Bool>(false)
     private var thread = pthread_t()
     private let name: String
+    private let cookies: StubCookies?
 
-    init(socket: StubUDPSocket, responder: StubResponder, name: String, logger: Logger) {
+    init(socket: StubUDPSocket, responder: StubResponder, name: String, logger: Logger, cookies: StubCookies? = nil) {
+        self.cookies = cookies
         self.socket = socket
         self.responder = responder
         self.name = name
@@ -241,7 +243,9 @@ final class StubUDPWorker: @unchecked Sendable {
                 var senderLength: UInt32 = 0
                 guard let sender = cstub_batch_sender(batch, index, &senderLength) else { continue }
                 let client = StubClient(sockaddr: sender)
-                let outcome = responder.handle(bytes, client: client, overTCP: false, refreshes: &refreshes) {
+                let outcome = responder.handle(
+                    bytes, client: client, overTCP: false, cookies: cookies, refreshes: &refreshes
+                ) {
                     let peer = StubUDPSocket.Peer(sender, length: senderLength)
                     return { reply in socket.send(reply, to: peer) }
                 }

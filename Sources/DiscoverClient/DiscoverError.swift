@@ -28,6 +28,7 @@ public struct DiscoverError: Error, Sendable, Equatable, CustomStringConvertible
         public static let invalidMessage = Code(rawValue: "io.discoverd.Daemon.InvalidMessage")
         public static let messageTooLarge = Code(rawValue: "io.discoverd.Daemon.MessageTooLarge")
         public static let tooManyConnections = Code(rawValue: "io.discoverd.Daemon.TooManyConnections")
+        public static let tooManyCalls = Code(rawValue: "io.discoverd.Daemon.TooManyCalls")
         public static let invalidConfiguration = Code(rawValue: VarlinkError.invalidConfiguration(reason: "").name)
         public static let internalError = Code(rawValue: VarlinkError.internalError(reason: "").name)
 

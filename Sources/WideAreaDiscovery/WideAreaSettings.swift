@@ -7,7 +7,9 @@ public struct WideAreaSettings: Hashable, Sendable {
     public var browseDomains: [String]
     /// `update-server`: where UPDATEs go, for every domain; nil to find the server from DNS.
     public var updateServer: UpdateServerAddress?
-    /// `key`: TSIG keys, one per domain or one for all.
+    /// `key`/`key-file`: TSIG keys by domain. A key configured without a domain signs for the `browse-domain`s only
+    /// (folded into ``TSIGKeyTable/byDomain`` by `init`): a key never signs for a domain a caller names at will,
+    /// whose update server (found through DNS) the caller might control.
     public var keys: TSIGKeyTable
     /// The search domains (from resolv.conf) whose `_dns-sd._udp` records name browse domains.
     public var searchDomains: [String]
@@ -27,7 +29,7 @@ public struct WideAreaSettings: Hashable, Sendable {
     ) {
         self.browseDomains = browseDomains.map(WideAreaDomain.normalized)
         self.updateServer = updateServer
-        self.keys = keys
+        self.keys = keys.scoped(to: self.browseDomains)
         self.searchDomains = searchDomains.map(WideAreaDomain.normalized)
         self.schedule = schedule
         self.registrationTTL = registrationTTL

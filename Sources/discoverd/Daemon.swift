@@ -37,7 +37,8 @@ struct Daemon {
         let registrations = RegistrationTable()
         let staticServices = StaticServices(discovery: discovery, logger: logger)
         let access = AccessControl(logger: logger)
-        await access.configure(adminGroup: configuration.adminGroup, advertiseGroup: configuration.advertiseGroup)
+        await access.configure(adminGroup: configuration.adminGroup, advertiseGroup: configuration.advertiseGroup,
+            publishGroup: configuration.publishGroup)
 
         let upstreams = UpstreamClient(
             upstreams: configuration.upstreamServers,
@@ -88,14 +89,15 @@ struct Daemon {
 
         var serverSettings = VarlinkServer.Settings(
             socketPath: configuration.socketPath, maxConnections: configuration.maxConnections,
-            limits: configuration.connectionLimits)
+            limits: configuration.connectionLimits, perUID: configuration.perUID)
         // A passed varlink socket is served instead of binding the configured path; its path names it in logs.
         if let passed = activated.varlink { serverSettings.socketPath = passed.address }
         // Passed descriptors nothing serves are closed with a warning.
         activated.closeUnclaimed((activated.varlink.map { [$0] } ?? []) + dnsSockets, logger: logger)
         let server = VarlinkServer(
             settings: serverSettings, router: MethodRouter(routes, logger: logger), registry: registry,
-            group: MultiThreadedEventLoopGroup.singleton, logger: logger)
+            group: MultiThreadedEventLoopGroup.singleton, logger: logger,
+            mayUseReserve: { access.mayUseReserve($0) })
         let notifier = SystemdNotifier()
         let readiness = DaemonReadiness(
             listeners: [ActivatedSockets.varlinkName], notifier: notifier, logger: logger,

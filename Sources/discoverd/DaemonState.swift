@@ -50,7 +50,8 @@ final class DaemonState: DaemonControl {
                 refreshFailures: Int(stats.refreshFailures)),
             connections: registry.connectionCount, subscriptions: registry.streamCount,
             registrations: registrations(), stub: stub(), settings: running?.settings,
-            upstreamQueries: upstreamQueries(), upstreamServers: upstreamServers())
+            upstreamQueries: upstreamQueries(), nearestToCaps: running?.nearestToCaps,
+            upstreamServers: upstreamServers())
     }
 
     /// Every upstream as the transport reports it.

@@ -27,7 +27,9 @@ import Testing
         logLevel: "info", adminGroup: "wheel", advertiseGroup: "lan", servicesDir: "/etc/discoverd/services",
         maxConnections: 16384, maxMessageSize: 65536, maxQueuedCalls: 256, maxSendBuffer: 1 << 20, timeoutMs: 1500,
         attempts: 2, optimistic: true, staleTtl: 30, maxStale: 86400, refreshRetry: 30, noOptimisticDomains: ["x."],
-        cacheSize: 100_000, persistInterval: 300)
+        cacheSize: 100_000, persistInterval: 300, publishGroup: "wan", maxConnectionsPerUid: 256, maxCallsPerUid: 1024,
+        reservedConnections: 16, maxInputBuffer: 262_144, idleTimeout: 120)
+    static let usage = UIDUsage(uid: 1000, connections: 3, calls: 7)
     static let stubQueries = StubQueryCounts(udp: 1, tcp: 2)
     static let upstreamServer = UpstreamServerStatus(
         server: "tls://192.0.2.53:853#dns.example", transport: "tls", origin: "configured", note: "n",
@@ -55,6 +57,7 @@ import Testing
             "io.discoverd.Daemon.Settings": settings,
             "io.discoverd.Daemon.StubStatus": stub,
             "io.discoverd.Daemon.StubQueryCounts": stubQueries,
+            "io.discoverd.Daemon.UIDUsage": usage,
             "io.discoverd.Daemon.UpstreamQueries": upstreamQueries,
             "io.discoverd.Daemon.UpstreamServer": upstreamServer,
         ]
@@ -119,7 +122,7 @@ import Testing
             reply: StatusReply(
                 version: "1", uptimeSeconds: 1, avahi: .running, upstreams: ["192.0.2.53:53"], cache: cache,
                 connections: 1, subscriptions: 1, registrations: 1, stub: stub, settings: settings,
-                upstreamQueries: upstreamQueries, upstreamServers: [upstreamServer])),
+                upstreamQueries: upstreamQueries, nearestToCaps: [usage], upstreamServers: [upstreamServer])),
         MethodPin(Methods.reload, reply: VarlinkEmpty()),
     ]
 
@@ -127,7 +130,7 @@ import Testing
     static let errors: [VarlinkError] = [
         .interfaceNotFound("i"), .methodNotFound("m"), .methodNotImplemented("m"), .invalidParameter("p"),
         .permissionDenied, .expectedMore, .invalidMessage(reason: "r"), .messageTooLarge(limit: 1),
-        .tooManyConnections(limit: 1), .invalidConfiguration(reason: "r"), .internalError(reason: "r"),
+        .tooManyConnections(limit: 1, scope: "uid"), .tooManyCalls(limit: 1), .invalidConfiguration(reason: "r"), .internalError(reason: "r"),
         .noSuchName("n"), .resolverTimeout(name: "n", servers: ["s"]),
         .upstreamFailure(rcode: "SERVFAIL", name: "n", server: "s"), .invalidDNSName("n", reason: "r"),
         .tooManyQueries(name: "n", reason: "r"), .networkError(name: "n", reason: "r"),

@@ -27,7 +27,8 @@ enum WideAreaLab {
         -> DaemonProcess
     {
         var config = "[wide-area]\nbrowse-domain = \(browseZone)\n\(extra)\n"
-        if let key { config += "key = \(key)\n" }
+        // A key signs only for the domains it is configured for.
+        if let key { config += "key = \(updateZone) \(key)\n" }
         return try DiscoveryLab.daemon(config: config, arguments: ["--upstream", ResolverLab.knot] + arguments)
     }
 

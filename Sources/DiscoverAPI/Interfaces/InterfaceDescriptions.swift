@@ -357,6 +357,14 @@ public enum InterfaceDescriptions {
           serverFailures: int
         )
 
+        # What one uid holds of the API: connections open, calls queued or running
+        # (streams included). Status lists the uids nearest to a per-uid cap.
+        type UIDUsage (
+          uid: int,
+          connections: int,
+          calls: int
+        )
+
         # Upstream work against [limits]: distinct queries in flight now and at
         # most, sockets open, questions refused (at the total, at a client's
         # limit, for want of a socket), questions that joined one in flight, the
@@ -419,7 +427,13 @@ public enum InterfaceDescriptions {
           refreshRetry: int,
           noOptimisticDomains: []string,
           cacheSize: int,
-          persistInterval: int
+          persistInterval: int,
+          publishGroup: ?string,
+          maxConnectionsPerUid: ?int,
+          maxCallsPerUid: ?int,
+          reservedConnections: ?int,
+          maxInputBuffer: ?int,
+          idleTimeout: ?int
         )
 
         # The daemon's state. With more: a fresh status every intervalMs (default
@@ -435,6 +449,7 @@ public enum InterfaceDescriptions {
           registrations: int,
           stub: ?StubStatus,
           settings: ?Settings,
+          nearestToCaps: ?[]UIDUsage,
           upstreamQueries: ?UpstreamQueries,
           upstreamServers: ?[]UpstreamServer
         )
@@ -451,8 +466,14 @@ public enum InterfaceDescriptions {
         # The message is larger than the limit. The connection is closed.
         error MessageTooLarge (limit: int)
 
-        # The daemon serves its maximum number of connections. The connection is closed.
-        error TooManyConnections (limit: int)
+        # A connection over a cap: scope "total" (the daemon serves its maximum
+        # number of connections; root and the admin group have a reserve above
+        # it) or "uid" (this user holds its share). The connection is closed.
+        error TooManyConnections (limit: int, scope: ?string)
+
+        # The caller's uid has its maximum number of calls queued or running
+        # over all its connections. The connection stays open.
+        error TooManyCalls (limit: int)
 
         # Reload found an error in the configuration file; nothing was changed.
         error InvalidConfiguration (reason: string)

@@ -140,6 +140,8 @@ public struct StatusReply: Codable, Equatable, Sendable {
     public var stub: StubStatus?
     /// The settings in effect since start or the last reload.
     public var settings: DaemonSettings?
+    /// The uids nearest to a per-uid cap (connections or calls in flight), nearest first, at most five.
+    public var nearestToCaps: [UIDUsage]?
     /// Upstream queries in flight against their limits.
     public var upstreamQueries: UpstreamQueryStatus?
     /// Every upstream: transport in use, how it was found, TLS, counters.
@@ -149,8 +151,9 @@ public struct StatusReply: Codable, Equatable, Sendable {
         version: String, uptimeSeconds: Int, avahi: AvahiState, upstreams: [String], cache: CacheStatistics,
         connections: Int, subscriptions: Int, registrations: Int, stub: StubStatus? = nil,
         settings: DaemonSettings? = nil, upstreamQueries: UpstreamQueryStatus? = nil,
-        upstreamServers: [UpstreamServerStatus]? = nil
+        nearestToCaps: [UIDUsage]? = nil, upstreamServers: [UpstreamServerStatus]? = nil
     ) {
+        self.nearestToCaps = nearestToCaps
         self.upstreamQueries = upstreamQueries
         self.upstreamServers = upstreamServers
         self.version = version
@@ -202,13 +205,33 @@ public struct DaemonSettings: Codable, Equatable, Sendable {
     public var cacheSize: Int
     /// `[resolver] persist-interval`.
     public var persistInterval: Int
+    /// `[wide-area] publish-group` (unset: root and the admin group may register in unicast domains).
+    public var publishGroup: String?
+    /// `[limits] max-connections-per-uid`.
+    public var maxConnectionsPerUid: Int?
+    /// `[limits] max-calls-per-uid`.
+    public var maxCallsPerUid: Int?
+    /// `[limits] reserved-connections`: above `maxConnections`, for root and the admin group.
+    public var reservedConnections: Int?
+    /// `[limits] max-input-buffer`, bytes.
+    public var maxInputBuffer: Int?
+    /// `[limits] idle-timeout`, seconds (0: none).
+    public var idleTimeout: Int?
 
     public init(
         logLevel: String, adminGroup: String? = nil, advertiseGroup: String? = nil, servicesDir: String? = nil,
         maxConnections: Int, maxMessageSize: Int, maxQueuedCalls: Int, maxSendBuffer: Int, timeoutMs: Int,
         attempts: Int, optimistic: Bool, staleTtl: Int, maxStale: Int, refreshRetry: Int,
-        noOptimisticDomains: [String] = [], cacheSize: Int, persistInterval: Int
+        noOptimisticDomains: [String] = [], cacheSize: Int, persistInterval: Int, publishGroup: String? = nil,
+        maxConnectionsPerUid: Int? = nil, maxCallsPerUid: Int? = nil, reservedConnections: Int? = nil,
+        maxInputBuffer: Int? = nil, idleTimeout: Int? = nil
     ) {
+        self.publishGroup = publishGroup
+        self.maxConnectionsPerUid = maxConnectionsPerUid
+        self.maxCallsPerUid = maxCallsPerUid
+        self.reservedConnections = reservedConnections
+        self.maxInputBuffer = maxInputBuffer
+        self.idleTimeout = idleTimeout
         self.logLevel = logLevel
         self.adminGroup = adminGroup
         self.advertiseGroup = advertiseGroup
@@ -226,6 +249,21 @@ public struct DaemonSettings: Codable, Equatable, Sendable {
         self.noOptimisticDomains = noOptimisticDomains
         self.cacheSize = cacheSize
         self.persistInterval = persistInterval
+    }
+}
+
+/// What one uid holds of the API (per-uid fairness), in `Status`.
+public struct UIDUsage: Codable, Equatable, Sendable {
+    public var uid: Int
+    /// Connections open.
+    public var connections: Int
+    /// Calls queued or running, streams included.
+    public var calls: Int
+
+    public init(uid: Int, connections: Int, calls: Int) {
+        self.uid = uid
+        self.connections = connections
+        self.calls = calls
     }
 }
 

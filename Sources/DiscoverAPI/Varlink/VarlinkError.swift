@@ -33,6 +33,7 @@ public struct VarlinkError: Error, Equatable, Sendable, CustomStringConvertible 
         "io.discoverd.Daemon.InvalidMessage": "the message is not a valid varlink call",
         "io.discoverd.Daemon.MessageTooLarge": "the message exceeds the size limit",
         "io.discoverd.Daemon.TooManyConnections": "the daemon's connection limit is reached",
+        "io.discoverd.Daemon.TooManyCalls": "this user has too many calls in flight",
         "io.discoverd.Daemon.InvalidConfiguration": "the configuration file has an error; nothing was changed",
         "io.discoverd.Daemon.InternalError": "the daemon failed unexpectedly",
         "io.discoverd.Resolver.NoSuchName": "the name does not exist",
@@ -71,8 +72,15 @@ public struct VarlinkError: Error, Equatable, Sendable, CustomStringConvertible 
     public static func messageTooLarge(limit: Int) -> VarlinkError {
         VarlinkError(name: "io.discoverd.Daemon.MessageTooLarge", parameters: ["limit": .int(limit)])
     }
-    public static func tooManyConnections(limit: Int) -> VarlinkError {
-        VarlinkError(name: "io.discoverd.Daemon.TooManyConnections", parameters: ["limit": .int(limit)])
+    /// A connection over a cap: `scope` is `total` (every connection of the daemon is taken) or `uid` (this
+    /// user's share is).
+    public static func tooManyConnections(limit: Int, scope: String) -> VarlinkError {
+        VarlinkError(
+            name: "io.discoverd.Daemon.TooManyConnections", parameters: ["limit": .int(limit), "scope": .string(scope)])
+    }
+    /// A call over the caller's uid's cap of calls in flight; the connection stays open.
+    public static func tooManyCalls(limit: Int) -> VarlinkError {
+        VarlinkError(name: "io.discoverd.Daemon.TooManyCalls", parameters: ["limit": .int(limit)])
     }
     /// Reload found an error in the configuration file (`reason` names file, line and key); nothing changed.
     public static func invalidConfiguration(reason: String) -> VarlinkError {

@@ -21,9 +21,13 @@ public final class AccessControl: Sendable {
     private struct Groups {
         var admin: Group?
         var advertise: Group?
+        var publish: Group?
     }
 
     private let groups = NIOLockedValueBox(Groups())
+    /// Uids found in the admin group by a privileged call since the groups were configured: they may use the
+    /// connection reserve, which is decided at accept, where no NSS look-up may run.
+    private let knownAdmins = NIOLockedValueBox(Set<UInt32>())
     private let threadPool: NIOThreadPool
     private let logger: Logger
 
@@ -37,18 +41,40 @@ public final class AccessControl: Sendable {
     public var adminGroup: Group? { groups.withLockedValue { $0.admin } }
     /// The advertise group in effect (nil: everyone may advertise).
     public var advertiseGroup: Group? { groups.withLockedValue { $0.advertise } }
+    /// The group that may advertise in unicast domains (nil: root and the admin group).
+    public var publishGroup: Group? { groups.withLockedValue { $0.publish } }
 
     /// Resolves the group names on the thread pool and puts them in effect. A name that does not exist is logged
     /// and admits nobody but root.
-    public func configure(adminGroup: String?, advertiseGroup: String?) async {
+    public func configure(adminGroup: String?, advertiseGroup: String?, publishGroup: String? = nil) async {
         let admin = await resolve(adminGroup, setting: "admin-group")
         let advertise = await resolve(advertiseGroup, setting: "advertise-group")
-        groups.withLockedValue { $0 = Groups(admin: admin, advertise: advertise) }
+        let publish = await resolve(publishGroup, setting: "publish-group")
+        groups.withLockedValue { $0 = Groups(admin: admin, advertise: advertise, publish: publish) }
+        knownAdmins.withLockedValue { $0.removeAll() }
+    }
+
+    /// Throws `PermissionDenied` unless `peer` may register in a unicast domain (DNS UPDATE signed with the
+    /// daemon's key, seen by everyone who queries the zone): root, members of `[wide-area] publish-group`, or, when
+    /// none is set, members of the admin group.
+    public func requireWideAreaPublisher(_ peer: PeerCredentials) async throws(VarlinkError) {
+        let group = publishGroup ?? adminGroup
+        guard await isMember(peer, of: group, whenUnset: false) else { throw .permissionDenied }
     }
 
     /// Throws `PermissionDenied` unless `peer` is root or in the admin group.
     public func requireAdmin(_ peer: PeerCredentials) async throws(VarlinkError) {
         guard await isMember(peer, of: adminGroup, whenUnset: false) else { throw .permissionDenied }
+        if !peer.isRoot { knownAdmins.withLockedValue { _ = $0.insert(peer.uid) } }
+    }
+
+    /// Whether `peer` may take the connections reserved above `max-connections` (so that Reload always gets
+    /// through): root, a peer whose primary group is the admin group, or a uid a privileged call found in it.
+    /// Decided without NSS: it runs at accept, on an event loop.
+    public func mayUseReserve(_ peer: PeerCredentials) -> Bool {
+        if peer.isRoot { return true }
+        if let gid = adminGroup?.gid, peer.gid == gid { return true }
+        return knownAdmins.withLockedValue { $0.contains(peer.uid) }
     }
 
     /// Throws `PermissionDenied` when an advertise group is set and `peer` is neither root nor in it.

@@ -39,6 +39,10 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
         var task: Task<Void, Never>?
         /// The final reply when this stream's reader falls behind; nil closes the connection instead.
         var readerTooSlow: VarlinkError?
+        /// The call holds one of its uid's call slots (``ConnectionRegistry/takeCall(uid:limit:)``) until done.
+        var counted = false
+        /// Bytes of the message while the call waits to start (the input budget).
+        var queuedBytes = 0
 
         init(id: UInt64, call: VarlinkCall?) {
             self.id = id
@@ -77,14 +81,24 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
     private var flushPending = false
     /// Work that waits until the replies before it are on their way (refreshes of stale answers).
     private var afterFlush: [@Sendable () -> Void] = []
+    /// Calls one uid may have in flight over all its connections; nil: no per-uid accounting (tests).
+    private let callsPerUID: Int?
+    /// Calls of this connection holding one of its uid's slots.
+    private var countedCalls = 0
+    /// Bytes of calls decoded and not yet started.
+    private var queuedInputBytes = 0
+    /// When a call last arrived or ended (the idle timeout counts from it).
+    private var lastActivity = NIODeadline.now()
+    private var idleTimer: Scheduled<Void>?
 
     /// - Parameter peer: who is calling until `SO_PEERCRED` says otherwise (tests over channels without a socket).
     /// - Parameter writableUnderLimit: the channel's high water mark is below `limits.maxSendBuffer` (as
     ///   ``VarlinkServer`` sets it up), so a writable channel with no reply held cannot be over the limit.
     init(
         connectionID: UInt64, router: MethodRouter, limits: Limits, registry: ConnectionRegistry, logger: Logger,
-        peer: PeerCredentials = .unknown, writableUnderLimit: Bool = false
+        peer: PeerCredentials = .unknown, writableUnderLimit: Bool = false, callsPerUID: Int? = nil
     ) {
+        self.callsPerUID = callsPerUID
         self.writableUnderLimit = writableUnderLimit
         self.connectionID = connectionID
         self.router = router
@@ -108,7 +122,35 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
 
     func channelActive(context: ChannelHandlerContext) {
         readPeerCredentials(context: context)
+        lastActivity = context.eventLoop.now
+        armIdleTimer(context: context, at: lastActivity + (limits.idleTimeout ?? .zero))
         context.fireChannelActive()
+    }
+
+    /// Closes the connection once it has had no call and no stream for `idleTimeout`.
+    private func armIdleTimer(context: ChannelHandlerContext, at deadline: NIODeadline) {
+        guard let timeout = limits.idleTimeout else { return }
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let loopBoundContext = NIOLoopBound(context, eventLoop: context.eventLoop)
+        idleTimer = context.eventLoop.scheduleTask(deadline: deadline) {
+            let handler = bound.value
+            guard !handler.closing else { return }
+            let context = loopBoundContext.value
+            let now = context.eventLoop.now
+            if !handler.slots.isEmpty || handler.openStreams > 0 || handler.framer.bufferedByteCount > 0 {
+                handler.lastActivity = now
+            }
+            if now - handler.lastActivity >= timeout {
+                handler.logger.debug(
+                    "idle connection closed",
+                    metadata: ["connection": "\(handler.connectionID)", "peer": "\(handler.peer)"])
+                handler.closing = true
+                handler.cancelAll()
+                context.close(promise: nil)
+            } else {
+                handler.armIdleTimer(context: context, at: handler.lastActivity + timeout)
+            }
+        }
     }
 
     private func readPeerCredentials(context: ChannelHandlerContext) {
@@ -125,6 +167,7 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !closing, !quiescing else { return }
         let buffer = unwrapInboundIn(data)
+        lastActivity = context.eventLoop.now
         inReadBatch = true
         framer.append(buffer.readableBytesView)
         decodeQueuedMessages(context: context)
@@ -149,7 +192,8 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
 
     /// Turns buffered bytes into queued calls, up to the queue limit; the rest waits in the framer.
     private func decodeQueuedMessages(context: ChannelHandlerContext) {
-        while !quiescing, slots.count < limits.maxQueuedCalls {
+        // The input budget: a client cannot make us hold more of its calls than this, however many it pipelines.
+        while !quiescing, slots.count < limits.maxQueuedCalls && queuedInputBytes < limits.maxInputBuffer {
             let message: ArraySlice<UInt8>?
             do {
                 message = try framer.next()
@@ -172,6 +216,7 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
     private func updateReading(context: ChannelHandlerContext) {
         let shouldPause =
             slots.count >= limits.maxQueuedCalls || (!context.channel.isWritable && openStreams == 0)
+            || queuedInputBytes + framer.bufferedByteCount >= limits.maxInputBuffer
         if shouldPause && !readingPaused {
             readingPaused = true
             context.channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in }
@@ -199,18 +244,47 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
                 call = decoded
             }
         } catch {
-            let id = nextSlotID
-            nextSlotID += 1
-            // The framing is intact, so the connection stays usable: answer in order and go on.
-            let slot = Slot(id: id, call: nil)
-            slot.output = [VarlinkReply.encode(error: error)]
-            slot.started = true
-            slot.done = true
-            slots.append(slot)
+            appendAnswered(VarlinkReply.encode(error: error))
             return
         }
-        slots.append(Slot(id: nextSlotID, call: call))
+        // Per-uid fairness: past its uid's cap of calls in flight, a call is answered at once with an error; the
+        // connection, and everyone else's, goes on.
+        var counted = false
+        if let callsPerUID {
+            guard registry.takeCall(uid: peer.uid, limit: callsPerUID) else {
+                appendAnswered(VarlinkReply.encode(error: .tooManyCalls(limit: callsPerUID)))
+                return
+            }
+            counted = true
+            countedCalls += 1
+        }
+        let slot = Slot(id: nextSlotID, call: call)
+        slot.counted = counted
+        slot.queuedBytes = message.count
+        queuedInputBytes += message.count
+        slots.append(slot)
         nextSlotID += 1
+    }
+
+    /// Queues an answer that needs no call (an error): the framing is intact, so the connection stays usable.
+    private func appendAnswered(_ reply: [UInt8]) {
+        let slot = Slot(id: nextSlotID, call: nil)
+        nextSlotID += 1
+        slot.output = [reply]
+        slot.started = true
+        slot.done = true
+        slots.append(slot)
+    }
+
+    /// Marks the slot at `index` done and gives back its uid's call slot.
+    private func markDone(_ index: CircularBuffer<Slot>.Index) {
+        let slot = slots[index]
+        slot.done = true
+        if slot.counted {
+            slot.counted = false
+            countedCalls -= 1
+            registry.releaseCalls(uid: peer.uid, count: 1)
+        }
     }
 
     /// Writes the synchronous answer of a call with nothing unanswered before it, without a slot.
@@ -246,10 +320,12 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
     private func start(at index: CircularBuffer<Slot>.Index) {
         guard let call = slots[index].call, let context else { return }
         slots[index].started = true
+        queuedInputBytes -= slots[index].queuedBytes
+        slots[index].queuedBytes = 0
         if let immediate = router.immediateReply(call, peer: peer) {
             slots[index].output.append(immediate.bytes)
             slots[index].outputBytes += immediate.message.readableBytes
-            slots[index].done = true
+            markDone(index)
             if let afterWrite = immediate.afterWrite { afterFlush.append(afterWrite) }
             return
         }
@@ -319,8 +395,9 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
             slots[index].outputBytes += reply.count
         }
         if slots[index].more { openStreams -= 1 }
-        slots[index].done = true
+        markDone(index)
         slots[index].task = nil
+        lastActivity = context.eventLoop.now
         flushReady(context: context)
         // Calls held back by the queue limit or by a finished stream can go now.
         decodeQueuedMessages(context: context)
@@ -375,7 +452,7 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
         let reply = VarlinkReply.encode(error: error)
         slots[index].output.append(reply)
         slots[index].outputBytes += reply.count
-        slots[index].done = true
+        markDone(index)
         openStreams -= 1
         flushReady(context: context)
         // Calls held behind the stream can start now.
@@ -397,6 +474,11 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
         for slot in slots { slot.task?.cancel() }
         slots.removeAll()
         openStreams = 0
+        queuedInputBytes = 0
+        if countedCalls > 0 {
+            registry.releaseCalls(uid: peer.uid, count: countedCalls)
+            countedCalls = 0
+        }
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
@@ -431,7 +513,9 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
     func channelInactive(context: ChannelHandlerContext) {
         closing = true
         cancelAll()
-        registry.remove(connectionID)
+        idleTimer?.cancel()
+        idleTimer = nil
+        registry.remove(connectionID, uid: callsPerUID == nil ? nil : peer.uid)
         context.fireChannelInactive()
     }
 

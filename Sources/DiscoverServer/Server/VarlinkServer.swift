@@ -22,12 +22,15 @@ public final class VarlinkServer: ServiceLifecycle.Service, Sendable {
         public var maxConnections: Int
         /// What each connection may cost.
         public var limits: ConnectionLimits
+        /// What each uid may hold; nil: no per-uid caps (only `maxConnections`).
+        public var perUID: PerUIDLimits?
 
         /// Creates settings.
-        public init(socketPath: String, maxConnections: Int, limits: ConnectionLimits) {
+        public init(socketPath: String, maxConnections: Int, limits: ConnectionLimits, perUID: PerUIDLimits? = nil) {
             self.socketPath = socketPath
             self.maxConnections = maxConnections
             self.limits = limits
+            self.perUID = perUID
         }
     }
 
@@ -36,15 +39,20 @@ public final class VarlinkServer: ServiceLifecycle.Service, Sendable {
     private let logger: Logger
     private let group: any EventLoopGroup
     private let registry: ConnectionRegistry
+    /// Whether a peer may take the reserve above `maxConnections` (root, the admin group).
+    private let mayUseReserve: @Sendable (PeerCredentials) -> Bool
     private let drainTimeout: Duration
 
     /// Creates a server; nothing is bound until ``run()`` or ``bind()``.
     /// - Parameter drainTimeout: how long open calls may take to finish at shutdown before their connections are
     ///   closed anyway.
+    /// - Parameter mayUseReserve: whether a peer may take ``PerUIDLimits/reserve`` (default: root only).
     public init(
         settings: Settings, router: MethodRouter, registry: ConnectionRegistry, group: any EventLoopGroup,
-        logger: Logger, drainTimeout: Duration = .seconds(5)
+        logger: Logger, drainTimeout: Duration = .seconds(5),
+        mayUseReserve: @escaping @Sendable (PeerCredentials) -> Bool = { $0.isRoot }
     ) {
+        self.mayUseReserve = mayUseReserve
         self.settings = NIOLockedValueBox(settings)
         self.router = router
         self.registry = registry
@@ -57,11 +65,18 @@ public final class VarlinkServer: ServiceLifecycle.Service, Sendable {
     public var currentSettings: Settings { settings.withLockedValue { $0 } }
 
     /// Changes the limits for connections accepted from now on (open connections keep theirs).
-    public func updateLimits(maxConnections: Int, connection limits: ConnectionLimits) {
+    public func updateLimits(maxConnections: Int, connection limits: ConnectionLimits, perUID: PerUIDLimits? = nil) {
         settings.withLockedValue {
             $0.maxConnections = maxConnections
             $0.limits = limits
+            if let perUID { $0.perUID = perUID }
         }
+    }
+
+    /// What the uids nearest to a per-uid cap hold (for `Status`).
+    public func nearestToCaps(count: Int = 5) -> [(uid: UInt32, usage: ConnectionRegistry.Usage)] {
+        guard let perUID = currentSettings.perUID else { return [] }
+        return registry.nearestToCaps(perUID, count: count)
     }
 
     private func makeBootstrap() -> ServerBootstrap {
@@ -107,18 +122,63 @@ public final class VarlinkServer: ServiceLifecycle.Service, Sendable {
     /// Sets up a freshly accepted connection: the varlink handler, or a one-error refusal over the limit.
     func initialize(_ channel: any Channel) throws {
         let settings = currentSettings
-        guard let id = registry.admit(channel, limit: settings.maxConnections) else {
-            logger.warning("connection limit reached, refusing", metadata: ["limit": "\(settings.maxConnections)"])
-            try channel.pipeline.syncOperations.addHandler(RejectHandler(limit: settings.maxConnections))
+        guard let perUID = settings.perUID else {
+            guard let id = registry.admit(channel, limit: settings.maxConnections) else {
+                logger.warning("connection limit reached, refusing", metadata: ["limit": "\(settings.maxConnections)"])
+                try channel.pipeline.syncOperations.addHandler(RejectHandler(error: .tooManyConnections(limit: settings.maxConnections, scope: "total")))
+                return
+            }
+            try addHandler(channel, id: id, settings: settings, peer: .unknown)
             return
         }
+        let peer = Self.peerCredentials(channel)
+        // Root has no per-uid share: uid 0 can stop the daemon anyway, and every system service shares it. It
+        // counts in the total and may take the reserve.
+        let accounted = !peer.isRoot
+        switch registry.admit(
+            channel, uid: accounted ? peer.uid : nil, limits: perUID, total: settings.maxConnections,
+            privileged: mayUseReserve(peer))
+        {
+        case .success(let id):
+            try addHandler(channel, id: id, settings: settings, peer: peer, callsPerUID: accounted ? perUID.maxCalls : nil)
+        case .failure(let error):
+            let (limit, scope) =
+                switch error.refusal {
+                case .total(let limit): (limit, "total")
+                case .perUID(let limit): (limit, "uid")
+                }
+            // Once per refused connection: a flood of them is rate-limited by the journal, not here.
+            logger.notice(
+                "connection limit reached, refusing",
+                metadata: ["limit": "\(limit)", "scope": "\(scope)", "peer": "\(peer)"])
+            try channel.pipeline.syncOperations.addHandler(
+                RejectHandler(error: .tooManyConnections(limit: limit, scope: scope)))
+        }
+    }
+
+    /// `SO_PEERCRED` of a freshly accepted connection, read on its event loop (the initializer runs there, so the
+    /// option future is already complete).
+    static func peerCredentials(_ channel: any Channel) -> PeerCredentials {
+        guard let provider = channel as? SocketOptionProvider else { return .unknown }
+        let future: EventLoopFuture<KernelPeerCredentials> = provider.unsafeGetSocketOption(
+            level: NIOBSDSocket.OptionLevel(rawValue: SOL_SOCKET),
+            name: NIOBSDSocket.Option(rawValue: SO_PEERCRED))
+        final class Box { var value = PeerCredentials.unknown }
+        let box = Box()
+        future.assumeIsolated().whenSuccess { box.value = PeerCredentials(uid: $0.uid, gid: $0.gid, pid: $0.pid) }
+        return box.value
+    }
+
+    private func addHandler(
+        _ channel: any Channel, id: UInt64, settings: Settings, peer: PeerCredentials, callsPerUID: Int? = nil
+    ) throws {
         // Above the high mark the connection stops reading new calls until the client reads its replies.
         let send = settings.limits.maxSendBuffer
         try channel.syncOptions?.setOption(
             ChannelOptions.writeBufferWaterMark, value: .init(low: send / 8, high: send / 4))
         let handler = VarlinkConnectionHandler(
             connectionID: id, router: router, limits: settings.limits, registry: registry, logger: logger,
-            writableUnderLimit: true)
+            peer: peer, writableUnderLimit: true, callsPerUID: callsPerUID)
         try channel.pipeline.syncOperations.addHandler(handler)
     }
 
@@ -177,12 +237,12 @@ extension VarlinkServer {
 final class RejectHandler: ChannelInboundHandler, Sendable {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
-    let limit: Int
+    let error: VarlinkError
 
-    init(limit: Int) { self.limit = limit }
+    init(error: VarlinkError) { self.error = error }
 
     func channelActive(context: ChannelHandlerContext) {
-        let bytes = VarlinkReply.encode(error: .tooManyConnections(limit: limit))
+        let bytes = VarlinkReply.encode(error: error)
         context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: bytes))).assumeIsolated()
             .whenComplete { _ in context.close(promise: nil) }
     }

@@ -8,14 +8,15 @@ import DNSCore
     import Darwin
 #endif
 
-/// Crash-safe whole-file writes and bounded reads with POSIX calls.
-enum AtomicFile {
+/// Crash-safe whole-file writes and bounded reads of state files with POSIX calls (the cache, the Alt-Svc store,
+/// the wide-area registration journal).
+public enum AtomicFile {
     /// Replaces the file at `path` with `bytes` so that a crash leaves either the old or the new file, whole.
     ///
     /// Steps: create a uniquely named temporary file in the same directory (rename is only atomic within one file
     /// system) with `O_EXCL` and mode `mode`; write everything; `fsync` it; rename it over `path`; `fsync` the
     /// directory so the rename itself is durable. On failure the temporary file is removed.
-    static func replaceContents(
+    public static func replaceContents(
         of path: String,
         with bytes: [UInt8],
         mode: mode_t = 0o600
@@ -65,12 +66,20 @@ enum AtomicFile {
         }
     }
 
-    /// Reads the whole file at `path`, refusing files larger than `maxSize` bytes.
-    static func readContents(of path: String, maxSize: Int) throws(CachePersistenceError) -> [UInt8] {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+    /// Reads the whole file at `path`, refusing files larger than `maxSize` bytes, and files the daemon did not
+    /// write: a symbolic link (`O_NOFOLLOW`), a file owned by another uid than `owner` or writable by group or
+    /// others is `untrusted` (a planted cache would inject records; the caller logs and ignores it).
+    public static func readContents(
+        of path: String, maxSize: Int, owner: uid_t = geteuid()
+    ) throws(CachePersistenceError) -> [UInt8] {
+        // O_NONBLOCK: a FIFO planted in the file's place must not block the open.
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         guard fd >= 0 else {
             if errno == ENOENT {
                 throw CachePersistenceError(code: .notFound, message: "no such file", path: path)
+            }
+            if errno == ELOOP {
+                throw CachePersistenceError(code: .untrusted, message: "is a symbolic link; not read", path: path)
             }
             throw failure("open", path: path)
         }
@@ -79,6 +88,17 @@ enum AtomicFile {
         guard fstat(fd, &info) == 0 else { throw failure("fstat", path: path) }
         guard (info.st_mode & S_IFMT) == S_IFREG else {
             throw CachePersistenceError(code: .io, message: "not a regular file", path: path)
+        }
+        guard info.st_uid == owner else {
+            throw CachePersistenceError(
+                code: .untrusted, message: "owned by uid \(info.st_uid), not the daemon's uid \(owner); not read",
+                path: path)
+        }
+        guard info.st_mode & 0o022 == 0 else {
+            throw CachePersistenceError(
+                code: .untrusted,
+                message: "mode \(String(info.st_mode & 0o7777, radix: 8)) lets group or others write it; not read",
+                path: path)
         }
         guard info.st_size <= maxSize else {
             throw CachePersistenceError(
@@ -106,7 +126,7 @@ enum AtomicFile {
     }
 
     /// The directory (`"."` when none) and the last component of `path`.
-    static func split(_ path: String) -> (directory: String, base: String) {
+    public static func split(_ path: String) -> (directory: String, base: String) {
         guard let slash = path.lastIndex(of: "/") else { return (".", path) }
         let directory = String(path[..<slash])
         return (directory.isEmpty ? "/" : directory, String(path[path.index(after: slash)...]))

@@ -18,6 +18,9 @@ public struct CachePersistenceError: Error, Sendable, CustomStringConvertible {
         public static let unsupportedVersion = Code(name: "unsupportedVersion")
         /// The file is larger than the configured limit.
         public static let tooLarge = Code(name: "tooLarge")
+        /// The file is a symbolic link, is not owned by the daemon's user, or others may write it: someone else
+        /// could have planted it (``AtomicFile/readContents(of:maxSize:)``).
+        public static let untrusted = Code(name: "untrusted")
 
         public var description: String { name }
     }

@@ -100,11 +100,21 @@ extension UnicastDNSSD {
     /// - Returns: how many registrations were cleaned up.
     @discardableResult
     public func removeLeftovers() async -> Int {
-        let leftovers = journal.load()
+        let leftovers: [RegistrationPlan]
+        do {
+            leftovers = try journal.load()
+        } catch {
+            // A journal someone else could have written is never acted on: it would make us sign deletions.
+            logger.warning("ignoring the wide-area registration journal", metadata: ["error": "\(error)"])
+            return 0
+        }
         var removed = 0
         for plan in leftovers {
+            // Only for domains still configured with a key: a journal entry never picks where signed UPDATEs go.
             guard let key = settings.keys.key(for: plan.domain) else {
-                logger.warning("wide-area leftover kept: no TSIG key", metadata: ["domain": "\(plan.domain)"])
+                logger.warning(
+                    "wide-area leftover not removed: its domain has no key configured any more",
+                    metadata: ["domain": "\(plan.domain)"])
                 continue
             }
             do {

@@ -67,6 +67,22 @@ public struct TSIGKeyTable: Hashable, Sendable {
         }
     }
 
+    /// Adds a key read from a key file, for `domain` (and its subdomains) or, when nil, as the default key.
+    public mutating func add(_ key: TSIGKey, domain: String?) {
+        if let domain { byDomain[WideAreaDomain.normalized(domain)] = key } else { defaultKey = key }
+    }
+
+    /// This table with the default key given to each of `domains` that has no key of its own, and no default key
+    /// left: a key then signs only for domains named in the configuration.
+    public func scoped(to domains: [String]) -> TSIGKeyTable {
+        guard let defaultKey else { return self }
+        var scoped = TSIGKeyTable(byDomain: byDomain)
+        for domain in domains.map(WideAreaDomain.normalized) where scoped.byDomain[domain] == nil {
+            scoped.byDomain[domain] = defaultKey
+        }
+        return scoped
+    }
+
     /// The key for `domain`: its own, its closest parent's, else the default.
     public func key(for domain: String) -> TSIGKey? {
         var name = WideAreaDomain.normalized(domain)

@@ -65,6 +65,18 @@ struct StatusCommand: AsyncParsableCommand {
             Output.line(
                 "clients:    \(status.connections) connections, \(status.subscriptions) streams, "
                     + "\(status.registrations) registrations")
+            if let settings = status.settings, let perConnections = settings.maxConnectionsPerUid,
+                let perCalls = settings.maxCallsPerUid
+            {
+                Output.line(
+                    "limits:     \(settings.maxConnections) connections (+\(settings.reservedConnections ?? 0) for root "
+                        + "and admins), per uid \(perConnections) connections and \(perCalls) calls, idle timeout "
+                        + "\(settings.idleTimeout.map { $0 == 0 ? "none" : "\($0)s" } ?? "none")")
+            }
+            if let nearest = status.nearestToCaps, !nearest.isEmpty {
+                let text = nearest.map { "uid \($0.uid): \($0.connections) connections, \($0.calls) calls" }
+                Output.line("busiest:    " + text.joined(separator: "; "))
+            }
     }
 
     /// `  tls://192.0.2.56:853#dns.lab.test: tls (configured), TLSv1.3 verified dns.lab.test, 1 connection (1 open),

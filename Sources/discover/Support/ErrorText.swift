@@ -32,7 +32,12 @@ enum ErrorText {
         case .messageTooLarge:
             return ("discover: the call is larger than discoverd accepts", 2)
         case .tooManyConnections:
+            if parameter("scope") == "uid" {
+                return ("discover: this user has as many connections to discoverd as it may (\(error.parameters["limit"]?.description ?? "?")); close some", 2)
+            }
             return ("discover: discoverd is serving as many clients as it may; try again later", 2)
+        case .tooManyCalls:
+            return ("discover: this user has as many calls in flight as discoverd allows (\(error.parameters["limit"]?.description ?? "?")); try again later", 2)
         case .noSuchName:
             return ("discover: \(name ?? "the name"): no such name (NXDOMAIN)", 1)
         case .resolverTimeout:

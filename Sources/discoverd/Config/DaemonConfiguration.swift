@@ -2,6 +2,7 @@ import DNSCore
 import DNSStub
 import Resolver
 import DiscoverAPI
+import DiscoverServer
 import Foundation
 import Logging
 import WideAreaDiscovery
@@ -31,6 +32,13 @@ struct DaemonConfiguration: Sendable, Equatable {
     var maxQueuedCalls = 256
     /// Bytes a connection may have waiting to be sent before it is dropped as too slow.
     var maxSendBuffer = 1024 * 1024
+    /// Per-uid fairness: connections and calls in flight one uid may hold, and the reserve for root and the admin
+    /// group above `max-connections`.
+    var perUID = PerUIDLimits()
+    /// Bytes of unanswered input one connection may hold.
+    var maxInputBuffer = 128 * 1024
+    /// Seconds a connection with no call and no stream stays open (0: forever).
+    var idleTimeoutSeconds = 120
     /// Distinct upstream queries in flight at once, for everyone (``QueryLimits``).
     var upstreamQueries = QueryLimits().maxQueries
     /// Distinct upstream queries in flight for one uid (API) or one address (stub).
@@ -69,6 +77,12 @@ struct DaemonConfiguration: Sendable, Equatable {
     var stubAllow: [AddressRange] = []
     /// Answer `.local` names through Avahi.
     var stubLocal = true
+    /// TCP connections one allowed address (not loopback) may hold.
+    var stubMaxTCPPerAddress = 32
+    /// Bare REFUSED replies a second to one /24 or /56 outside `allow`.
+    var stubRefusalsPerSecond = 5
+    /// DNS Cookies: nil (`auto`) when the stub listens beyond loopback.
+    var stubCookies: Bool?
 
     // [discovery-proxy]
     /// Unicast domains answered from the link's mDNS services (RFC 8766).
@@ -81,8 +95,13 @@ struct DaemonConfiguration: Sendable, Equatable {
     var wideAreaBrowseDomains: [String] = []
     /// `update-server`: where DNS UPDATEs go; nil: the `_dns-update._udp` SRV, else the SOA primary.
     var wideAreaUpdateServer: UpdateServerAddress?
-    /// `key`: TSIG keys (`[DOMAIN] [ALG:]NAME:SECRET`).
+    /// `key` (`[DOMAIN] [ALG:]NAME:SECRET`) and `key-file` (`[DOMAIN] PATH`): TSIG keys. One without a domain
+    /// signs for the browse domains only (``WideAreaSettings/keys``).
     var wideAreaKeys = TSIGKeyTable()
+    /// `publish-group`: members (and root) may Advertise in unicast domains; nil: root and the admin group.
+    var publishGroup: String?
+    /// Where the first inline `key =` is (`FILE:LINE`): such a file must be as private as a key file.
+    var inlineKeyLocation: String?
     /// `ttl`: TTL of registered records (refreshed at 80 % of it, or of the lease the server grants).
     var wideAreaTTL = 120
 
@@ -101,7 +120,8 @@ struct DaemonConfiguration: Sendable, Equatable {
             proxy: DiscoveryProxySettings(
                 domains: proxyDomains, interfaceIndex: proxyInterface.map { Int32(bitPattern: if_nametoindex($0)) },
                 interfaceName: proxyInterface),
-            maxLocalLookups: localLookups)
+            maxLocalLookups: localLookups, maxTCPConnectionsPerAddress: stubMaxTCPPerAddress,
+            refusalsPerSecond: stubRefusalsPerSecond, cookies: stubCookies)
     }
 
     /// The bounds on upstream work as the resolver takes them.
@@ -173,22 +193,26 @@ extension DaemonConfiguration {
 }
 
 /// A configuration problem, reported at start-up with the file, line and key it concerns.
+///
+/// The text is redacted (``Redaction``): a malformed line holding a TSIG secret is echoed without it.
 struct ConfigurationError: Error, CustomStringConvertible, Equatable {
     var description: String
-    init(_ description: String) { self.description = description }
+    init(_ description: String) { self.description = Redaction.redact(description) }
 }
 
 extension DaemonConfiguration {
     /// Reads a configuration file on top of the defaults.
+    /// - Throws: ``ConfigurationError`` also when the file holds an inline `key =` secret and others may read it
+    ///   (``SecretFile/problem(configuration:daemonUID:daemonGID:)``), or a `key-file` may not be trusted.
     static func load(path: String) throws(ConfigurationError) -> DaemonConfiguration {
-        let text: String
-        do {
-            text = try String(contentsOfFile: path, encoding: .utf8)
-        } catch {
-            throw ConfigurationError("\(path): cannot read: \(error.localizedDescription)")
-        }
+        let (text, status) = try SecretFile.open(path, context: path)
         var config = DaemonConfiguration()
         try config.apply(text: text, source: path)
+        if let location = config.inlineKeyLocation, let problem = SecretFile.problem(configuration: status) {
+            throw ConfigurationError(
+                "\(location): [wide-area] key holds a secret, but \(path) \(problem); fix: chown root:discoverd "
+                    + "\(path) && chmod 0640 \(path) (the daemon's group, or root's), or move the key to a key-file")
+        }
         return config
     }
 
@@ -215,6 +239,11 @@ extension DaemonConfiguration {
             case ("limits", "max-connections"): maxConnections = try Self.int(value, context, 1...1_000_000)
             case ("limits", "max-queued-calls"): maxQueuedCalls = try Self.int(value, context, 1...65536)
             case ("limits", "max-send-buffer"): maxSendBuffer = try Self.int(value, context, 4096...1 << 30)
+            case ("limits", "max-connections-per-uid"): perUID.maxConnections = try Self.int(value, context, 1...1_000_000)
+            case ("limits", "max-calls-per-uid"): perUID.maxCalls = try Self.int(value, context, 1...10_000_000)
+            case ("limits", "reserved-connections"): perUID.reserve = try Self.int(value, context, 0...10_000)
+            case ("limits", "max-input-buffer"): maxInputBuffer = try Self.int(value, context, 4096...1 << 30)
+            case ("limits", "idle-timeout"): idleTimeoutSeconds = try Self.int(value, context, 0...86_400)
             case ("limits", "upstream-queries"): upstreamQueries = try Self.int(value, context, 1...65_536)
             case ("limits", "upstream-queries-per-client"):
                 upstreamQueriesPerClient = try Self.int(value, context, 1...65_536)
@@ -261,6 +290,10 @@ extension DaemonConfiguration {
                     throw ConfigurationError("\(context): \(error.description)")
                 }
             case ("stub", "local"): stubLocal = try Self.bool(value, context)
+            case ("stub", "max-tcp-per-address"): stubMaxTCPPerAddress = try Self.int(value, context, 1...65536)
+            case ("stub", "refusals-per-second"): stubRefusalsPerSecond = try Self.int(value, context, 0...100_000)
+            case ("stub", "cookies"):
+                stubCookies = value.lowercased() == "auto" ? nil : try Self.bool(value, context)
             case ("discovery-proxy", "domain"):
                 do throws(InvalidNameError) {
                     let domain = try DNSName(value)
@@ -285,6 +318,10 @@ extension DaemonConfiguration {
                 }
             case ("wide-area", "key"):
                 do { try keys.add(parsing: value) } catch { throw ConfigurationError("\(context): \(error.message)") }
+                inlineKeyLocation = inlineKeyLocation ?? location
+            case ("wide-area", "key-file"):
+                try Self.addKeyFile(value, to: &keys, context: context)
+            case ("wide-area", "publish-group"): publishGroup = value.isEmpty ? nil : value
             case ("wide-area", "ttl"): wideAreaTTL = try Self.int(value, context, 10...86_400)
             default:
                 let known = Self.keys[section, default: []].sorted().joined(separator: ", ")
@@ -301,6 +338,26 @@ extension DaemonConfiguration {
         if keys != TSIGKeyTable() { wideAreaKeys = keys }
     }
 
+    /// Reads `key-file = [DOMAIN] PATH`: an absolute path, or the name of a systemd credential.
+    static func addKeyFile(_ value: String, to keys: inout TSIGKeyTable, context: String) throws(ConfigurationError) {
+        let fields = value.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+        guard fields.count == 1 || fields.count == 2 else {
+            throw ConfigurationError("\(context): expected [DOMAIN] PATH")
+        }
+        let domain = fields.count == 2 ? fields[0] : nil
+        if let domain {
+            do { try WideAreaDomain.validate(domain) } catch { throw ConfigurationError("\(context): \(error.message)") }
+        }
+        let named = fields[fields.count - 1]
+        let path = named.hasPrefix("/") ? named : try SecretFile.credentialPath(named, context: context)
+        let text = try SecretFile.read(path, context: context)
+        do {
+            keys.add(try TSIGKey(keyFileText: text), domain: domain)
+        } catch {
+            throw ConfigurationError("\(context): \(path): \(error.message)")
+        }
+    }
+
     /// Adds one `listen` value to a list: `ADDR[:PORT]`, or `none`, which empties it (the stub is off).
     static func listenAddresses(_ value: String, adding list: [ListenAddress]) throws(AddressRangeError) -> [ListenAddress] {
         if value.lowercased() == "none" { return [] }
@@ -311,7 +368,8 @@ extension DaemonConfiguration {
     static let keys: [String: Set<String>] = [
         "daemon": ["socket", "state-dir", "log-level", "admin-group", "advertise-group", "services-dir"],
         "limits": [
-            "max-message-size", "max-connections", "max-queued-calls", "max-send-buffer", "upstream-queries",
+            "max-message-size", "max-connections", "max-queued-calls", "max-send-buffer", "max-connections-per-uid",
+            "max-calls-per-uid", "reserved-connections", "max-input-buffer", "idle-timeout", "upstream-queries",
             "upstream-queries-per-client", "upstream-sockets", "local-lookups",
         ],
         "resolver": [
@@ -319,9 +377,9 @@ extension DaemonConfiguration {
             "no-optimistic-domain", "cache-size", "persist-interval", "encryption", "ca-file", "ddr", "bootstrap",
             "idle-timeout",
         ],
-        "stub": ["listen", "allow", "local"],
+        "stub": ["listen", "allow", "local", "max-tcp-per-address", "refusals-per-second", "cookies"],
         "discovery-proxy": ["domain", "interface"],
-        "wide-area": ["browse-domain", "update-server", "key", "ttl"],
+        "wide-area": ["browse-domain", "update-server", "key", "key-file", "publish-group", "ttl"],
     ]
 
     private static func int(_ value: String, _ context: String, _ range: ClosedRange<Int>) throws(ConfigurationError) -> Int {

@@ -77,7 +77,8 @@ final class RunningConfiguration: Sendable {
         apply(fresh)
         let configuration = self.configuration
         await components.access.configure(
-            adminGroup: configuration.adminGroup, advertiseGroup: configuration.advertiseGroup)
+            adminGroup: configuration.adminGroup, advertiseGroup: configuration.advertiseGroup,
+            publishGroup: configuration.publishGroup)
         await components.staticServices.sync(directory: configuration.servicesDirectory)
         logger.info("configuration reloaded", metadata: ["file": "\(path)"])
     }
@@ -115,7 +116,8 @@ final class RunningConfiguration: Sendable {
         components.resolver.cache.updatePolicy(next.cachePolicy)
         components.resolver.updateLimits(next.queryLimits)
         components.resolverOptions.optimistic = next.optimistic
-        components.server.updateLimits(maxConnections: next.maxConnections, connection: next.connectionLimits)
+        components.server.updateLimits(
+            maxConnections: next.maxConnections, connection: next.connectionLimits, perUID: next.perUID)
         components.persistence.interval = next.persistIntervalSeconds
         components.stub.update(next.stubSettings)
         components.wideArea.update(next.wideAreaSettings)
@@ -139,7 +141,18 @@ final class RunningConfiguration: Sendable {
             attempts: upstream.attempts, optimistic: components.resolverOptions.optimistic,
             staleTtl: Int(policy.staleAnswerTTL), maxStale: Int(policy.maxStale),
             refreshRetry: Int(policy.refreshRetryInterval), noOptimisticDomains: policy.optOutDomains,
-            cacheSize: policy.maxEntries, persistInterval: components.persistence.interval)
+            cacheSize: policy.maxEntries, persistInterval: components.persistence.interval,
+            publishGroup: components.access.publishGroup?.name,
+            maxConnectionsPerUid: server.perUID?.maxConnections, maxCallsPerUid: server.perUID?.maxCalls,
+            reservedConnections: server.perUID?.reserve, maxInputBuffer: server.limits.maxInputBuffer,
+            idleTimeout: server.limits.idleTimeout.map { Int($0.nanoseconds / 1_000_000_000) } ?? 0)
+    }
+
+    /// The uids nearest to a per-uid cap, for `Status`.
+    var nearestToCaps: [UIDUsage] {
+        components.server.nearestToCaps().map {
+            UIDUsage(uid: Int($0.uid), connections: $0.usage.connections, calls: $0.usage.calls)
+        }
     }
 
     /// The upstreams the resolver asks now.
@@ -167,6 +180,8 @@ extension DaemonConfiguration {
 
     /// The per-connection limits of `[limits]`.
     var connectionLimits: ConnectionLimits {
-        ConnectionLimits(maxMessageSize: maxMessageSize, maxQueuedCalls: maxQueuedCalls, maxSendBuffer: maxSendBuffer)
+        ConnectionLimits(
+            maxMessageSize: maxMessageSize, maxQueuedCalls: maxQueuedCalls, maxSendBuffer: maxSendBuffer,
+            maxInputBuffer: maxInputBuffer, idleTimeout: idleTimeoutSeconds == 0 ? nil : .seconds(Int64(idleTimeoutSeconds)))
     }
 }

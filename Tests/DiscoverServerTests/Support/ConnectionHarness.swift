@@ -13,7 +13,7 @@ import NIOEmbedded
 /// replies stay in the channel's write buffer (what `bufferedWritableBytes` counts) instead of being sent.
 final class ConnectionHarness: Sendable {
     let channel: NIOAsyncTestingChannel
-    let registry = ConnectionRegistry()
+    let registry: ConnectionRegistry
     let stall = StallingWriter()
     private let received = NIOLockedValueBox([UInt8]())
 
@@ -22,8 +22,10 @@ final class ConnectionHarness: Sendable {
     /// - Parameter loop: the event loop, to put several connections on one (a new one by default).
     init(
         routes: RouteTable, limits: ConnectionLimits = defaultLimits, peer: PeerCredentials = .unknown,
-        loop: NIOAsyncTestingEventLoop = NIOAsyncTestingEventLoop()
+        loop: NIOAsyncTestingEventLoop = NIOAsyncTestingEventLoop(), registry: ConnectionRegistry = ConnectionRegistry(),
+        callsPerUID: Int? = nil
     ) async throws {
+        self.registry = registry
         var quiet = Logger(label: "test")
         quiet.logLevel = .critical
         let logger = quiet
@@ -34,7 +36,8 @@ final class ConnectionHarness: Sendable {
         try await channel.testingEventLoop.executeInContext { [channel] in
             let id = registry.admit(channel, limit: 10)!
             let handler = VarlinkConnectionHandler(
-                connectionID: id, router: router, limits: limits, registry: registry, logger: logger, peer: peer)
+                connectionID: id, router: router, limits: limits, registry: registry, logger: logger, peer: peer,
+                callsPerUID: callsPerUID)
             try channel.pipeline.syncOperations.addHandlers([stall, handler])
         }
         try await channel.connect(to: SocketAddress(unixDomainSocketPath: "/tmp/harness")).get()

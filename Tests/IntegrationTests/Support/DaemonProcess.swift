@@ -73,6 +73,8 @@ final class DaemonProcess: @unchecked Sendable {
         if let config {
             let path = directory.path + "/discoverd.conf"
             try config.write(toFile: path, atomically: true, encoding: .utf8)
+            // A file with an inline TSIG secret must be private, as the daemon checks.
+            chmod(path, 0o600)
             args += ["--config", path]
         }
         let command = prefix + [BuiltProducts.discoverd] + args

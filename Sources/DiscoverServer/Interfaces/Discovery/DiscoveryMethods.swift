@@ -3,6 +3,7 @@ import DNSSDModel
 import DiscoverAPI
 import Foundation
 import Logging
+import WideAreaDiscovery
 
 /// `io.discoverd.Discovery`: the varlink face of ``ServiceDiscovery``.
 ///
@@ -50,6 +51,9 @@ public enum DiscoveryMethods {
 
         routes.register(Methods.advertise, requiresMore: true) { parameters, context in
             try await access.requireAdvertiser(context.peer)
+            if let domain = parameters.domain, WideAreaDomain.isUnicast(domain) {
+                try await access.requireWideAreaPublisher(context.peer)
+            }
             guard (0...65535).contains(parameters.port) else { throw VarlinkError.invalidParameter("port") }
             let subject = DiscoverySubject(type: parameters.type, name: parameters.name ?? "", parameter: "txt")
             let registration = try await subject.mapErrors {
