@@ -243,7 +243,7 @@ struct AltSvcStoreTests {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
         let file = directory.file("altsvc.json")
-        try Data(contents.utf8).write(to: file)
+        try directory.writePrivate(Data(contents.utf8), to: file)
         let (store, _) = makeStore()
         #expect {
             try store.load(from: file)
@@ -270,7 +270,7 @@ struct AltSvcStoreTests {
               {"origin":"https://good.example:443","entry":\(entry)}
             ]}
             """
-        try Data(json.utf8).write(to: file)
+        try directory.writePrivate(Data(json.utf8), to: file)
         #expect(try store.load(from: file) == CacheLoadResult(loaded: 1, skipped: 0, invalid: 1))
         #expect(store.h3(for: try AltSvcOrigin(host: "good.example")))
     }

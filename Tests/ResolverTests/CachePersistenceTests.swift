@@ -130,7 +130,7 @@ struct CachePersistenceTests {
               {"key":{"name":"neg.example.","type":1,"class":1},"expires":\(now + 100),"answer":{"kind":"nodata"}}
             ]}
             """
-        try Data(json.utf8).write(to: file)
+        try directory.writePrivate(Data(json.utf8), to: file)
         let restored = TestCache(clock: clock)
         #expect(try restored.load(from: file) == CacheLoadResult(loaded: 2, skipped: 0, invalid: 2))
         #expect(restored.lookup(CacheKey(name: "neg.example", type: 1)).answer == .nodata)
@@ -161,7 +161,7 @@ struct CachePersistenceTests {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
         let file = directory.file("cache.json")
-        try Data(contents.utf8).write(to: file)
+        try directory.writePrivate(Data(contents.utf8), to: file)
         let (cache, _) = makeCache()
         #expect {
             try cache.load(from: file)
@@ -182,7 +182,7 @@ struct CachePersistenceTests {
         }
         try cache.save(to: file)
         let data = try Data(contentsOf: file)
-        try data.prefix(data.count * percent / 100).write(to: file)
+        try directory.writePrivate(data.prefix(data.count * percent / 100), to: file)
         let restored = TestCache(clock: clock)
         #expect {
             try restored.load(from: file)
@@ -198,7 +198,7 @@ struct CachePersistenceTests {
         defer { directory.remove() }
         let file = directory.file("cache.json")
         let json = "{\"format\":\"discoverd.cache\",\"version\":\(version),\"payload\":\"whatever\"}"
-        try Data(json.utf8).write(to: file)
+        try directory.writePrivate(Data(json.utf8), to: file)
         let (cache, _) = makeCache()
         #expect {
             try cache.load(from: file)

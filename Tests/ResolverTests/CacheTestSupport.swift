@@ -64,4 +64,11 @@ struct TemporaryDirectory {
     func remove() {
         try? FileManager.default.removeItem(at: url)
     }
+
+    /// Writes `data` as a state file the daemon trusts (mode 0600 set exactly): the umask cannot be relied on, since
+    /// a test running in parallel may change it for the whole process.
+    func writePrivate(_ data: Data, to file: URL) throws {
+        try data.write(to: file)
+        guard chmod(file.path, 0o600) == 0 else { throw CocoaError(.fileWriteNoPermission) }
+    }
 }
