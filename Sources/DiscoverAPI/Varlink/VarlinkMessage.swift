@@ -88,6 +88,9 @@ public struct VarlinkCall: Sendable {
     /// - Throws: ``VarlinkError`` `io.discoverd.Daemon.InvalidMessage` when it is not a varlink call.
     public static func decode(_ bytes: some Collection<UInt8>) throws(VarlinkError) -> VarlinkCall {
         let data = Data(bytes)
+        guard !JSONNesting.exceedsLimit(data) else {
+            throw VarlinkError.invalidMessage(reason: "JSON nested deeper than \(JSONNesting.limit) levels")
+        }
         let envelope: Envelope
         do {
             envelope = try JSONDecoder().decode(Envelope.self, from: data)
@@ -252,6 +255,9 @@ public struct VarlinkReplyMessage: Sendable {
     /// Decodes a reply message (without its NUL).
     public static func decode(_ bytes: some Collection<UInt8>) throws -> VarlinkReplyMessage {
         let data = Data(bytes)
+        guard !JSONNesting.exceedsLimit(data) else {
+            throw VarlinkError.invalidMessage(reason: "JSON nested deeper than \(JSONNesting.limit) levels")
+        }
         let envelope = try JSONDecoder().decode(Envelope.self, from: data)
         return VarlinkReplyMessage(error: envelope.error, continues: envelope.continues ?? false, raw: data)
     }
