@@ -105,16 +105,23 @@ final class InflightTable<Outcome: Sendable>: Sendable {
     func refusal(_ key: InflightKey, client: QueryClient?) -> (refused: Bool, global: Bool) {
         state.withLock { state in
             if state.entries[key] != nil { return (false, false) }
-            if state.entries.count >= max(state.limits.maxQueries, 1) {
-                state.refusedGlobal &+= 1
-                return (true, true)
-            }
-            if let client, state.perClient[client, default: 0] >= max(state.limits.maxQueriesPerClient, 1) {
-                state.refusedPerClient &+= 1
-                return (true, false)
-            }
-            return (false, false)
+            guard let global = Self.refusal(&state, client: client) else { return (false, false) }
+            return (true, global)
         }
+    }
+
+    /// The limit a new question of `client` meets (true: the global one, false: the client's), counted; nil when it
+    /// fits. The one check behind ``admit(_:client:body:)`` and ``refusal(_:client:)``.
+    private static func refusal(_ state: inout State, client: QueryClient?) -> Bool? {
+        if state.entries.count >= max(state.limits.maxQueries, 1) {
+            state.refusedGlobal &+= 1
+            return true
+        }
+        if let client, state.perClient[client, default: 0] >= max(state.limits.maxQueriesPerClient, 1) {
+            state.refusedPerClient &+= 1
+            return false
+        }
+        return nil
     }
 
     /// The task in flight for `key`, if any.
@@ -132,14 +139,7 @@ final class InflightTable<Outcome: Sendable>: Sendable {
                 state.coalesced &+= 1
                 return .joined(running.task)
             }
-            guard state.entries.count < max(state.limits.maxQueries, 1) else {
-                state.refusedGlobal &+= 1
-                return .refused(global: true)
-            }
-            if let client, state.perClient[client, default: 0] >= max(state.limits.maxQueriesPerClient, 1) {
-                state.refusedPerClient &+= 1
-                return .refused(global: false)
-            }
+            if let global = Self.refusal(&state, client: client) { return .refused(global: global) }
             let task = Task { [self] in
                 let outcome = await body()
                 finish(key)
