@@ -101,6 +101,8 @@ dnssec_prepare() {
     command -v keymgr >/dev/null && command -v ldns-signzone >/dev/null ||
         { log "keymgr or ldns-signzone not found: run Scripts/bootstrap"; return 1; }
     rm -rf "$dir"
+    # Keys of an earlier, unfinished attempt would be used beside the new ones: start from none.
+    pid_alive "$(read_pid knot)" || rm -rf "$LAB/dns/db/keys"
     mkdir -p "$dir/zones" "$dir/keys" "$dir/trust-anchors.d" "$dir/unbound"
     for z in "${DNSSEC_ZONES[@]}"; do
         read -r zone kind <<<"$z"
@@ -200,8 +202,19 @@ dnssec_unbound_ok() {   # a validated (AD) answer from the reference validator: 
         grep -q 'status: NOERROR' <<<"$out" && grep -Eq '^;; Flags:[^;]* ad;' <<<"$out"
 }
 
+knot_serves_dnssec() {
+    nsx "$NS_DNS" kdig +time=1 +retry=0 +norec "@$KNOT4" "$DNSSEC_ZONE" SOA 2>/dev/null | grep -q 'status: NOERROR'
+}
+
 start_dnssec_unbound() {
     pid_alive "$(read_pid unbound-dnssec)" && return 0
+    # A Knot started by an older Scripts/lab (a lab that was up before this file existed) has no dnssec.test:
+    # make it read the new configuration.
+    if ! knot_serves_dnssec; then
+        log "knot does not serve $DNSSEC_ZONE: reloading its configuration"
+        knotc -c "$LAB/dns/knot.conf" reload >/dev/null 2>&1 || true
+        wait_until knot "$READY_TIMEOUT" knot_serves_dnssec || return 1
+    fi
     write_dnssec_unbound
     rm -f "$LAB/dnssec/unbound/control.sock"
     spawn unbound-dnssec "$NS_DNS" unbound -d -c "$LAB/dnssec/unbound/unbound.conf"
