@@ -227,8 +227,9 @@ def test_b_a_strangers_tcp_connections_are_closed_at_accept(daemon):
         v.close()
 
 
-def test_b_the_per_address_cap_holds_for_allowed_clients(daemon):
-    held = sockets_in("dlab-r", socket.AF_INET, socket.SOCK_STREAM, 40)
+def closed_at_accept(count: int) -> int:
+    """Opens COUNT TCP connections from dlab-r (allowed) to the stub and says how many the daemon closed at once."""
+    held = sockets_in("dlab-r", socket.AF_INET, socket.SOCK_STREAM, count)
     try:
         for s in held:
             s.settimeout(5)
@@ -244,12 +245,18 @@ def test_b_the_per_address_cap_holds_for_allowed_clients(daemon):
                 pass
             except OSError:
                 closed += 1
-        assert closed == 8, f"{closed} of 40 closed; the cap is 32 per address"
-        record("b_per_address", {"opened": 40, "closedAtAccept": closed, "cap": 32})
+        return closed
     finally:
         for s in held:
             s.close()
-    time.sleep(0.5)
+        # The daemon sees the closes and gives the slots back.
+        time.sleep(0.5)
+
+
+def test_b_the_per_address_cap_holds_for_allowed_clients(daemon):
+    closed = closed_at_accept(40)
+    assert closed == 8, f"{closed} of 40 closed; the cap is 32 per address"
+    record("b_per_address", {"opened": 40, "closedAtAccept": closed, "cap": 32})
     assert tcp_query("dlab-r", ALLOWED_TARGET).answer
 
 
@@ -332,6 +339,36 @@ def test_c_allowed_clients_get_dns_cookies(daemon):
     # A stranger's cookie query still gets a bare refusal, no larger than the query.
     stranger = ask("h3.lab.test", "A", server=STRANGER_TARGET, port=STUB_PORT, ns="dlab-b", options=[cookie])
     assert stranger.rcode == "REFUSED" and len(stranger.wire) <= len(stranger.query_wire)
+
+
+def server_cookie(ns: str, server: str) -> bytes | None:
+    """The COOKIE option of the stub's reply to a query with a client cookie, or None."""
+    r = ask("h3.lab.test", "A", server=server, port=STUB_PORT, ns=ns,
+            options=[dns.edns.GenericOption(10, bytes(range(1, 9)))])
+    assert r.rcode == "NOERROR", r.msg
+    got = [o for o in r.msg.options if o.otype == 10]
+    if not got:
+        return None
+    return got[0].to_wire() if hasattr(got[0], "to_wire") else got[0].data
+
+
+def test_c_reload_applies_the_per_address_cap_and_cookies(daemon):
+    """`[stub] max-tcp-per-address` and `cookies` change with Reload, like the rest of [stub] but `listen`."""
+    base = daemon.config
+    try:
+        assert server_cookie("dlab-r", ALLOWED_TARGET), "cookies are on (auto, beyond loopback)"
+        daemon.reload(base + "max-tcp-per-address = 8\ncookies = no\n")
+        closed = closed_at_accept(12)
+        assert closed == 4, f"{closed} of 12 closed; the cap after Reload is 8 per address"
+        assert server_cookie("dlab-r", ALLOWED_TARGET) is None, "cookies = no took effect"
+        daemon.reload(base)
+        cookie = server_cookie("dlab-r", ALLOWED_TARGET)
+        assert cookie and len(cookie) == 24, "back to auto: cookies again"
+        assert closed_at_accept(12) == 0, "back to the default cap of 32"
+        record("c_reload", {"capAfterReload": 8, "closedOf12": closed, "cookiesOffAfterReload": True})
+    finally:
+        if daemon.config != base:
+            daemon.reload(base)
 
 
 # ------------------------------------------------------------------ (d) keys as secrets
