@@ -600,6 +600,7 @@ def test_f_fuzzed_traffic_to_the_running_daemon(daemon):
     for t in threads:
         t.start()
     checks, failures, start, samples = 0, [], time.monotonic(), []
+    rss_start = rss_kib(daemon.pid)
     try:
         while time.monotonic() - start < seconds:
             time.sleep(1)
@@ -623,8 +624,10 @@ def test_f_fuzzed_traffic_to_the_running_daemon(daemon):
         stop.set()
         for t in threads:
             t.join()
+    rss_end = rss_kib(daemon.pid)
     record("f", {"seconds": seconds, **counts, "clientChecks": checks, "clientFailures": failures[:5],
-                 "rssMaxMiB": round(rss_max[0] / 1024, 1), "samples[s, rssMiB, cacheEntries, connections]": samples})
+                 "rssStartMiB": round(rss_start / 1024, 1), "rssMaxMiB": round(rss_max[0] / 1024, 1),
+                 "rssEndMiB": round(rss_end / 1024, 1), "samples[s, rssMiB, cacheEntries, connections]": samples})
     assert daemon.alive()
     assert not failures, failures
     assert rss_max[0] < RSS_BOUND_MIB * 1024
