@@ -94,7 +94,7 @@ import Testing
     /// server cookies clients hold stay valid.
     @Test func reloadTurnsCookiesOnAndOffAndKeepsTheSecret() throws {
         func stub(_ host: String) -> (StubResponder, DNSStubServer, StubSettings) {
-            let settings = StubSettings(listen: [ListenAddress(host: host, port: 5399)])
+            let settings = StubSettings(listen: [HostAndPort(host: host, port: 5399)])
             let responder = StubResponder(
                 resolver: DNSResolver(transport: NoUpstream()), local: nil, settings: settings,
                 logger: Logger(label: "test"))
