@@ -18,7 +18,7 @@ import NIOCore
 /// The hot path: a call the router can answer synchronously (a cache hit, see
 /// ``RouteTable/registerImmediate(_:_:)``) is answered here, without a `Task`: written at once when no earlier call
 /// is waiting for its reply (no slot at all), else queued in its slot like any other reply. Replies written while a
-/// read batch is being handled are flushed once, when the batch ends.
+/// read is being handled are flushed once, when `channelRead` ends.
 final class VarlinkConnectionHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
@@ -76,7 +76,7 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
     /// The server is shutting down (`ChannelShouldQuiesceEvent`): no new calls are read, streams are ended, the
     /// connection closes once the calls already read have answered.
     private var quiescing = false
-    /// Inside `channelRead`: replies are written now and flushed once in `channelReadComplete`.
+    /// Inside `channelRead`: replies are written now and flushed once at its end.
     private var inReadBatch = false
     private var flushPending = false
     /// Work that waits until the replies before it are on their way (refreshes of stale answers).
@@ -177,15 +177,20 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
         inReadBatch = true
         framer.append(buffer.readableBytesView)
         decodeQueuedMessages(context: context)
-    }
-
-    func channelReadComplete(context: ChannelHandlerContext) {
         inReadBatch = false
+        // Flushed here, not in `channelReadComplete`: when NIO reads a batch's last bytes together with the peer's
+        // EOF, it fires `channelReadComplete` and then closes the input without looking whether the channel is still
+        // open. A flush there that fails (the peer is gone) closes the channel in between, and NIO then unregisters a
+        // closed channel (an assertion in debug builds, BaseSocketChannel.unregisterForReadable). A read fills at
+        // most one buffer, so this is still one flush for all the calls it held.
         if flushPending {
             flushPending = false
             context.flush()
         }
         runAfterFlush()
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
         context.fireChannelReadComplete()
     }
 
