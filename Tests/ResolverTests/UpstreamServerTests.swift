@@ -42,7 +42,7 @@ import Testing
         ("https://dns.example/a b", "plain ASCII"), ("https://dns.example/q?dns=x", "plain ASCII"),
         ("[2001:db8::53", "'[' without ']'"), ("udp://192.0.2.53#x.example", "for DNS over TLS only"),
         ("192.0.2.53 encryption=maybe", "'maybe' is not strict, opportunistic or no"),
-        ("192.0.2.53 ddr=no", "unknown option 'ddr=no'"), ("192.0.2.53 encryption", "unknown option"),
+        ("192.0.2.53 ddr=no", "unknown option 'ddr=no'"), ("192.0.2.53 encryption=no x=y", "unknown option 'x=y'"),
         ("tls://192.0.2.53 encryption=no", "for plain upstreams"),
     ])
     func rejects(_ text: String, _ reason: String) {

@@ -230,3 +230,21 @@ def test_rediscovery_when_the_ttl_runs_out_and_on_reload_without_interrupting_qu
             assert rcodes and set(rcodes) == {"NXDOMAIN"}, rcodes
         finally:
             d.stop()
+
+
+@pytest.mark.parametrize("own, overall", [("no", "strict"), ("strict", "no")])
+def test_per_upstream_encryption_mode_overrides_the_global_one(tls_lab, workdir, own, overall):
+    # unbound-tls (192.0.2.63) designates itself with a certificate naming its address: DDR upgrades it unless its
+    # own mode says no.
+    d = daemon(workdir, f"{GOOD} encryption={own}", encryption=overall)
+    try:
+        r = ask(uniq("ddrown"), "A", server="127.0.0.1", port=d.port, timeout=6)
+        assert r.rcode == "NXDOMAIN", r.ede
+        [up] = upstream_status(d)
+        assert up["server"] == f"{GOOD}:53 encryption={own}", up
+        if own == "no":
+            assert up["transport"] == "udp" and up["note"] == "clear text: encryption = no", up
+        else:
+            assert up["transport"] == "tls" and up["origin"] == "ddr-verified", up
+    finally:
+        d.stop()

@@ -103,9 +103,12 @@ public struct UpstreamServer: Hashable, Sendable, CustomStringConvertible {
     /// - Throws: ``UpstreamSyntaxError`` naming what is wrong; never traps, whatever `text` holds.
     public init(parsing text: String) throws(UpstreamSyntaxError) {
         let words = text.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
-        guard let trimmed = words.first else { throw UpstreamSyntaxError(text: text, reason: "empty") }
+        guard let first = words.first else { throw UpstreamSyntaxError(text: text, reason: "empty") }
+        // Options are KEY=VALUE words after the address; anything else with blanks is a malformed address.
+        let options = words.dropFirst().allSatisfy { $0.contains("=") } ? Array(words.dropFirst()) : []
+        let trimmed = options.isEmpty ? words.joined(separator: " ") : first
         var mode: EncryptionMode?
-        for option in words.dropFirst() {
+        for option in options {
             let parts = option.split(separator: "=", maxSplits: 1).map { $0.lowercased() }
             guard parts.count == 2, parts[0] == "encryption" else {
                 throw UpstreamSyntaxError(

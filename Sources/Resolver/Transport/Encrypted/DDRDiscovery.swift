@@ -219,7 +219,7 @@ final class DDRDiscovery: Sendable {
         // Addresses of TargetNames without hints: the additional section, else the plain upstream itself.
         var addresses: [String: [String]] = [:]
         for record in message.additional where record.type == .a || record.type == .aaaa {
-            let text = record.type == .a ? try? record.ipv4Address() : try? record.ipv6Address()
+            let text = record.type == .a ? (try? record.ipv4Address()) : (try? record.ipv6Address())
             if let text { addresses[record.name.lowercased(), default: []].append(text) }
         }
         for record in records where record.params.ipv4hint.isEmpty && record.params.ipv6hint.isEmpty {
@@ -229,7 +229,7 @@ final class DDRDiscovery: Sendable {
             for type in [RRType.a, .aaaa] {
                 guard case .response(let reply) = await ask(target, type) else { continue }
                 found += reply.answer.filter { $0.type == type }.compactMap {
-                    type == .a ? try? $0.ipv4Address() : try? $0.ipv6Address()
+                    type == .a ? (try? $0.ipv4Address()) : (try? $0.ipv6Address())
                 }
             }
             addresses[target] = found
@@ -331,17 +331,12 @@ final class DDRDiscovery: Sendable {
                 continue
             }
             let sameAddress = TLSClientContext.addressBytes(chosen) == own
-            let identity: TLSClientContext.Identity
-            let opportunistic: Bool
-            if sameAddress && local && encryption == .opportunistic {
-                // §4.3: a private or local address cannot be verified; TLS without authentication, same address only.
-                (identity, opportunistic) = (.unauthenticated, true)
-            } else if sameAddress {
-                (identity, opportunistic) = (.configured, false)
-            } else {
+            // §4.3: a private or local address cannot be verified; TLS without authentication, same address only.
+            let opportunistic = sameAddress && local && encryption == .opportunistic
+            let identity: TLSClientContext.Identity =
+                opportunistic ? .unauthenticated
                 // §4.2, §7: at another address, only the certificate's proof for the original address counts.
-                (identity, opportunistic) = (.address(address), false)
-            }
+                : sameAddress ? .configured : .address(address)
             let alpn = record.params.alpn
             let port = record.params.port.map(Int.init)
             if alpn.contains("dot") {
