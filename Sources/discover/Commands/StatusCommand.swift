@@ -85,7 +85,8 @@ struct StatusCommand: AsyncParsableCommand {
         var line = "  \(server.server): \(server.transport) (\(server.origin))"
         if let note = server.note { line += ", \(note)" }
         if let version = server.tlsVersion {
-            line += ", \(version) verified \(server.verifiedName ?? "?")"
+            // No verified name: DDR's opportunistic profile (RFC 9462 §4.3), encrypted without authentication.
+            line += server.verifiedName.map { ", \(version) verified \($0)" } ?? ", \(version) not authenticated"
         }
         if server.transport == "tls" || server.transport == "https" {
             line += ", \(server.connectionsOpened) connections (\(server.connectionsOpen) open), "

@@ -31,14 +31,16 @@ enum EncryptedConnections {
     /// The failure of a query whose connection the server closed before answering it.
     static let closedByServer = "the server closed the connection"
 
-    /// A DoT or DoH connection to `server` at `address`, verified as ``TLSClientContext`` says; nothing is
-    /// opened until the first query.
+    /// A DoT or DoH connection to `server` at `address`, verified as ``TLSClientContext`` says (`identity`: what
+    /// the certificate must prove besides its chain); nothing is opened until the first query.
     static func make(
         _ server: UpstreamServer, address: SocketAddress, configuration: UpstreamClient.Configuration,
-        statistics: UpstreamStatistics, group: any EventLoopGroup, logger: Logger
+        statistics: UpstreamStatistics, group: any EventLoopGroup, logger: Logger,
+        identity: TLSClientContext.Identity = .configured
     ) throws -> any EncryptedConnection {
         let tls = try TLSClientContext(
-            caFile: configuration.caFile, serverName: server.tlsName, alpn: server.transport == .https ? ["h2"] : [])
+            caFile: configuration.caFile, serverName: server.tlsName, alpn: server.transport == .https ? ["h2"] : [],
+            identity: identity)
         if server.transport == .tls {
             return DoTConnection(
                 server: server, address: address, tls: tls, statistics: statistics,
