@@ -1,3 +1,4 @@
+import DNSCore
 import NIOCore
 
 /// A DNS server to ask, and how: plain DNS, DNS over TLS (RFC 7858) or DNS over HTTPS (RFC 8484).
@@ -202,33 +203,17 @@ public struct UpstreamServer: Hashable, Sendable, CustomStringConvertible {
         return UpstreamServer(transport: .https, host: address, port: port, tlsName: name, path: path)
     }
 
+    /// The `ADDR[:PORT]` part, by the one parser of DNS settings (``HostAndPort``), with its reason in an
+    /// upstream error.
     private static func hostAndPort(_ text: String, defaultPort: Int, text original: String)
         throws(UpstreamSyntaxError) -> (String, Int)
     {
-        var host = text
-        var portText: Substring?
-        if text.hasPrefix("[") {
-            guard let close = text.firstIndex(of: "]") else {
-                throw UpstreamSyntaxError(text: original, reason: "'[' without ']'")
-            }
-            host = String(text[text.index(after: text.startIndex)..<close])
-            let after = text[text.index(after: close)...]
-            if !after.isEmpty {
-                guard after.hasPrefix(":") else {
-                    throw UpstreamSyntaxError(text: original, reason: "unexpected '\(after)' after ']'")
-                }
-                portText = after.dropFirst()
-            }
-        } else if text.filter({ $0 == ":" }).count == 1, let colon = text.firstIndex(of: ":") {
-            host = String(text[..<colon])
-            portText = text[text.index(after: colon)...]
+        do {
+            let parsed = try HostAndPort(parsing: text, defaultPort: defaultPort)
+            return (parsed.host, parsed.port)
+        } catch {
+            throw UpstreamSyntaxError(text: original, reason: error.reason)
         }
-        guard !host.isEmpty else { throw UpstreamSyntaxError(text: original, reason: "no host") }
-        guard let portText else { return (host, defaultPort) }
-        guard let port = Int(portText), (1...65535).contains(port) else {
-            throw UpstreamSyntaxError(text: original, reason: "port '\(portText)' is not in 1...65535")
-        }
-        return (host, port)
     }
 
     private static func validName(_ name: String, text: String) throws(UpstreamSyntaxError) -> String {
