@@ -150,7 +150,8 @@ public final class StubResponder: Sendable {
             return .pending
         }
         let options = WalkOptions(
-            optimistic: settings.optimistic, dnssecOK: query.edns?.dnssecOK ?? false, staleOnFailure: true)
+            optimistic: settings.optimistic, dnssecOK: query.edns?.dnssecOK ?? false, staleOnFailure: true,
+            checkingDisabled: query.checkingDisabled)
         if LocalZones.mayBeLocal(query.nameText), LocalZones.isLocal(query.name) {
             guard settings.answerLocal else {
                 return .reply(
@@ -295,10 +296,13 @@ public final class StubResponder: Sendable {
         }
         var answerParts: [AnswerPart] = []
         answerParts.reserveCapacity(count)
+        // AD (RFC 6840 §5.7): every part validated secure and fresh, to a client that set DO or AD.
+        var secure = (query.edns?.dnssecOK ?? false) || query.authenticData
         for part in parts {
             if let payload = part.answer.payload { answerParts.append(AnswerPart(sections: payload.wire, ttl: part.ttl)) }
+            if part.source == .expiredCache || part.answer.payload?.validation?.state != .secure { secure = false }
         }
-        return finish(query, code: code, parts: answerParts, error: ede, limit: limit)
+        return finish(query, code: code, parts: answerParts, error: ede, authenticated: secure, limit: limit)
     }
 
     /// SERVFAIL with an EDE naming the cause.
@@ -307,6 +311,9 @@ public final class StubResponder: Sendable {
         let server = error.attempts.last?.server ?? resolver.upstreamDescription
         let ede: ExtendedDNSError
         switch error.code {
+        case _ where error.dnssec != nil:
+            // RFC 8914 §4.7–4.13: the exact DNSSEC code, with the name that failed and why.
+            ede = .dnssec(error.dnssec?.ede ?? 6, error.dnssec?.reason ?? "\(error.name): DNSSEC bogus")
         case .timeout:
             ede = .noReachableAuthority("no answer from \(resolver.upstreamDescription) in time")
         case .upstreamFailure:
@@ -444,11 +451,12 @@ public final class StubResponder: Sendable {
 
     private func finish(
         _ query: StubQuery, code: StubReply.Code, parts: [AnswerPart] = [], error: ExtendedDNSError? = nil,
-        limit: Int
+        authenticated: Bool = false, limit: Int
     ) -> [UInt8] {
         let includeDNSSEC = (query.edns?.dnssecOK ?? false) || EncodedSections.isDNSSEC(query.type)
         let (bytes, truncated) = StubReply.make(
-            to: query, code: code, parts: parts, includeDNSSEC: includeDNSSEC, error: error, limit: limit)
+            to: query, code: code, parts: parts, includeDNSSEC: includeDNSSEC, error: error,
+            authenticated: authenticated, limit: limit)
         if truncated { counters.truncated.bump() }
         return bytes
     }

@@ -23,11 +23,18 @@ public final class DNSResolver: Sendable {
         /// Most targets a connection plan looks up besides the host itself (RFC 9460 §3 leaves the bound to
         /// clients; a zone can name hundreds).
         public var maximumPlanTargets: Int
+        /// DNSSEC validation (docs/DNSSEC.md); off in the library by default, `allow-downgrade` in the daemon.
+        public var dnssec: DNSSECMode
+        /// Where validation starts (`.builtIn`: the root's KSKs and the default negative anchors).
+        public var trustAnchors: TrustAnchors
 
         public init(
             cachePolicy: CachePolicy = CachePolicy(), maximumAliasHops: Int = AliasChain.defaultMaximumHops,
-            negativeTTLWithoutSOA: UInt32 = 30, limits: QueryLimits = QueryLimits(), maximumPlanTargets: Int = 16
+            negativeTTLWithoutSOA: UInt32 = 30, limits: QueryLimits = QueryLimits(), maximumPlanTargets: Int = 16,
+            dnssec: DNSSECMode = .no, trustAnchors: TrustAnchors = .builtIn
         ) {
+            self.dnssec = dnssec
+            self.trustAnchors = trustAnchors
             self.cachePolicy = cachePolicy
             self.maximumAliasHops = maximumAliasHops
             self.negativeTTLWithoutSOA = negativeTTLWithoutSOA
@@ -46,6 +53,8 @@ public final class DNSResolver: Sendable {
     /// The one in-flight table: one task per distinct upstream question (coalescing), bounded in all and per
     /// client; the refreshes `more` waits for are found here too.
     let inflight: InflightTable<FetchOutcome>
+    /// DNSSEC validation: verdicts on store, the anchors, the upstreams' capability, counters.
+    public let validator: DNSSECValidator
     /// Records dropped from upstream replies by the bailiwick rules (``ReplyScrubber``).
     private let scrubbedRecords = Atomic<UInt64>(0)
     /// Recent negative-answer payloads (SOA and proofs), shared by every entry that carries the same one.
@@ -67,6 +76,9 @@ public final class DNSResolver: Sendable {
         self.cache = OptimisticCache(policy: configuration.cachePolicy, clock: clock)
         self.altSvc = AltSvcStore(clock: clock)
         self.inflight = InflightTable(limits: configuration.limits)
+        self.validator = DNSSECValidator(
+            mode: configuration.dnssec, anchors: configuration.trustAnchors,
+            now: { Date(timeIntervalSince1970: clock.now()) })
     }
 
     /// Replaces the bounds on upstream queries (Reload); queries in flight are not affected.
@@ -625,6 +637,8 @@ public final class DNSResolver: Sendable {
         for key: CacheKey, name: String, type: RRType, class rrClass: RRClass = .in, dnssecOK: Bool = false,
         isRefresh: Bool, client: QueryClient? = nil
     ) -> Task<FetchOutcome, Never> {
+        // A validating resolver asks every question with DO: the cache holds one kind of entry.
+        let dnssecOK = dnssecOK || validator.enabled
         let inflightKey = InflightKey(cacheKey: key, dnssecOK: dnssecOK, checkingDisabled: false)
         let admission = inflight.admit(inflightKey, client: isRefresh ? nil : client) { [self] in
             // A refresh must not delay the stale answer it was started beside: let that answer go out first.
@@ -702,8 +716,8 @@ public final class DNSResolver: Sendable {
                     "dns.dropped": "\(scrubbed.dropped - message.additional.count)",
                 ])
         }
-        let answer: CacheAnswer<CachedRRset>
-        let ttl: UInt32
+        var answer: CacheAnswer<CachedRRset>
+        var ttl: UInt32
         if !scrubbed.answer.isEmpty {
             // A chain that ends in NXDOMAIN is still a chain: its names exist, the walk asks the last one itself.
             answer = .positive(
@@ -717,9 +731,46 @@ public final class DNSResolver: Sendable {
             answer = message.rcode == .nxDomain ? .nxdomain(authority) : .nodata(authority)
             ttl = Self.negativeTTL(scrubbed.authority) ?? configuration.negativeTTLWithoutSOA
         }
+        if validator.enabled {
+            // Validated once, here, on store: every hit reads the verdict (docs/DNSSEC.md).
+            let validation = await validator.validate(answer, name: key.name, type: type, fetcher: self)
+            answer = Self.withValidation(answer, validation)
+            validator.count(validation, name: key.name)
+            // A bogus answer is cached briefly, so a repaired zone recovers soon.
+            if validation.state == .bogus {
+                ttl = min(ttl, 60)
+                logger.info(
+                    "DNSSEC bogus",
+                    metadata: ["dns.name": "\(name)", "dns.type": "\(type)", "reason": "\(validation.reason ?? "")"])
+            }
+        }
         cache.store(answer, for: key, ttl: ttl)
         logger.debug("fetched", metadata: ["dns.name": "\(name)", "dns.type": "\(type)", "dns.ttl": "\(ttl)"])
         return .answer(answer, ttl: ttl, attempts: exchange.attempts)
+    }
+
+    /// The same answer carrying `validation`.
+    static func withValidation(_ answer: CacheAnswer<CachedRRset>, _ validation: DNSSECValidation)
+        -> CacheAnswer<CachedRRset>
+    {
+        switch answer {
+        case .positive(let rrset): return .positive(CachedRRset(sharingDataOf: rrset, validation: validation))
+        case .nxdomain(let payload):
+            return .nxdomain(CachedRRset(sharingDataOf: payload ?? CachedRRset(records: [], dnssecOK: true), validation: validation))
+        case .nodata(let payload):
+            return .nodata(CachedRRset(sharingDataOf: payload ?? CachedRRset(records: [], dnssecOK: true), validation: validation))
+        }
+    }
+
+    /// Probes whether the upstreams pass DNSSEC data (allow-downgrade's evidence, docs/DNSSEC.md): DNSKEY of the
+    /// closest positive anchor's zone with DO. A reply decides; no reply (timeout, SERVFAIL) changes nothing.
+    public func probeDNSSEC() async {
+        guard validator.mode != .no else { return }
+        let zone = validator.anchors.positive.keys.sorted { $0.count < $1.count }.first ?? "."
+        guard let exchange = try? await transport.query(DNSQuestion(name: zone, type: RRType(48)), dnssecOK: true),
+            exchange.message.rcode == .noError, !exchange.message.answer.isEmpty
+        else { return }
+        validator.recordProbe(signed: exchange.message.answer.contains { $0.type.rawValue == 46 })
     }
 
     /// RFC 2308 §5: the negative TTL is the smaller of the SOA's TTL and its MINIMUM field.
