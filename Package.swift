@@ -163,7 +163,7 @@ let package = Package(
 
         .testTarget(name: "DiscoverAPITests", dependencies: ["DiscoverAPI", "DNSSDModel"], swiftSettings: strict),
         .testTarget(name: "DNSCoreTests", dependencies: ["DNSCore"], swiftSettings: strict),
-        .testTarget(name: "ResolverTests", dependencies: ["DNSCore", "Resolver"], swiftSettings: strict),
+        .testTarget(name: "ResolverTests", dependencies: ["CLDNS", "DNSCore", "Resolver"], swiftSettings: strict),
         .testTarget(name: "DNSStubTests", dependencies: ["DNSCore", "DNSStub", "Resolver"], swiftSettings: strict),
         .testTarget(name: "DNSSDModelTests", dependencies: ["DNSSDModel"], swiftSettings: strict),
         .testTarget(name: "DNSSDTests", dependencies: ["DNSSD", "DNSSDModel"], swiftSettings: strict),

@@ -127,7 +127,7 @@ public enum DNSSECCrypto {
 
     /// The signer's name of an RRSIG, lowercased with a trailing dot.
     public static func signerOf(_ rrsig: ResourceRecord) -> String? {
-        guard rrsig.rdata.count > 18, let labels = try? DNSName.labels(wire: Array(rrsig.rdata[18...])),
+        guard rrsig.rdata.count > 18, let (labels, _) = try? DNSName.readLabels(rrsig.rdata, at: 18),
             let name = try? DNSName(labels: labels)
         else { return nil }
         return name.text
@@ -188,9 +188,8 @@ public enum DNSSECCrypto {
 
     /// The types an NSEC record's bitmap lists at its owner (RFC 4034 §4.1.2), or nil when malformed.
     public static func nsecTypes(_ nsec: ResourceRecord) -> Set<UInt16>? {
-        guard let labels = try? DNSName.labels(wire: nsec.rdata) else { return nil }
-        let nextLength = labels.reduce(1) { $0 + $1.count + 1 }
-        return bitmapTypes(Array(nsec.rdata.dropFirst(nextLength)))
+        guard let (_, next) = try? DNSName.readLabels(nsec.rdata, at: 0) else { return nil }
+        return bitmapTypes(Array(nsec.rdata[next...]))
     }
 
     /// The types an NSEC3 record's bitmap lists (RFC 5155 §3.2) and its opt-out flag.

@@ -62,6 +62,15 @@ public struct DNSSECValidation: Sendable, Codable, Hashable {
         DNSSECValidation(state: .bogus, ede: ede, reason: reason)
     }
 
+    /// A DS or DNSKEY the proof needs got no answer: not a verdict on the data, so it is not cached; the question
+    /// fails as a timeout would (EDE 22, No Reachable Authority).
+    public static func unreachable(_ what: String) -> DNSSECValidation {
+        .bogus(22, "\(what) could not be fetched to validate the answer")
+    }
+
+    /// Whether this is ``unreachable(_:)``: the question fails, nothing is cached.
+    public var isUnreachable: Bool { state == .bogus && ede == 22 }
+
     /// The weaker verdict; for two secure ones the earlier expiration.
     func combined(with other: DNSSECValidation) -> DNSSECValidation {
         if state == .secure && other.state == .secure {

@@ -210,7 +210,7 @@ public final class DNSSECValidator: Sendable {
     /// The DNSKEYs of `zone` proven secure, through the cache (their entry was validated on store).
     private func trustedKeys(_ zone: String, fetcher: any DNSSECFetcher) async -> KeyResult {
         guard let answer = await fetcher.dnssecFetch(zone, type: RRType(48)) else {
-            return .failure(.bogus(9, "\(zone): its DNSKEY could not be fetched"))
+            return .failure(.unreachable("\(zone) DNSKEY"))
         }
         guard case .positive(let rrset) = answer else {
             return .failure(.bogus(9, "\(zone): DNSKEY missing"))
@@ -240,7 +240,7 @@ public final class DNSSECValidator: Sendable {
             anchorKeys = records.filter { $0.type.rawValue == 48 }
         case .positive:
             guard let answer = await fetcher.dnssecFetch(zone, type: RRType(43)) else {
-                return .bogus(9, "\(zone): its DS could not be fetched")
+                return .unreachable("\(zone) DS")
             }
             switch answer {
             case .positive(let rrset):
@@ -338,7 +338,7 @@ public final class DNSSECValidator: Sendable {
         for count in (anchorCount + 1)...last {
             let zone = labels.suffix(count).joined(separator: ".") + "."
             guard let answer = await fetcher.dnssecFetch(zone, type: RRType(43)) else {
-                return .bogus(9, "\(zone): its DS could not be fetched to prove \(name) insecure")
+                return .unreachable("\(zone) DS")
             }
             switch answer {
             case .positive(let rrset):

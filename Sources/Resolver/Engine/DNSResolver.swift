@@ -734,6 +734,12 @@ public final class DNSResolver: Sendable {
         if validator.enabled {
             // Validated once, here, on store: every hit reads the verdict (docs/DNSSEC.md).
             let validation = await validator.validate(answer, name: key.name, type: type, fetcher: self)
+            if validation.isUnreachable {
+                return .failure(
+                    ResolverError(
+                        code: .timeout, name: name, reason: validation.reason, attempts: exchange.attempts,
+                        dnssec: validation))
+            }
             answer = Self.withValidation(answer, validation)
             validator.count(validation, name: key.name)
             // A bogus answer is cached briefly, so a repaired zone recovers soon.
