@@ -66,6 +66,7 @@ import Testing
     /// IDL enum type name → whether the Swift enum accepts a raw value.
     static let enums: [String: @Sendable (String) -> Bool] = [
         "io.discoverd.Resolver.Source": { AnswerSource(rawValue: $0) != nil },
+        "io.discoverd.Resolver.DNSSEC": { DNSSECStatus(rawValue: $0) != nil },
     ]
 
     struct MethodPin: Sendable {

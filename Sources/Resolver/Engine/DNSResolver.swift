@@ -227,7 +227,7 @@ public final class DNSResolver: Sendable {
         return AddressResolution(
             name: host, addresses: (addresses.ipv6 ?? []) + (addresses.ipv4 ?? []), source: provenance.source,
             ttl: provenance.reportedTTL, staleSeconds: provenance.staleSeconds, attempts: provenance.attempts,
-            elapsedMilliseconds: Self.milliseconds(since: start))
+            elapsedMilliseconds: Self.milliseconds(since: start), dnssec: provenance.reportedDNSSEC)
     }
 
     /// The endpoints to try for `host:port`, in Happy Eyeballs v3 order.
@@ -331,7 +331,7 @@ public final class DNSResolver: Sendable {
             fallbackTarget: fallback)
         return PlanResolution(
             plan: plan, source: provenance.source, attempts: provenance.attempts,
-            elapsedMilliseconds: Self.milliseconds(since: start))
+            elapsedMilliseconds: Self.milliseconds(since: start), dnssec: provenance.reportedDNSSEC)
     }
 
     /// The plan of an address literal: the address itself, QUIC first when assumed or when Alt-Svc for the origin
@@ -423,6 +423,7 @@ public final class DNSResolver: Sendable {
         result.ttl = provenance.reportedTTL
         result.staleSeconds = provenance.staleSeconds
         result.attempts = provenance.attempts
+        result.dnssec = provenance.reportedDNSSEC
     }
 
     /// The RFC 9460 processing of an HTTPS/SVCB RRset and the notes about ignored records; the same for every hit

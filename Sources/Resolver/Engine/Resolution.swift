@@ -84,6 +84,8 @@ public struct HTTPSResolution: Sendable, Hashable {
     public var elapsedMilliseconds: Double
     /// Why the RRset was set aside, when it was (malformed, alias loop, service unavailable).
     public var note: String?
+    /// The weakest DNSSEC state of the answers used (docs/DNSSEC.md).
+    public var dnssec: DNSSECState = .insecure
     /// On the answer that follows an expired one (``DNSResolver/resolveHTTPSUpdates(_:port:optimistic:)``): whether
     /// the network confirmed the expired data or changed it.
     public var refresh: RefreshOutcome? = nil
@@ -122,6 +124,8 @@ public struct AddressResolution: Sendable, Hashable {
     public var elapsedMilliseconds: Double
     /// On the answer that follows an expired one: confirmed or changed.
     public var refresh: RefreshOutcome? = nil
+    /// The weaker DNSSEC state of the A and AAAA answers.
+    public var dnssec: DNSSECState = .insecure
 }
 
 /// Which address families to resolve.
@@ -135,6 +139,8 @@ public struct PlanResolution: Sendable, Hashable {
     public var source: ResolutionSource
     public var attempts: [QueryAttempt]
     public var elapsedMilliseconds: Double
+    /// The weakest DNSSEC state of the HTTPS and address answers the plan used.
+    public var dnssec: DNSSECState = .insecure
 }
 
 /// Why a resolution failed; the codes map 1:1 onto the errors of `io.discoverd.Resolver`.
