@@ -381,6 +381,20 @@ public enum InterfaceDescriptions {
         # limit, for want of a socket), questions that joined one in flight, the
         # client with the most in flight, and records the bailiwick rules dropped
         # from upstream replies.
+        # DNSSEC validation (docs/DNSSEC.md): the mode ([resolver] dnssec), what
+        # the probe found about the upstreams (unknown, capable, incapable),
+        # answers stored as secure, insecure and bogus since start, and the last
+        # bogus name with its reason.
+        type DNSSECStatus (
+          mode: string,
+          upstreams: string,
+          secure: int,
+          insecure: int,
+          bogus: int,
+          lastBogusName: ?string,
+          lastBogusReason: ?string
+        )
+
         type UpstreamQueries (
           limit: int,
           perClientLimit: int,
@@ -462,7 +476,8 @@ public enum InterfaceDescriptions {
           settings: ?Settings,
           nearestToCaps: ?[]UIDUsage,
           upstreamQueries: ?UpstreamQueries,
-          upstreamServers: ?[]UpstreamServer
+          upstreamServers: ?[]UpstreamServer,
+          dnssec: ?DNSSECStatus
         )
 
         # Re-read the configuration and static services and apply them without a
