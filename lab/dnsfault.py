@@ -5,17 +5,32 @@ Runs inside the dlab-dns namespace (started by Scripts/lab) on 192.0.2.54:53
 and [2001:db8::54]:53, UDP and TCP. By default every query is forwarded to the
 upstream (Knot, 192.0.2.53) over the same transport and the answer relayed, so
 it serves the same zone data. Rules change that per query name (exact,
-case-insensitive, or "*") and optionally per query type.
+case-insensitive, "*.ZONE" for ZONE and every name below it, or "*") and
+optionally per query type.
 
 Control: a Unix stream socket (--ctl, $LAB/dns/fault.ctl). One JSON object per
 line in, one JSON object per line out:
 
   {"cmd": "ping"}
   {"cmd": "set", "name": "slow.lab.test", "qtype": "HTTPS", "mode": "delay", "delay_ms": 300}
-      name      exact qname (trailing dot optional, case-insensitive) or "*"
+      name      exact qname (trailing dot optional, case-insensitive), "*.ZONE"
+                (ZONE itself and every name below it) or "*"
       qtype     optional: "A", "HTTPS", 65, "TYPE65"...; absent = every type
       mode      pass | delay | drop | servfail | refused | nxdomain | formerr |
-                notimp | rcode | truncate | garbage | wrongid | wrongname | raw
+                notimp | rcode | truncate | garbage | wrongid | wrongname | raw |
+                badsig | strip
+                badsig: relay the upstream's answer with one byte of every RRSIG
+                signature in the answer and authority sections flipped (the
+                signature no longer verifies; "rtype" limits it to the RRSIGs
+                covering that type)
+                strip: relay the answer without RRSIG, NSEC and NSEC3 records
+                in every section (an upstream that strips DNSSEC data; it still
+                answers a DNSKEY or DS query) and AD cleared; "types" to choose
+                others ("dnssec": RRSIG NSEC NSEC3 NSEC3PARAM DNSKEY DS). The reply is
+                re-encoded without name compression (TC=1 if it no longer fits
+                the client's UDP size)
+      percent   apply the rule to this share (0-100) of matching queries only;
+                the others are relayed untouched (e.g. drop 5% of replies)
       delay_ms  wait this long before acting (any mode except drop; with mode
                 "delay" it is the whole point)
       times     apply the rule to this many matching queries, then forget it
@@ -29,6 +44,7 @@ line in, one JSON object per line out:
                 h3.lab.test, or h2only.lab.test when asked for h3.lab.test);
                 the reply's question and answers name it
       size      mode "garbage": number of random bytes (default 64)
+      types     mode "strip": list of RR types to remove
   {"cmd": "clear", "name": N, "qtype": T?}          remove one rule
   {"cmd": "rules"}                                  list rules
   {"cmd": "count", "name": N?, "qtype": T?, "transport": "udp"|"tcp"?}
@@ -37,7 +53,8 @@ line in, one JSON object per line out:
   {"cmd": "reset", "what": "all"|"rules"|"counts"?} default all
 Replies: {"ok": true, ...} or {"ok": false, "error": "..."}.
 
-Most specific rule wins: (name, qtype) > (name, any) > (*, qtype) > (*, any).
+Most specific rule wins: (name, qtype) > (name, any) > (*.ZONE, qtype) >
+(*.ZONE, any), the longest ZONE first > (*, qtype) > (*, any).
 Only the Python standard library is used.
 """
 
@@ -60,12 +77,14 @@ log = logging.getLogger("dnsfault")
 QTYPES = {
     "A": 1, "NS": 2, "CNAME": 5, "SOA": 6, "PTR": 12, "MX": 15, "TXT": 16,
     "AAAA": 28, "SRV": 33, "NAPTR": 35, "DS": 43, "RRSIG": 46, "NSEC": 47,
-    "DNSKEY": 48, "SVCB": 64, "HTTPS": 65, "AXFR": 252, "ANY": 255, "CAA": 257,
+    "DNSKEY": 48, "NSEC3": 50, "NSEC3PARAM": 51, "DNAME": 39, "OPT": 41, "SVCB": 64, "HTTPS": 65, "AXFR": 252, "ANY": 255, "CAA": 257,
 }
 QTYPE_NAMES = {v: k for k, v in QTYPES.items()}
 RCODES = {"servfail": 2, "nxdomain": 3, "notimp": 4, "refused": 5, "formerr": 1}
 MODES = {"pass", "delay", "drop", "truncate", "garbage", "wrongid", "wrongname",
-         "raw", "rcode"} | set(RCODES)
+         "raw", "rcode", "badsig", "strip"} | set(RCODES)
+STRIP_TYPES = (46, 47, 50)  # RRSIG NSEC NSEC3
+DNSSEC_TYPES = (46, 47, 50, 51, 48, 43)  # RRSIG NSEC NSEC3 NSEC3PARAM DNSKEY DS
 DROP = object()
 
 
@@ -94,7 +113,8 @@ def norm_name(n: str) -> str:
     n = n.strip().lower()
     if n in ("*", ".", ""):
         return n or "."
-    return n.rstrip(".")
+    n = n.rstrip(".")
+    return n or "."
 
 
 def encode_name(name: str) -> bytes:
@@ -106,6 +126,117 @@ def encode_name(name: str) -> bytes:
                 raise ValueError("label too long")
             out += bytes([len(b)]) + b
     return out + b"\0"
+
+
+# ---------------------------------------------------------------- messages
+# Just enough of RFC 1035 to edit a relayed answer: names are decompressed, and so are the names inside the
+# RDATA of the types that may be compressed (RFC 3597 section 4), so a message can be re-encoded without
+# compression after records were removed.
+
+COMPRESSED_RDATA = {2: "n", 5: "n", 12: "n", 39: "n", 6: "nn", 15: "2n", 33: "6n"}  # NS CNAME PTR DNAME SOA MX SRV
+
+
+def read_name(wire: bytes, pos: int) -> tuple[bytes, int]:
+    """(uncompressed wire name, position after the name at pos)."""
+    out, end, hops = b"", None, 0
+    while True:
+        if pos >= len(wire):
+            raise ValueError("name runs past the message")
+        ln = wire[pos]
+        if ln & 0xC0 == 0xC0:
+            if pos + 1 >= len(wire):
+                raise ValueError("truncated pointer")
+            if end is None:
+                end = pos + 2
+            hops += 1
+            if hops > 64:
+                raise ValueError("compression loop")
+            pos = ((ln & 0x3F) << 8) | wire[pos + 1]
+            continue
+        if ln & 0xC0:
+            raise ValueError("bad label type")
+        out += wire[pos:pos + 1 + ln]
+        pos += 1 + ln
+        if ln == 0:
+            return out, (end if end is not None else pos)
+
+
+def parse_message(wire: bytes):
+    """(header 12 bytes, question bytes, [[(name, type, class, ttl, rdata, rdata_offset)...] x 3])."""
+    if len(wire) < 12:
+        raise ValueError("short message")
+    qd, an, ns, ar = struct.unpack("!HHHH", wire[4:12])
+    pos = 12
+    for _ in range(qd):
+        _, pos = read_name(wire, pos)
+        pos += 4
+    question = wire[12:pos]
+    sections = []
+    for count in (an, ns, ar):
+        rrs = []
+        for _ in range(count):
+            name, pos = read_name(wire, pos)
+            if pos + 10 > len(wire):
+                raise ValueError("truncated record")
+            rtype, rclass, ttl, rdlen = struct.unpack("!HHIH", wire[pos:pos + 10])
+            pos += 10
+            if pos + rdlen > len(wire):
+                raise ValueError("truncated rdata")
+            rdata = wire[pos:pos + rdlen]
+            layout = COMPRESSED_RDATA.get(rtype)
+            if layout:
+                p, out = pos, b""
+                for part in layout:
+                    if part == "n":
+                        n, p = read_name(wire, p)
+                        out += n
+                    else:
+                        out += wire[p:p + int(part)]
+                        p += int(part)
+                rdata = out + wire[p:pos + rdlen]
+            rrs.append((name, rtype, rclass, ttl, rdata, pos))
+            pos += rdlen
+        sections.append(rrs)
+    return wire[:12], question, sections
+
+
+def rrsig_flipped(resp: bytes, covers: int | None = None) -> bytes:
+    """resp with the last byte of every RRSIG signature in the answer and authority sections flipped."""
+    _, _, sections = parse_message(resp)
+    out = bytearray(resp)
+    for rrs in sections[:2]:
+        for _name, rtype, _cls, _ttl, rdata, off in rrs:
+            if rtype == 46 and len(rdata) > 18 and (covers is None or struct.unpack("!H", rdata[:2])[0] == covers):
+                out[off + len(rdata) - 1] ^= 0xFF
+    return bytes(out)
+
+
+def dnssec_stripped(resp: bytes, types, udp_limit: int | None) -> bytes:
+    """resp without the records of TYPES (OPT is kept), re-encoded without compression."""
+    header, question, sections = parse_message(resp)
+    kept = [[rr for rr in rrs if rr[1] not in types] for rrs in sections]
+    body = b"".join(name + struct.pack("!HHIH", rtype, rclass, ttl, len(rdata)) + rdata
+                    for rrs in kept for name, rtype, rclass, ttl, rdata, _ in rrs)
+    flags = struct.unpack("!H", header[2:4])[0] & ~0x0020  # AD off: nothing left to authenticate
+    msg = header[:2] + struct.pack("!HHHHH", flags, 1 if question else 0, *(len(k) for k in kept)) + question + body
+    if udp_limit is not None and len(msg) > udp_limit:
+        opt = [rr for rr in kept[2] if rr[1] == 41]
+        optb = b"".join(n + struct.pack("!HHIH", t, c, ttl, len(rd)) + rd for n, t, c, ttl, rd, _ in opt)
+        msg = (header[:2] + struct.pack("!HHHHH", flags | 0x0200, 1 if question else 0, 0, 0, len(opt)) +
+               question + optb)
+    return msg
+
+
+def query_udp_size(wire: bytes) -> int:
+    """The UDP payload size the query advertises (EDNS0 OPT), else 512."""
+    try:
+        _, _, sections = parse_message(wire)
+    except ValueError:
+        return 512
+    for _name, rtype, rclass, _ttl, _rdata, _off in sections[2]:
+        if rtype == 41:
+            return max(512, rclass)
+    return 512
 
 
 class Question:
@@ -176,6 +307,19 @@ class Rule:
         self.size = int(spec.get("size", 64))
         if self.mode == "raw" and not self.rdata and self.wire is None:
             raise ValueError("mode raw needs rdata or wire")
+        p = spec.get("percent")
+        self.percent = None if p is None else float(p)
+        if self.percent is not None and not 0 <= self.percent <= 100:
+            raise ValueError("percent must be between 0 and 100")
+        types = spec.get("types")
+        if isinstance(types, str):
+            types = types.replace(",", " ").split()
+        if types and [str(t).lower() for t in types] == ["dnssec"]:
+            self.types = DNSSEC_TYPES
+        else:
+            self.types = tuple(qtype_code(t) for t in types) if types else STRIP_TYPES
+        if self.name.startswith("*.") and len(self.name) < 3:
+            raise ValueError("bad zone rule name")
         self.hits = 0
 
     def to_json(self) -> dict:
@@ -190,6 +334,12 @@ class Rule:
             d["target"] = self.target
         if self.mode == "garbage":
             d["size"] = self.size
+        if self.mode == "strip":
+            d["types"] = [qtype_name(t) for t in self.types]
+        if self.mode == "badsig" and self.rtype:
+            d["rtype"] = qtype_name(self.rtype)
+        if self.percent is not None:
+            d["percent"] = self.percent
         return d
 
 
@@ -207,9 +357,17 @@ class FaultServer:
     # ----------------------------------------------------------- rules
 
     def match(self, q: Question) -> Rule | None:
-        for key in ((q.name, q.qtype), (q.name, None), ("*", q.qtype), ("*", None)):
+        keys = [(q.name, q.qtype), (q.name, None)]
+        labels = [] if q.name == "." else q.name.split(".")
+        for i in range(len(labels)):
+            zone = "*." + ".".join(labels[i:])
+            keys += [(zone, q.qtype), (zone, None)]
+        keys += [("*", q.qtype), ("*", None)]
+        for key in keys:
             r = self.rules.get(key)
             if r is not None:
+                if r.percent is not None and random.random() * 100 >= r.percent:
+                    return None
                 if r.times is not None:
                     if r.times <= 0:
                         del self.rules[key]
@@ -309,6 +467,15 @@ class FaultServer:
             target = rule.target or ("h2only.lab.test" if q.name == "h3.lab.test" else "h3.lab.test")
             other = wire[:12] + encode_name(target) + struct.pack("!HH", q.qtype, q.qclass) + wire[q.end:]
             return await self.forward(other, transport, q)
+        if mode in ("badsig", "strip"):
+            resp = await self.forward(wire, transport, q)
+            try:
+                if mode == "badsig":
+                    return rrsig_flipped(resp, rule.rtype)
+                return dnssec_stripped(resp, rule.types, query_udp_size(wire) if transport == "udp" else None)
+            except ValueError as e:
+                log.warning("%s: cannot edit the answer for %s: %s", mode, q.name, e)
+                return resp
         if mode == "raw":
             if rule.wire is not None:
                 return rule.wire if rule.keep_id or len(rule.wire) < 2 else wire[:2] + rule.wire[2:]
