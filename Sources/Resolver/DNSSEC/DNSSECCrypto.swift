@@ -174,8 +174,9 @@ public enum DNSSECCrypto {
                 ldns_rr_type(rawValue: UInt32(type.rawValue)), 1)
         } else {
             let nsec = proof.filter { $0.type.rawValue == 47 }
-            guard !nsec.isEmpty, let list = RRList(nsec) else { return .notProven("no NSEC or NSEC3 records") }
-            status = ldns_dnssec_verify_denial(question.rr(0), list.pointer, sigs.pointer)
+            guard !nsec.isEmpty else { return .notProven("no NSEC or NSEC3 records") }
+            return NSECDenial.proves(name: name, type: type, nameExists: nameExists, records: nsec)
+                ? .proven : .notProven("no NSEC matches or covers the name and its wildcard")
         }
         return status == LDNS_STATUS_OK ? .proven : .notProven(String(cString: ldns_get_errorstr_by_id(status)))
     }

@@ -158,6 +158,9 @@ public final class DNSSECValidator: Sendable {
         case .negative(let zone): return .insecure("\(owner): negative trust anchor \(zone)")
         case .positive(let anchorZone, _):
             guard !signatures.isEmpty else {
+                if let missingKeys = await primeAnchor(anchorZone, question: question, fetcher: fetcher) {
+                    return missingKeys
+                }
                 if let insecure = await provenInsecure(
                     owner, anchorZone: anchorZone, includingSelf: type.rawValue != 43, fetcher: fetcher)
                 {
@@ -280,6 +283,9 @@ public final class DNSSECValidator: Sendable {
         }
         let proof = authority.filter { $0.type.rawValue == 47 || $0.type.rawValue == 50 }
         if proof.isEmpty {
+            if let missingKeys = await primeAnchor(anchorZone, question: (name, type), fetcher: fetcher) {
+                return missingKeys
+            }
             if let insecure = await provenInsecure(
                 name, anchorZone: anchorZone, includingSelf: type.rawValue != 43, fetcher: fetcher)
             {
@@ -325,6 +331,19 @@ public final class DNSSECValidator: Sendable {
 
     // MARK: - Insecure delegations
 
+    /// Unsigned data under a positive anchor: first the anchor's own keys, as a validator primes them (an upstream
+    /// that strips DNSKEY too is EDE 9, DNSKEY Missing). Nil when they are there. Not for the anchor's DNSKEY
+    /// question itself, which is what would be fetched.
+    private func primeAnchor(
+        _ anchorZone: String, question: (name: String, type: RRType), fetcher: any DNSSECFetcher
+    ) async -> DNSSECValidation? {
+        if question.name == anchorZone && question.type.rawValue == 48 { return nil }
+        if case .failure(let verdict) = await trustedKeys(anchorZone, fetcher: fetcher), verdict.state == .bogus {
+            return verdict
+        }
+        return nil
+    }
+
     /// Proof that `name` lies below an insecure delegation: DS asked top-down from the anchor; a signed denial of
     /// DS at a delegation (NS in the bitmap, no DS, no SOA) or an opt-out NSEC3 proves it. Nil when the signed
     /// chain reaches the name (then unsigned data there is bogus); a bogus step is returned as it is.
@@ -341,23 +360,34 @@ public final class DNSSECValidator: Sendable {
                 return .unreachable("\(zone) DS")
             }
             switch answer {
+            // A DS step that is bogus proves nothing: the unsigned data stays unproven (the caller's EDE 10 or
+            // 12 says what is missing where it was asked); insecure above means insecure here.
             case .positive(let rrset):
                 guard let validation = rrset.validation, validation.state == .secure else {
-                    return rrset.validation ?? .bogus(6, "\(zone) DS: not validated")
+                    return Self.stepVerdict(rrset.validation)
                 }
             case .nxdomain(let payload):
-                let validation = payload?.validation ?? .bogus(6, "\(zone) DS: not validated")
-                if validation.state != .secure { return validation }
-                return .bogus(6, "\(name): \(zone) is proven not to exist")
+                let validation = payload?.validation
+                if validation?.state != .secure { return Self.stepVerdict(validation) }
+                return nil
             case .nodata(let payload):
-                let validation = payload?.validation ?? .bogus(6, "\(zone) DS: not validated")
-                if validation.state != .secure { return validation }
+                let validation = payload?.validation
+                if validation?.state != .secure { return Self.stepVerdict(validation) }
                 if Self.isInsecureDelegation(zone, proof: payload?.authority ?? []) {
                     return .insecure("\(zone): insecure delegation (no DS, proven by NSEC/NSEC3)")
                 }
             }
         }
         return nil
+    }
+
+    /// What a DS step that is not secure means for the proof: insecure stays insecure, bogus proves nothing.
+    static func stepVerdict(_ validation: DNSSECValidation?) -> DNSSECValidation? {
+        guard let validation else { return nil }
+        switch validation.state {
+        case .insecure, .indeterminate: return validation
+        case .secure, .bogus: return nil
+        }
     }
 
     /// Whether a proven DS denial at `zone` shows a delegation: NS without DS and SOA at the name (NSEC or a

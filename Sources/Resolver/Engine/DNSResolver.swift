@@ -773,11 +773,22 @@ public final class DNSResolver: Sendable {
     /// closest positive anchor's zone with DO. A reply decides; no reply (timeout, SERVFAIL) changes nothing.
     public func probeDNSSEC() async {
         guard validator.mode != .no else { return }
-        let zone = validator.anchors.positive.keys.sorted { $0.count < $1.count }.first ?? "."
-        guard let exchange = try? await transport.query(DNSQuestion(name: zone, type: RRType(48)), dnssecOK: true),
-            exchange.message.rcode == .noError, !exchange.message.answer.isEmpty
-        else { return }
-        validator.recordProbe(signed: exchange.message.answer.contains { $0.type.rawValue == 46 })
+        // Every positive anchor's zone (the root and the operator's): signed keys from any of them show the
+        // upstreams pass DNSSEC data; keys without RRSIGs, or no keys (NOERROR, empty) where an anchor says there
+        // are some, show they strip it. REFUSED, SERVFAIL, a timeout or garbage show nothing.
+        var stripped = false
+        for zone in validator.anchors.positive.keys.sorted() {
+            guard let exchange = try? await transport.query(DNSQuestion(name: zone, type: RRType(48)), dnssecOK: true),
+                exchange.message.rcode == .noError
+            else { continue }
+            let answer = exchange.message.answer
+            if answer.contains(where: { $0.type.rawValue == 46 }) && answer.contains(where: { $0.type.rawValue == 48 }) {
+                validator.recordProbe(signed: true)
+                return
+            }
+            stripped = true
+        }
+        if stripped { validator.recordProbe(signed: false) }
     }
 
     /// RFC 2308 §5: the negative TTL is the smaller of the SOA's TTL and its MINIMUM field.
