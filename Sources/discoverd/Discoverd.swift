@@ -154,7 +154,7 @@ struct Discoverd: AsyncParsableCommand {
             configuration.caFile = caFile
         }
         if !stubListen.isEmpty {
-            var listen: [ListenAddress] = []
+            var listen: [HostAndPort] = []
             for text in stubListen {
                 do { listen = try DaemonConfiguration.listenAddresses(text, adding: listen) } catch {
                     throw ConfigurationError("--stub-listen: \(error.description)")

@@ -80,7 +80,7 @@ struct DaemonConfiguration: Sendable, Equatable {
 
     // [stub]
     /// Where the DNS stub listens (UDP and TCP); empty: off (`listen = none`).
-    var stubListen: [ListenAddress] = [StubSettings.defaultListen]
+    var stubListen: [HostAndPort] = [StubSettings.defaultListen]
     /// Clients allowed besides loopback and the machine's own addresses.
     var stubAllow: [AddressRange] = []
     /// Answer `.local` names through Avahi.
@@ -229,7 +229,7 @@ extension DaemonConfiguration {
         var fileUpstreams: [Upstream] = []
         var bootstrapLines: [String: String] = [:]
         var noOptimistic: [String] = []
-        var listen: [ListenAddress]?
+        var listen: [HostAndPort]?
         var allow: [AddressRange] = []
         var browseDomains: [String] = []
         var keys = TSIGKeyTable()
@@ -395,9 +395,9 @@ extension DaemonConfiguration {
     }
 
     /// Adds one `listen` value to a list: `ADDR[:PORT]`, or `none`, which empties it (the stub is off).
-    static func listenAddresses(_ value: String, adding list: [ListenAddress]) throws(AddressRangeError) -> [ListenAddress] {
+    static func listenAddresses(_ value: String, adding list: [HostAndPort]) throws(AddressRangeError) -> [HostAndPort] {
         if value.lowercased() == "none" { return [] }
-        return list + [try ListenAddress(parsing: value)]
+        return list + [try HostAndPort.listen(value)]
     }
 
     static let sections: Set<String> = ["daemon", "limits", "resolver", "stub", "discovery-proxy", "wide-area"]
