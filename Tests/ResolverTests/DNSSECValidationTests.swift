@@ -235,11 +235,21 @@ struct DNSSECValidationTests {
     @Test func allowDowngradeValidatesUntilAProbeShowsTheUpstreamsStripDNSSEC() async {
         let world = DNSSECWorld()
         let resolver = world.resolver(mode: .allowDowngrade)
-        #expect(await verdict(resolver, "stripped.example.").ede == 10)
-        // A probe that gets no reply changes nothing.
+        // Before any evidence: no validation, nothing asked with DO.
         world.transport.remove("example.", RRType(48))
+        var trace = WalkTrace(keepingSteps: false)
+        _ = try? await resolver.walk("www.sub.example.", type: .a, options: WalkOptions(), trace: &trace)
+        #expect(trace.dnssec == .insecure)
+        #expect(world.transport.questions.contains { !$0.dnssecOK && $0.name == "www.sub.example." })
+        #expect(!world.transport.questions.contains { $0.dnssecOK })
+        // A probe that gets no reply changes nothing.
         await resolver.probeDNSSEC()
         #expect(resolver.validator.upstreamCapability == .unknown)
+        // A probe answered with signed keys: validation as with `yes`.
+        world.transport.set("example.", RRType(48), reply(world.parent.signed([world.parent.dnskey])))
+        await resolver.probeDNSSEC()
+        #expect(resolver.validator.upstreamCapability == .capable)
+        #expect(await verdict(resolver, "stripped.example.").ede == 10)
         // A probe answered without RRSIGs: the upstreams strip DNSSEC data; answers become insecure.
         world.transport.set("example.", RRType(48), reply([world.parent.dnskey]))
         await resolver.probeDNSSEC()

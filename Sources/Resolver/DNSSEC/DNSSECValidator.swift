@@ -29,8 +29,19 @@ public final class DNSSECValidator: Sendable {
 
     /// The mode in force.
     public var mode: DNSSECMode { settings.withLock { $0.mode } }
-    /// Whether answers are validated at all (upstream queries then carry DO).
+    /// Whether answers get a verdict at all.
     public var enabled: Bool { mode != .no }
+
+    /// Whether answers are validated now (upstream queries then carry DO): `yes`, or `allow-downgrade` once the
+    /// probe has shown the upstreams pass DNSSEC data. Until then allow-downgrade changes nothing on the wire, so
+    /// an upstream that cannot do DNSSEC never costs a name.
+    public var active: Bool {
+        switch mode {
+        case .yes: true
+        case .allowDowngrade: upstreamCapability == .capable
+        case .no: false
+        }
+    }
     public var anchors: TrustAnchors { settings.withLock { $0.anchors } }
 
     /// Reload: a new mode and anchors; what is cached keeps its verdict until it expires or is flushed.
@@ -73,8 +84,8 @@ public final class DNSSECValidator: Sendable {
     {
         let mode = self.mode
         if mode == .no { return .insecure("validation is off") }
-        if mode == .allowDowngrade && upstreamCapability == .incapable {
-            return .insecure("the upstreams pass no DNSSEC data (allow-downgrade)")
+        if mode == .allowDowngrade && upstreamCapability != .capable {
+            return .insecure("allow-downgrade: the upstreams are not shown to pass DNSSEC data")
         }
         let verdict: DNSSECValidation
         switch answer {

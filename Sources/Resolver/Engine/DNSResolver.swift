@@ -639,7 +639,7 @@ public final class DNSResolver: Sendable {
         isRefresh: Bool, client: QueryClient? = nil
     ) -> Task<FetchOutcome, Never> {
         // A validating resolver asks every question with DO: the cache holds one kind of entry.
-        let dnssecOK = dnssecOK || validator.enabled
+        let dnssecOK = dnssecOK || validator.active
         let inflightKey = InflightKey(cacheKey: key, dnssecOK: dnssecOK, checkingDisabled: false)
         let admission = inflight.admit(inflightKey, client: isRefresh ? nil : client) { [self] in
             // A refresh must not delay the stale answer it was started beside: let that answer go out first.
