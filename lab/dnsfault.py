@@ -31,6 +31,10 @@ line in, one JSON object per line out:
                 the client's UDP size)
       percent   apply the rule to this share (0-100) of matching queries only;
                 the others are relayed untouched (e.g. drop 5% of replies)
+      stack     true: put the rule on top of the rules already set for this
+                name and qtype instead of replacing them; the top rule that
+                applies (times left, percent drawn) wins, e.g. one garbage
+                reply ("times": 1) on top of a 5% drop
       delay_ms  wait this long before acting (any mode except drop; with mode
                 "delay" it is the whole point)
       times     apply the rule to this many matching queries, then forget it
@@ -348,7 +352,9 @@ class FaultServer:
         self.upstream = upstream
         self.timeout = timeout
         self.verbose = verbose
-        self.rules: dict[tuple[str, int | None], Rule] = {}
+        # per (name, qtype) a stack of rules, the top (last) one tried first; "set" replaces the stack unless
+        # the rule has "stack": true (e.g. one garbage reply on top of a 5% drop)
+        self.rules: dict[tuple[str, int | None], list[Rule]] = {}
         self.counts: dict[tuple[str, str, str], int] = {}
         self.recent: deque = deque(maxlen=1000)
         fam = socket.AF_INET6 if ":" in upstream[0] else socket.AF_INET
@@ -364,20 +370,29 @@ class FaultServer:
             keys += [(zone, q.qtype), (zone, None)]
         keys += [("*", q.qtype), ("*", None)]
         for key in keys:
-            r = self.rules.get(key)
-            if r is not None:
+            stack = self.rules.get(key)
+            if not stack:
+                continue
+            for r in reversed(stack):
+                if r.times is not None and r.times <= 0:
+                    continue
                 if r.percent is not None and random.random() * 100 >= r.percent:
-                    return None
+                    continue
                 if r.times is not None:
-                    if r.times <= 0:
-                        del self.rules[key]
-                        continue
                     r.times -= 1
-                    if r.times == 0:
-                        del self.rules[key]
                 r.hits += 1
+                self._prune(key)
                 return r
+            self._prune(key)
+            return None   # the most specific name has rules, none applied this time: relay untouched
         return None
+
+    def _prune(self, key) -> None:
+        stack = [r for r in self.rules.get(key, []) if r.times is None or r.times > 0]
+        if stack:
+            self.rules[key] = stack
+        else:
+            self.rules.pop(key, None)
 
     # ----------------------------------------------------------- upstream
 
@@ -493,7 +508,10 @@ class FaultServer:
             return {"ok": True, "pong": True, "upstream": f"{self.upstream[0]}@{self.upstream[1]}"}
         if cmd == "set":
             r = Rule(req)
-            self.rules[(r.name, r.qtype)] = r
+            if req.get("stack"):
+                self.rules.setdefault((r.name, r.qtype), []).append(r)
+            else:
+                self.rules[(r.name, r.qtype)] = [r]
             log.info("rule set: %s", json.dumps(r.to_json()))
             return {"ok": True, "rule": r.to_json()}
         if cmd == "clear":
@@ -501,7 +519,7 @@ class FaultServer:
             removed = self.rules.pop(key, None) is not None
             return {"ok": True, "removed": removed}
         if cmd == "rules":
-            return {"ok": True, "rules": [r.to_json() for r in self.rules.values()]}
+            return {"ok": True, "rules": [r.to_json() for stack in self.rules.values() for r in stack]}
         if cmd == "count":
             name = req.get("name")
             name = norm_name(str(name)) if name not in (None, "", "*") else None

@@ -41,9 +41,8 @@ public final class DNSStubServer: ServiceLifecycle.Service, Sendable {
     private let tcpConnections = Atomic<Int>(0)
     /// TCP connections open per client address (not loopback), for `maxTCPConnectionsPerAddress`.
     private let tcpByAddress = Mutex<[[UInt8]: Int]>([:])
-    private let maxTCPPerAddress: Int
-    /// DNS Cookies, when the stub listens beyond loopback (or `cookies = yes`).
-    let cookies: StubCookies?
+    /// DNS Cookies when they are on (the responder's; Reload may turn them on or off).
+    var cookies: StubCookies? { responder.cookies }
 
     public init(
         responder: StubResponder, settings: StubSettings, inherited: [InheritedSocket] = [],
@@ -54,13 +53,12 @@ public final class DNSStubServer: ServiceLifecycle.Service, Sendable {
         self.inherited = inherited
         self.idleTimeout = settings.tcpIdleTimeout
         self.maxTCPConnections = settings.maxTCPConnections
-        self.maxTCPPerAddress = settings.maxTCPConnectionsPerAddress
         let beyondLoopback =
             settings.listen.contains { address in
                 guard let bytes = AddressRange.parseAddress(address.host) else { return true }
                 return !AddressRange.loopback.contains { $0.contains(bytes) }
             } || !inherited.isEmpty
-        self.cookies = (settings.cookies ?? beyondLoopback) ? StubCookies() : nil
+        responder.setListensBeyondLoopback(beyondLoopback)
         self.group = group
         self.logger = logger
     }
@@ -156,8 +154,7 @@ public final class DNSStubServer: ServiceLifecycle.Service, Sendable {
         let number = workers.withLock { $0.count }
         for (index, socket) in sockets.enumerated() {
             let worker = StubUDPWorker(
-                socket: socket, responder: responder, name: "dns-udp-\(number + index)", logger: logger,
-                cookies: cookies)
+                socket: socket, responder: responder, name: "dns-udp-\(number + index)", logger: logger)
             do {
                 try worker.start()
             } catch {
@@ -184,8 +181,6 @@ public final class DNSStubServer: ServiceLifecycle.Service, Sendable {
         let idle = TimeAmount.nanoseconds(
             idleTimeout.components.seconds * 1_000_000_000 + idleTimeout.components.attoseconds / 1_000_000_000)
         let limit = maxTCPConnections
-        let perAddress = maxTCPPerAddress
-        let cookies = self.cookies
         let server = self
         return ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.backlog, value: 256)
@@ -203,12 +198,14 @@ public final class DNSStubServer: ServiceLifecycle.Service, Sendable {
                     }
                     let open = server.tcpConnections.wrappingAdd(1, ordering: .relaxed).newValue
                     channel.closeFuture.whenComplete { _ in server.tcpConnections.wrappingSubtract(1, ordering: .relaxed) }
+                    // The per-address cap as Reload last set it.
+                    let perAddress = responder.settings.maxTCPConnectionsPerAddress
                     guard open <= limit, server.admitTCP(client, limit: perAddress, channel: channel) else {
                         channel.close(promise: nil)
                         return
                     }
                     try channel.pipeline.syncOperations.addHandler(
-                        StubTCPHandler(responder: responder, idleTimeout: idle, cookies: cookies))
+                        StubTCPHandler(responder: responder, idleTimeout: idle))
                 }
             }
     }

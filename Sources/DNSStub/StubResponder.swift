@@ -53,6 +53,12 @@ public final class StubResponder: Sendable {
     /// `.local` and link-reverse look-ups running now (bounded by `StubSettings.maxLocalLookups`).
     private let localLookups = Atomic<Int>(0)
     private let logger: Logger
+    /// The DNS Cookies secret, made at start and kept across reloads, so the server cookies clients hold stay valid.
+    private let cookieSecret = StubCookies()
+    /// The stub listens beyond loopback (``DNSStubServer`` says so at start): `cookies = auto` turns them on.
+    private let listensBeyondLoopback = Atomic<Bool>(false)
+    /// DNS Cookies are on: `[stub] cookies`, or `auto` and ``listensBeyondLoopback``. Read once per query.
+    private let cookiesOn = Atomic<Bool>(false)
 
     /// - Parameters:
     ///   - resolver: the daemon's resolver; its cache is shared with the varlink API.
@@ -63,15 +69,28 @@ public final class StubResponder: Sendable {
         self.logger = logger
         self.access = Mutex(
             Access(settings: settings, allowed: Self.allowList(settings), linkSubnets: AddressRange.linkSubnets()))
+        cookiesOn.store(settings.cookies ?? false, ordering: .relaxed)
     }
 
-    /// Applies new `allow`, `local` and `optimistic` settings to the running stub (Reload); the machine's own
-    /// addresses are read again too.
+    /// DNS Cookies, when they are on (RFC 7873, RFC 9018): `[stub] cookies = yes`, or `auto` (the default) and a
+    /// stub that listens beyond loopback.
+    var cookies: StubCookies? { cookiesOn.load(ordering: .relaxed) ? cookieSecret : nil }
+
+    /// Tells whether the stub listens beyond loopback, for `cookies = auto` (the listen addresses need a restart).
+    func setListensBeyondLoopback(_ beyond: Bool) {
+        listensBeyondLoopback.store(beyond, ordering: .relaxed)
+        cookiesOn.store(settings.cookies ?? beyond, ordering: .relaxed)
+    }
+
+    /// Applies new settings to the running stub (Reload): `allow`, `local`, `optimistic`, `refusals-per-second`,
+    /// `max-tcp-per-address` (for connections accepted afterwards) and `cookies`; the machine's own addresses are
+    /// read again too. `listen` needs a restart (the caller keeps the running one).
     public func update(_ settings: StubSettings) {
         let allowed = Self.allowList(settings)
         let subnets = AddressRange.linkSubnets()
         let state = Access(settings: settings, allowed: allowed, linkSubnets: subnets)
         access.withLock { $0 = state }
+        cookiesOn.store(settings.cookies ?? listensBeyondLoopback.load(ordering: .relaxed), ordering: .relaxed)
     }
 
     /// The settings in effect.

@@ -18,10 +18,8 @@ final class StubTCPHandler: ChannelInboundHandler {
     private var readingPaused = false
     private var idleTimer: Scheduled<Void>?
     private var closed = false
-    private let cookies: StubCookies?
 
-    init(responder: StubResponder, idleTimeout: TimeAmount, cookies: StubCookies? = nil) {
-        self.cookies = cookies
+    init(responder: StubResponder, idleTimeout: TimeAmount) {
         self.responder = responder
         self.idleTimeout = idleTimeout
     }
@@ -40,6 +38,8 @@ final class StubTCPHandler: ChannelInboundHandler {
     private func processFrames(context: ChannelHandlerContext) {
         let client = StubClient(context.channel.remoteAddress)
         var refreshes = PendingRefreshes()
+        // Reload may turn cookies on or off.
+        let cookies = responder.cookies
         let loop = context.eventLoop
         let bound = NIOLoopBound((self, context), eventLoop: loop)
         var wrote = false

@@ -143,10 +143,8 @@ final class StubUDPWorker: @unchecked Sendable {
     private let exited = Atomic<Bool>(false)
     private var thread = pthread_t()
     private let name: String
-    private let cookies: StubCookies?
 
-    init(socket: StubUDPSocket, responder: StubResponder, name: String, logger: Logger, cookies: StubCookies? = nil) {
-        self.cookies = cookies
+    init(socket: StubUDPSocket, responder: StubResponder, name: String, logger: Logger) {
         self.socket = socket
         self.responder = responder
         self.name = name
@@ -236,6 +234,8 @@ final class StubUDPWorker: @unchecked Sendable {
                 continue
             }
             var refreshes = PendingRefreshes()
+            // Once per batch: Reload may turn cookies on or off.
+            let cookies = responder.cookies
             for index in 0..<UInt32(received) {
                 var length = 0
                 let data = cstub_batch_datagram(batch, index, &length)

@@ -1,5 +1,7 @@
 import DNSCore
+import Logging
 import NIOCore
+import Resolver
 import Testing
 
 @testable import DNSStub
@@ -80,5 +82,40 @@ import Testing
         #expect(
             cookies.adding(to: reply, clientCookie: Self.clientCookie, client: Self.client, now: 1, limit: reply.count + 10)
                 == reply, "not when it would not fit")
+    }
+
+    struct NoUpstream: DNSTransport {
+        func query(_ question: DNSQuestion) async throws(DNSTransportError) -> DNSExchange {
+            throw DNSTransportError(code: .timeout, message: "no upstream in this test")
+        }
+    }
+
+    /// `cookies = auto` follows the listen addresses; Reload turns cookies on or off with the same secret, so the
+    /// server cookies clients hold stay valid.
+    @Test func reloadTurnsCookiesOnAndOffAndKeepsTheSecret() throws {
+        func stub(_ host: String) -> (StubResponder, DNSStubServer, StubSettings) {
+            let settings = StubSettings(listen: [HostAndPort(host: host, port: 5399)])
+            let responder = StubResponder(
+                resolver: DNSResolver(transport: NoUpstream()), local: nil, settings: settings,
+                logger: Logger(label: "test"))
+            return (responder, DNSStubServer(responder: responder, settings: settings, logger: Logger(label: "test")),
+                settings)
+        }
+        let (responder, server, base) = stub("192.0.2.1")
+        let first = try #require(server.cookies, "auto: on beyond loopback")
+        var settings = base
+        settings.cookies = false
+        responder.update(settings)
+        #expect(server.cookies == nil, "cookies = no")
+        responder.update(base)
+        let again = try #require(server.cookies, "back to auto")
+        #expect(again.secret == first.secret, "the same secret")
+
+        let (loopbackResponder, loopback, loopbackBase) = stub("127.0.0.1")
+        #expect(loopback.cookies == nil, "auto: off on loopback only")
+        settings = loopbackBase
+        settings.cookies = true
+        loopbackResponder.update(settings)
+        #expect(loopback.cookies != nil, "cookies = yes")
     }
 }

@@ -5,6 +5,7 @@ Scripts/lab up && .venv/bin/pytest -q Tests/dnssec   (CI=true: a missing lab is 
 """
 
 import base64
+import json
 import re
 import subprocess
 
@@ -161,19 +162,21 @@ def test_strip_keeps_a_referral_and_cname_chain_readable(clean):
 
 
 def test_drop_percent_and_one_garbage_reply(clean):
+    """The no-flapping test's upstream: 50% of replies dropped, and one garbage reply stacked on top."""
     dnsseclab.faultctl("set", "*", "drop", "--percent", "50")
+    dnsseclab.faultctl("set", "*", "garbage", "--times", "1", "--stack")
+    with pytest.raises((dns.exception.DNSException, ValueError)):
+        dnsseclab.ask(FAULT, "www.dnssec.test", "A", timeout=1)
     answered = 0
     for _ in range(40):
         try:
-            dnsseclab.ask(FAULT, "www.dnssec.test", "A", timeout=0.3)
+            assert dnsseclab.ask(FAULT, "www.dnssec.test", "A", timeout=0.3).rcode() == 0
             answered += 1
         except dns.exception.Timeout:
             pass
     assert 5 <= answered <= 35, answered   # binomial(40, 0.5): outside this with probability < 1e-6
+    assert [r["mode"] for r in json.loads(dnsseclab.faultctl("rules"))["rules"]] == ["drop"]
     dnsseclab.faultctl("reset", "rules")
-    dnsseclab.faultctl("set", "*", "garbage", "--times", "1")
-    with pytest.raises((dns.exception.DNSException, ValueError)):
-        dnsseclab.ask(FAULT, "www.dnssec.test", "A", timeout=1)
     assert dnsseclab.ask(FAULT, "www.dnssec.test", "A", timeout=2).rcode() == 0
 
 

@@ -111,10 +111,15 @@ extension DNSResolver {
             // A bogus answer is not served from here: the async walk reports it (SERVFAIL with its EDE).
             return nil
         }
-        if case .positive(let rrset)? = first, !rrset.dnssecOK, let head = rrset.records.first, head.type == type,
-            head.name == firstKey.name
-        {
-            return RRsetResult(answer: .records(rrset.records, owner: firstKey.name), cnames: [], memo: rrset.memo)
+        switch first {
+        case .positive(let rrset)?:
+            if !rrset.dnssecOK, let head = rrset.records.first, head.type == type, head.name == firstKey.name {
+                return RRsetResult(answer: .records(rrset.records, owner: firstKey.name), cnames: [], memo: rrset.memo)
+            }
+        // A negative first hop ends the walk as `cnameStep` would end it, without building a chain.
+        case .nxdomain?: return RRsetResult(answer: .nxdomain, cnames: [])
+        case .nodata?: return RRsetResult(answer: .nodata, cnames: [])
+        case nil: break
         }
         if first == nil {
             startRefreshes(trace.refreshes)

@@ -49,7 +49,7 @@ struct DaemonConfiguration: Sendable, Equatable {
     var localLookups = StubSettings().maxLocalLookups
 
     // [resolver]
-    var upstreams: [Upstream] = []
+    var upstreams: [UpstreamServer] = []
     var queryTimeoutMs = 1500
     var attempts = 2
     var optimistic = true
@@ -146,34 +146,20 @@ struct DaemonConfiguration: Sendable, Equatable {
     }
 }
 
-/// A DNS server to ask, as written (`--upstream`, `[resolver] upstream`, resolv.conf): plain, DoT or DoH.
-struct Upstream: Sendable, Equatable, CustomStringConvertible {
-    /// The server as the resolver takes it (the forms of ``UpstreamServer/init(parsing:)``).
-    var server: UpstreamServer
-
-    var host: String { server.host }
-    var port: Int { server.port }
-
-    /// Parses `ADDR[:PORT]`, `ADDR[:PORT]#NAME`, `tls://ADDR[:PORT][#NAME]`, `https://HOST[:PORT]/PATH[#ADDR]`.
-    init(parsing text: String) throws(ConfigurationError) {
-        do { server = try UpstreamServer(parsing: text) } catch {
-            throw ConfigurationError(error.description)
-        }
+extension UpstreamServer {
+    /// Parses an upstream as written (`--upstream`, `[resolver] upstream`): the forms of
+    /// ``UpstreamServer/init(parsing:)``, with the reason as a configuration error.
+    static func configured(_ text: String) throws(ConfigurationError) -> UpstreamServer {
+        do { return try UpstreamServer(parsing: text) } catch { throw ConfigurationError(error.description) }
     }
 
-    var description: String { server.description }
-
-    static func isIPAddress(_ text: String) -> Bool { UpstreamServer.isIPAddress(text) }
-
     /// The nameservers of a resolv.conf file (plain DNS).
-    static func fromResolvConf(_ path: String = "/etc/resolv.conf") -> [Upstream] {
+    static func fromResolvConf(_ path: String = "/etc/resolv.conf") -> [UpstreamServer] {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return [] }
         return text.split(separator: "\n").compactMap { line in
             let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
-            guard fields.count >= 2, fields[0] == "nameserver", Upstream.isIPAddress(String(fields[1])) else {
-                return nil
-            }
-            return try? Upstream(parsing: String(fields[1]))
+            guard fields.count >= 2, fields[0] == "nameserver", isIPAddress(String(fields[1])) else { return nil }
+            return try? UpstreamServer(parsing: String(fields[1]))
         }
     }
 }
@@ -182,7 +168,7 @@ extension DaemonConfiguration {
     /// The upstreams as the resolver takes them: DoH hosts get their `bootstrap` address.
     var upstreamServers: [UpstreamServer] {
         upstreams.map { upstream in
-            var server = upstream.server
+            var server = upstream
             if server.transport == .https, server.host.isEmpty, let name = server.tlsName, let address = bootstrap[name] {
                 server.host = address
             }
@@ -226,7 +212,7 @@ extension DaemonConfiguration {
 
     /// Applies `key = value` lines to this configuration.
     mutating func apply(text: String, source: String) throws(ConfigurationError) {
-        var fileUpstreams: [Upstream] = []
+        var fileUpstreams: [UpstreamServer] = []
         var bootstrapLines: [String: String] = [:]
         var noOptimistic: [String] = []
         var listen: [HostAndPort]?
@@ -258,7 +244,7 @@ extension DaemonConfiguration {
             case ("limits", "upstream-sockets"): upstreamSockets = try Self.int(value, context, 16...65_536)
             case ("limits", "local-lookups"): localLookups = try Self.int(value, context, 1...4096)
             case ("resolver", "upstream"):
-                do { fileUpstreams.append(try Upstream(parsing: value)) } catch {
+                do { fileUpstreams.append(try UpstreamServer.configured(value)) } catch {
                     throw ConfigurationError("\(context): \(error.description)")
                 }
             case ("resolver", "timeout-ms"): queryTimeoutMs = try Self.int(value, context, 10...60_000)
@@ -300,7 +286,7 @@ extension DaemonConfiguration {
             case ("resolver", "idle-timeout"): encryptedIdleSeconds = try Self.int(value, context, 1...3600)
             case ("resolver", "bootstrap"):
                 let fields = value.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
-                guard fields.count == 2, !Upstream.isIPAddress(fields[0]), Upstream.isIPAddress(fields[1]) else {
+                guard fields.count == 2, !UpstreamServer.isIPAddress(fields[0]), UpstreamServer.isIPAddress(fields[1]) else {
                     throw ConfigurationError("\(context): '\(value)' is not 'HOST ADDR' (a DoH host name and its address)")
                 }
                 bootstrapLines[fields[0].lowercased()] = fields[1]
