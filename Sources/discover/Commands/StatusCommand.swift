@@ -62,6 +62,15 @@ struct StatusCommand: AsyncParsableCommand {
             for server in status.upstreamServers ?? [] {
                 Output.line(Self.describe(server))
             }
+            if let dnssec = status.dnssec {
+                var line =
+                    "dnssec:     \(dnssec.mode) (upstreams \(dnssec.upstreams)): \(dnssec.secure) secure, "
+                    + "\(dnssec.insecure) insecure, \(dnssec.bogus) bogus"
+                if let name = dnssec.lastBogusName {
+                    line += "; last bogus: \(name)\(dnssec.lastBogusReason.map { " (\($0))" } ?? "")"
+                }
+                Output.line(line)
+            }
             Output.line(
                 "clients:    \(status.connections) connections, \(status.subscriptions) streams, "
                     + "\(status.registrations) registrations")
