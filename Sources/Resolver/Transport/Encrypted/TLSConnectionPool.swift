@@ -49,7 +49,7 @@ struct TLSPoolPolicy: Sendable {
 ///   ``ExchangeOutcome/insecure(_:)`` and nothing is sent in clear text.
 /// - Idle close: the first connection after `idleTimeout` without queries, further ones after
 ///   ``TLSPoolPolicy/surplusIdleTimeout``; either sooner when the server's edns-tcp-keepalive (RFC 7828 §3.3.2)
-///   allows less. A connection the server closed is reopened by the next query.
+///   allows less (then at 90% of the server's timeout). A connection the server closed is reopened by the next query.
 /// - A failed connect or handshake starts a back-off (``ReconnectBackoff``: 250 ms doubling up to 8 s) during
 ///   which tries fail at once with the same reason, so the resolver serves stale answers instead of waiting.
 /// - Bookkeeping: connections opened and open, handshakes, failures with their reason (``UpstreamStatistics``).
@@ -280,7 +280,9 @@ final class TLSConnectionPool<Session: TLSSession>: EncryptedConnection, @unchec
     private func armIdleClose(_ link: Link) {
         guard link.tries.isEmpty, link.idleClose == nil, link.ready, let channel = link.channel else { return }
         var idle = links.first === link ? idleTimeout : min(idleTimeout, policy.surplusIdleTimeout)
-        if let keepalive = link.session.serverKeepalive { idle = min(idle, keepalive) }
+        // RFC 7828 §3.3.2: close before the server's timeout runs out (at 90% of it), so that a query is never
+        // sent just as the server closes (RFC 7766 §6.2.3).
+        if let keepalive = link.session.serverKeepalive { idle = min(idle, .nanoseconds(keepalive.nanoseconds / 10 * 9)) }
         let delay = idle
         link.idleClose = loop.scheduleTask(in: delay) {
             link.idleClose = nil
