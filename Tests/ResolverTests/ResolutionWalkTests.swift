@@ -276,6 +276,22 @@ struct ResolutionWalkTests {
         #expect(SpecialUseNames.kind(of: "my\\.localhost.example.") == nil)
     }
 
+    @Test(arguments: [
+        ("localhost.", SpecialUseNames.Kind.loopback), ("a.b.localhost.", .loopback), ("invalid.", .nonexistent),
+        ("x.onion.", .nonexistent), ("resolver.arpa.", .noData), ("_dns.resolver.arpa.", .noData),
+    ])
+    func specialUseNamesByTheirLastLabels(name: String, kind: SpecialUseNames.Kind) {
+        #expect(SpecialUseNames.kind(of: name) == kind)
+    }
+
+    @Test(arguments: [
+        "", ".", "localhost", "notlocalhost.", "localhost.example.", "xresolver.arpa.", "arpa.", "resolver.x.arpa.",
+        "in-addr.arpa.", "a\\.onion.", "onio.", "localhosts.", "invalid.x.",
+    ])
+    func ordinaryNamesAreNotSpecial(name: String) {
+        #expect(SpecialUseNames.kind(of: name) == nil)
+    }
+
     // MARK: - Optimistic DNS (draft-gakiwate-dnsop-optimistic-dns)
 
     @Test func anExpiredNegativeAnswerWaitsForTheNetwork() async throws {

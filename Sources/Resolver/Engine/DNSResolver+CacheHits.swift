@@ -1,4 +1,5 @@
 import DNSCore
+import NIOCore
 import NIOPosix
 
 /// An answer taken from the cache alone, synchronously, on the caller's thread (the API's hot path).
@@ -206,17 +207,19 @@ extension DNSResolver {
     /// writer (the stub's UDP worker and TCP handler, the varlink connection after its flush). Call it once the
     /// stale answer is on its way (RFC 8767 §5; DESIGN: a stale answer is written before any refresh work begins).
     ///
-    /// The work goes to another event loop than the caller's when there is one: the caller's client has just been
-    /// woken by the reply, and the kernel often wakes it on this CPU, where it would wait behind the refresh's task,
-    /// socket and query.
+    /// The work begins ``refreshDelay`` later, on an event loop (the caller's, when it is one): a written answer is
+    /// not yet a read one. The reply has just woken the client, and where client and daemon share a CPU the kernel
+    /// would often run the refresh's task, socket and query (200-400 µs after an idle period, measured with
+    /// `perf sched timehist`) before the client reads its answer. The refresh's own answer is an upstream round
+    /// trip away, so the delay costs it nothing that shows; a timer on the loop wakes nothing now.
     public func startRefreshes(_ refreshes: PendingRefreshes) {
         guard !refreshes.isEmpty else { return }
-        for loop in MultiThreadedEventLoopGroup.singleton.makeIterator() where !loop.inEventLoop {
-            loop.execute { self.beginRefreshes(refreshes) }
-            return
-        }
-        beginRefreshes(refreshes)
+        let loop = MultiThreadedEventLoopGroup.currentEventLoop ?? MultiThreadedEventLoopGroup.singleton.next()
+        loop.scheduleTask(in: Self.refreshDelay) { self.beginRefreshes(refreshes) }
     }
+
+    /// How long after its stale answer is written a refresh begins (see ``startRefreshes(_:)``).
+    public static let refreshDelay = TimeAmount.microseconds(250)
 
     func beginRefreshes(_ refreshes: PendingRefreshes) {
         for refresh in refreshes.items {

@@ -21,29 +21,50 @@ public enum SpecialUseNames {
     /// The TTL of synthesized loopback records.
     public static let ttl: UInt32 = 86_400
 
-    /// The kind of `name` (absolute, lowercased), or nil for an ordinary name. Cheap: it looks only at the last
-    /// label unless that is `arpa`.
+    /// The kind of `name` (absolute, lowercased), or nil for an ordinary name. Cheap (it runs for every hop of
+    /// every walk, cache hits included): one backward scan of the bytes of the last label, and of `resolver` when
+    /// that label is `arpa`.
     public static func kind(of name: String) -> Kind? {
-        let bytes = name.utf8
-        // The last label: between the second-to-last dot and the final one.
-        guard bytes.count >= 2, bytes.last == UInt8(ascii: ".") else { return nil }
-        let body = bytes.dropLast()
-        let lastLabel: Substring.UTF8View
-        if let dot = body.lastIndex(of: UInt8(ascii: ".")) {
-            // An escaped dot (`\.`) is part of a label, not a boundary: such names are never special.
-            if dot > body.startIndex, body[body.index(before: dot)] == UInt8(ascii: "\\") { return nil }
-            lastLabel = Substring(name).utf8[body.index(after: dot)..<body.endIndex]
-        } else {
-            lastLabel = Substring(name).utf8[body.startIndex..<body.endIndex]
-        }
-        switch lastLabel.count {
-        case 9 where lastLabel.elementsEqual("localhost".utf8): return .loopback
-        case 7 where lastLabel.elementsEqual("invalid".utf8): return .nonexistent
-        case 5 where lastLabel.elementsEqual("onion".utf8): return .nonexistent
-        case 4 where lastLabel.elementsEqual("arpa".utf8):
-            return name == "resolver.arpa." || name.hasSuffix(".resolver.arpa.") ? .noData : nil
+        if let kind = name.utf8.withContiguousStorageIfAvailable({ kind(bytes: $0) }) { return kind }
+        return Array(name.utf8).withUnsafeBufferPointer { kind(bytes: $0) }
+    }
+
+    private static let dot = UInt8(ascii: ".")
+    private static let backslash = UInt8(ascii: "\\")
+
+    private static func kind(bytes: UnsafeBufferPointer<UInt8>) -> Kind? {
+        let end = bytes.count - 1  // the final dot
+        guard end >= 1, bytes[end] == dot else { return nil }
+        guard let start = labelStart(bytes, before: end) else { return nil }
+        switch end - start {
+        case 9 where matches(bytes, at: start, "localhost"): return .loopback
+        case 7 where matches(bytes, at: start, "invalid"): return .nonexistent
+        case 5 where matches(bytes, at: start, "onion"): return .nonexistent
+        case 4 where matches(bytes, at: start, "arpa"):
+            // `resolver.arpa.` itself or a name below it.
+            guard start >= 9, let label = labelStart(bytes, before: start - 1), start - 1 - label == 8,
+                matches(bytes, at: label, "resolver")
+            else { return nil }
+            return .noData
         default: return nil
         }
+    }
+
+    /// Where the label that ends before the dot at `end` starts; nil when the dot before it is escaped (`\.` is
+    /// part of a label, and such names are never special).
+    private static func labelStart(_ bytes: UnsafeBufferPointer<UInt8>, before end: Int) -> Int? {
+        var index = end - 1
+        while index >= 0, bytes[index] != dot { index -= 1 }
+        if index >= 1, bytes[index - 1] == backslash { return nil }
+        return index + 1
+    }
+
+    private static func matches(_ bytes: UnsafeBufferPointer<UInt8>, at start: Int, _ label: StaticString) -> Bool {
+        let count = label.utf8CodeUnitCount
+        guard start + count <= bytes.count else { return false }
+        let pointer = label.utf8Start
+        for offset in 0..<count where bytes[start + offset] != pointer[offset] { return false }
+        return true
     }
 
     /// The synthesized answer for (name, type) when `name` is special, else nil.
