@@ -87,26 +87,12 @@ struct StubCookies: Sendable {
 
     /// Where the OPT record starts when it is the message's last record.
     static func finalOPT(in bytes: [UInt8]) -> Int? {
-        guard bytes.count >= 12 else { return nil }
-        func u16(_ at: Int) -> Int { Int(bytes[at]) << 8 | Int(bytes[at + 1]) }
-        let (qd, an, ns, ar) = (u16(4), u16(6), u16(8), u16(10))
-        guard ar > 0 else { return nil }
-        var at = 12
-        for _ in 0..<qd {
-            guard let end = EDNSOptionScan.skipName(bytes, at) else { return nil }
-            at = end + 4
-        }
-        var last = -1
-        var lastType = -1
-        for _ in 0..<(an + ns + ar) {
-            guard let end = EDNSOptionScan.skipName(bytes, at), end + 10 <= bytes.count else { return nil }
-            last = at
-            lastType = u16(end)
-            at = end + 10 + u16(end + 8)
-        }
+        var last: EDNSOptionScan.Record?
+        guard let end = EDNSOptionScan.walkRecords(bytes, { last = $0; return true }), end == bytes.count,
+            let last, Int(bytes[last.fixed]) << 8 | Int(bytes[last.fixed + 1]) == 41, bytes[last.start] == 0
+        else { return nil }
         // Our OPT is owned by the root: one zero byte, so its fixed part starts right after it.
-        guard at == bytes.count, lastType == 41, last >= 0, bytes[last] == 0 else { return nil }
-        return last
+        return last.start
     }
 }
 
