@@ -15,7 +15,34 @@ public enum LocalZones {
 
     /// A cheap test on the presentation text before ``isLocal(_:)``: false means certainly not local.
     public static func mayBeLocal(_ text: String) -> Bool {
-        text.hasSuffix("local.") || text.hasSuffix(".arpa.")
+        func check(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+            // The byte before the final dot rules out nearly every name before a suffix is compared.
+            guard bytes.count >= 6 else { return false }
+            switch bytes[bytes.count - 2] {
+            case UInt8(ascii: "l"): return endsWith(bytes, "local.")
+            case UInt8(ascii: "a"): return endsWith(bytes, ".arpa.")
+            default: return false
+            }
+        }
+        if let result = text.utf8.withContiguousStorageIfAvailable(check) { return result }
+        return Array(text.utf8).withUnsafeBufferPointer(check)
+    }
+
+    /// Whether `text` (absolute) ends in `.arpa.`: a reverse name, maybe of a host on our link.
+    public static func isReverseZone(_ text: String) -> Bool {
+        if let result = text.utf8.withContiguousStorageIfAvailable({ endsWith($0, ".arpa.") }) { return result }
+        return Array(text.utf8).withUnsafeBufferPointer { endsWith($0, ".arpa.") }
+    }
+
+    /// `hasSuffix` for an ASCII suffix, byte by byte (it runs for every stub query; `String.hasSuffix` compares
+    /// by Unicode rules, ~100 instructions a call).
+    static func endsWith(_ bytes: UnsafeBufferPointer<UInt8>, _ suffix: StaticString) -> Bool {
+        let count = suffix.utf8CodeUnitCount
+        guard bytes.count >= count else { return false }
+        let start = bytes.count - count
+        let tail = suffix.utf8Start
+        for offset in 0..<count where bytes[start + offset] != tail[offset] { return false }
+        return true
     }
 
     /// Whether `name` belongs to mDNS and must never go to a unicast upstream. This is the one definition: the

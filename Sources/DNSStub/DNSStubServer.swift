@@ -27,7 +27,7 @@ public final class DNSStubServer: ServiceLifecycle.Service, Sendable {
     }
 
     private let responder: StubResponder
-    private let listen: [ListenAddress]
+    private let listen: [HostAndPort]
     private let inherited: [InheritedSocket]
     private let idleTimeout: Duration
     private let maxTCPConnections: Int
@@ -98,7 +98,7 @@ public final class DNSStubServer: ServiceLifecycle.Service, Sendable {
         }
     }
 
-    private func bind(_ address: ListenAddress) async {
+    private func bind(_ address: HostAndPort) async {
         var failures: [(transport: String, reason: String)] = []
         do {
             // One UDP socket per core, all on the same port (SO_REUSEPORT): the kernel spreads datagrams.

@@ -117,7 +117,7 @@ public final class StubResponder: Sendable {
             return .reply(reply)
         }
         let state = access.withLock { $0 }
-        let settings = state.settings
+        // Read through `state` (one reference), not copied out: the hot path copies no state.settings.
         let allowed = state.allows(client)
         let limit = StubReply.sizeLimit(for: query, overTCP: overTCP)
         guard allowed else {
@@ -132,12 +132,12 @@ public final class StubResponder: Sendable {
             return .reply(finish(query, code: .badVers, limit: limit))
         }
         if let immediate = special(query, limit: limit) { return .reply(immediate) }
-        if !settings.proxy.domains.isEmpty,
-            settings.proxy.domains.contains(where: { query.nameText.hasSuffix($0.text) }),
-            let zone = DiscoveryProxy.zone(of: query.name, in: settings.proxy.domains)
+        if !state.settings.proxy.domains.isEmpty,
+            state.settings.proxy.domains.contains(where: { query.nameText.hasSuffix($0.text) }),
+            let zone = DiscoveryProxy.zone(of: query.name, in: state.settings.proxy.domains)
         {
             let running = proxyLookups.wrappingAdd(1, ordering: .relaxed).newValue
-            guard running <= settings.proxy.maxConcurrent else {
+            guard running <= state.settings.proxy.maxConcurrent else {
                 proxyLookups.wrappingSubtract(1, ordering: .relaxed)
                 counters.serverFailures.bump()
                 return .reply(
@@ -145,36 +145,36 @@ public final class StubResponder: Sendable {
             }
             startTask(later()) {
                 defer { self.proxyLookups.wrappingSubtract(1, ordering: .relaxed) }
-                return await self.answerProxy(query, zone: zone, proxy: settings.proxy, limit: limit)
+                return await self.answerProxy(query, zone: zone, proxy: state.settings.proxy, limit: limit)
             }
             return .pending
         }
         let options = WalkOptions(
-            optimistic: settings.optimistic, dnssecOK: query.edns?.dnssecOK ?? false, staleOnFailure: true)
+            optimistic: state.settings.optimistic, dnssecOK: query.edns?.dnssecOK ?? false, staleOnFailure: true)
         if LocalZones.mayBeLocal(query.nameText), LocalZones.isLocal(query.name) {
-            guard settings.answerLocal else {
+            guard state.settings.answerLocal else {
                 return .reply(
                     finish(query, code: .nxDomain, error: .notSupported(".local look-ups are off ([stub] local = no)"),
                         limit: limit))
             }
-            guard let done = enterLocalGate(settings) else { return .reply(localBusy(query, limit: limit)) }
+            guard let done = enterLocalGate(state.settings) else { return .reply(localBusy(query, limit: limit)) }
             startTask(later()) {
                 defer { done() }
-                return await self.answerLocal(query, limit: limit, timeout: settings.localTimeout)
+                return await self.answerLocal(query, limit: limit, timeout: state.settings.localTimeout)
             }
             return .pending
         }
-        if settings.answerLocal, query.type == .ptr, query.nameText.hasSuffix(".arpa."),
+        if state.settings.answerLocal, query.type == .ptr, LocalZones.isReverseZone(query.nameText),
             let address = LocalZones.reverseAddress(query.name),
             state.linkSubnets.contains(where: { $0.contains(address) })
         {
-            guard let done = enterLocalGate(settings) else { return .reply(localBusy(query, limit: limit)) }
+            guard let done = enterLocalGate(state.settings) else { return .reply(localBusy(query, limit: limit)) }
             // A host on our own link: its name is best known to mDNS (RFC 6762 §4); unicast DNS if nobody answers.
             startTask(later()) {
                 defer { done() }
                 var options = options
                 options.client = client.queryClient
-                return await self.answerLinkReverse(query, options: options, limit: limit, timeout: settings.localTimeout)
+                return await self.answerLinkReverse(query, options: options, limit: limit, timeout: state.settings.localTimeout)
             }
             return .pending
         }
@@ -269,19 +269,15 @@ public final class StubResponder: Sendable {
         return .noError
     }
 
-    /// The reply made of a walk's steps; the last step decides the code (RFC 6604: the rcode is the chain end's).
-    private func reply(_ query: StubQuery, parts: [RecordAnswer], limit: Int) -> [UInt8] {
-        let code: StubReply.Code = parts.last.map { self.code(of: $0.answer) } ?? .servFail
-        return reply(query, parts: parts, count: parts.count, code: code, limit: limit)
-    }
-
-    /// The reply made of cached or fetched parts, with EDE 3 when any was stale.
-    private func reply(
-        _ query: StubQuery, parts: some Sequence<RecordAnswer>, count: Int, code: StubReply.Code, limit: Int
-    ) -> [UInt8] {
+    /// The reply made of a walk's steps, with EDE 3 when any was stale; the last step decides the code (RFC 6604:
+    /// the rcode is the chain end's). One pass, the steps borrowed (a cache hit copies no step).
+    private func reply(_ query: StubQuery, parts: WalkSteps, limit: Int) -> [UInt8] {
         var ede: ExtendedDNSError?
         var forwarded = false
-        for part in parts {
+        var code = StubReply.Code.servFail
+        var answerParts: [AnswerPart] = []
+        answerParts.reserveCapacity(parts.count)
+        parts.forEach { part in
             switch part.source {
             case .expiredCache:
                 let ago = part.staleSeconds.map { " \($0) s ago" } ?? ""
@@ -289,14 +285,11 @@ public final class StubResponder: Sendable {
             case .network: forwarded = true
             case .cache: break
             }
+            if let payload = part.answer.payload { answerParts.append(AnswerPart(sections: payload.wire, ttl: part.ttl)) }
+            code = self.code(of: part.answer)
         }
         if ede != nil { counters.staleAnswers.bump() } else if forwarded { counters.forwarded.bump() } else {
             counters.cacheAnswers.bump()
-        }
-        var answerParts: [AnswerPart] = []
-        answerParts.reserveCapacity(count)
-        for part in parts {
-            if let payload = part.answer.payload { answerParts.append(AnswerPart(sections: payload.wire, ttl: part.ttl)) }
         }
         return finish(query, code: code, parts: answerParts, error: ede, limit: limit)
     }

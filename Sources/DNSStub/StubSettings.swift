@@ -4,7 +4,7 @@ import Resolver
 /// The settings of the DNS stub (`[stub]` in discoverd.conf, `--stub-listen`).
 public struct StubSettings: Sendable, Hashable {
     /// Where to listen, UDP and TCP each; empty turns the stub off (`listen = none`).
-    public var listen: [ListenAddress]
+    public var listen: [HostAndPort]
     /// Clients allowed besides loopback and the machine's own addresses (`allow = CIDR`, repeatable).
     public var allow: [AddressRange]
     /// Answer `.local` and link-local reverse names through mDNS (`local = yes`).
@@ -33,10 +33,10 @@ public struct StubSettings: Sendable, Hashable {
 
     /// The default listen address: loopback port 53 on an address of its own, so it can run beside
     /// systemd-resolved (127.0.0.53) and a local Unbound or dnsmasq (127.0.0.1).
-    public static let defaultListen = ListenAddress(host: "127.0.0.153", port: 53)
+    public static let defaultListen = HostAndPort(host: "127.0.0.153", port: 53)
 
     public init(
-        listen: [ListenAddress] = [StubSettings.defaultListen], allow: [AddressRange] = [], answerLocal: Bool = true,
+        listen: [HostAndPort] = [StubSettings.defaultListen], allow: [AddressRange] = [], answerLocal: Bool = true,
         optimistic: Bool = true, localTimeout: Duration = .milliseconds(1000),
         tcpIdleTimeout: Duration = .seconds(10), maxTCPConnections: Int = 1024,
         proxy: DiscoveryProxySettings = DiscoveryProxySettings(), maxLocalLookups: Int = 64,
@@ -57,18 +57,10 @@ public struct StubSettings: Sendable, Hashable {
     }
 }
 
-/// An address and port to listen on: `ADDR`, `ADDR:PORT`, `[V6]:PORT`.
-public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
-    public var host: String
-    public var port: Int
-
-    public init(host: String, port: Int = 53) {
-        self.host = host
-        self.port = port
-    }
-
-    /// Parses `ADDR[:PORT]`, `[V6]:PORT` or a bare IPv6 address; the port defaults to 53.
-    public init(parsing text: String) throws(AddressRangeError) {
+extension HostAndPort {
+    /// An address and port to listen on (`[stub] listen`): `ADDR`, `ADDR:PORT`, `[V6]:PORT` or a bare IPv6
+    /// address, numeric only; the port defaults to 53.
+    public static func listen(_ text: String) throws(AddressRangeError) -> HostAndPort {
         let parsed: HostAndPort
         do { parsed = try HostAndPort(parsing: text) } catch {
             throw AddressRangeError(text: text, reason: error.reason)
@@ -76,9 +68,6 @@ public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
         guard AddressRange.parseAddress(parsed.host) != nil else {
             throw AddressRangeError(text: text, reason: "not a numeric IPv4 or IPv6 address")
         }
-        self.host = parsed.host
-        self.port = parsed.port
+        return parsed
     }
-
-    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
 }

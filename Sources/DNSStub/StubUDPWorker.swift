@@ -24,7 +24,7 @@ final class StubUDPSocket: Sendable {
 
     /// Binds a new UDP socket on `address` with SO_REUSEPORT, so that one socket per worker shares the port.
     /// - Throws: `IOError` with the errno of the step that failed.
-    static func bind(_ address: ListenAddress) throws -> StubUDPSocket {
+    static func bind(_ address: HostAndPort) throws -> StubUDPSocket {
         let socketAddress = try SocketAddress(ipAddress: address.host, port: address.port)
         let family = socketAddress.protocol.rawValue
         let fd = Glibc.socket(family, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)

@@ -132,9 +132,9 @@ struct Discoverd: AsyncParsableCommand {
         if let stateDir { configuration.stateDirectory = stateDir }
         if let logLevel { configuration.logLevel = try DaemonConfiguration.logLevel(logLevel, "--log-level") }
         if !upstream.isEmpty {
-            var parsed: [Upstream] = []
+            var parsed: [UpstreamServer] = []
             for text in upstream {
-                do { parsed.append(try Upstream(parsing: text)) } catch {
+                do { parsed.append(try UpstreamServer.configured(text)) } catch {
                     throw ConfigurationError("--upstream: \(error.description)")
                 }
             }
@@ -154,7 +154,7 @@ struct Discoverd: AsyncParsableCommand {
             configuration.caFile = caFile
         }
         if !stubListen.isEmpty {
-            var listen: [ListenAddress] = []
+            var listen: [HostAndPort] = []
             for text in stubListen {
                 do { listen = try DaemonConfiguration.listenAddresses(text, adding: listen) } catch {
                     throw ConfigurationError("--stub-listen: \(error.description)")
@@ -164,7 +164,7 @@ struct Discoverd: AsyncParsableCommand {
         }
         if configuration.upstreams.isEmpty {
             // Once resolv.conf names our own stub, its nameservers include us: asking ourselves would loop.
-            configuration.upstreams = Upstream.fromResolvConf().filter { upstream in
+            configuration.upstreams = UpstreamServer.fromResolvConf().filter { upstream in
                 !configuration.stubListen.contains { $0.host == upstream.host && $0.port == upstream.port }
             }
         }

@@ -19,4 +19,14 @@ import Testing
         #expect(LocalZones.reverseAddress(try DNSName("04.3.254.169.in-addr.arpa")) == nil)
         #expect(LocalZones.reverseAddress(try DNSName("example.com")) == nil)
     }
+
+    @Test(arguments: [
+        ("printer.local.", true), ("local.", true), ("4.3.2.1.in-addr.arpa.", true), ("b.e.f.ip6.arpa.", true),
+        ("example.com.", false), ("localhost.", false), ("arpa.", false), ("notlocal", false), ("", false),
+        ("x.locall.", false), ("xarpa.", false),
+    ])
+    func mayBeLocalIsASuffixCheck(name: String, expected: Bool) {
+        #expect(LocalZones.mayBeLocal(name) == expected)
+        #expect(LocalZones.isReverseZone(name) == name.hasSuffix(".arpa."))
+    }
 }

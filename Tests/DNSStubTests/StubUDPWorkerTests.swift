@@ -62,7 +62,7 @@ private struct SilentTransport: DNSTransport {
         let responder = StubResponder(
             resolver: DNSResolver(transport: SilentTransport()), local: nil, settings: settings,
             logger: Logger(label: "test"))
-        let socket = try StubUDPSocket.bind(ListenAddress(host: "127.0.0.1", port: 0))
+        let socket = try StubUDPSocket.bind(HostAndPort(host: "127.0.0.1", port: 0))
         let description = try #require(socket.localDescription)
         let port = try #require(UInt16(description.split(separator: ":").last ?? ""))
         let worker = StubUDPWorker(socket: socket, responder: responder, name: "test-udp", logger: Logger(label: "test"))

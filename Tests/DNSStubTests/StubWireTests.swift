@@ -217,12 +217,12 @@ enum Wire {
     }
 
     @Test func listenAddressesDefaultToPort53AndRejectNamesAndPortZero() throws {
-        #expect(try ListenAddress(parsing: "127.0.0.153") == ListenAddress(host: "127.0.0.153", port: 53))
-        #expect(try ListenAddress(parsing: "127.0.0.1:5353") == ListenAddress(host: "127.0.0.1", port: 5353))
-        #expect(try ListenAddress(parsing: "[::1]:5300") == ListenAddress(host: "::1", port: 5300))
-        #expect(try ListenAddress(parsing: "::1") == ListenAddress(host: "::1", port: 53))
+        #expect(try HostAndPort.listen("127.0.0.153") == HostAndPort(host: "127.0.0.153", port: 53))
+        #expect(try HostAndPort.listen("127.0.0.1:5353") == HostAndPort(host: "127.0.0.1", port: 5353))
+        #expect(try HostAndPort.listen("[::1]:5300") == HostAndPort(host: "::1", port: 5300))
+        #expect(try HostAndPort.listen("::1") == HostAndPort(host: "::1", port: 53))
         for bad in ["localhost", "127.0.0.1:0", "127.0.0.1:x", "[::1", "[::1]x"] {
-            #expect(throws: AddressRangeError.self) { try ListenAddress(parsing: bad) }
+            #expect(throws: AddressRangeError.self) { try HostAndPort.listen(bad) }
         }
     }
 

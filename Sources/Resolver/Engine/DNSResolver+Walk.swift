@@ -24,8 +24,10 @@ public struct WalkOptions: Sendable {
 /// refreshes it was elected to run.
 public struct WalkTrace: Sendable {
     /// Every hop's answer in chain order (kept only when the caller asked for them: the stub assembles its reply
-    /// from them).
-    public var steps: [RecordAnswer] = []
+    /// from them). The first is held inline: nearly every walk has one hop, and a cache hit allocates no array.
+    public var steps: WalkSteps { WalkSteps(first: firstStep, rest: laterSteps) }
+    private var firstStep: RecordAnswer?
+    private var laterSteps: [RecordAnswer] = []
     var provenance = Provenance()
     var dependencies = CacheDependencies()
     /// Refreshes to start once the answer is written.
@@ -44,6 +46,44 @@ public struct WalkTrace: Sendable {
         keepsSteps = keepingSteps
         keepsDependencies = keepingDependencies
     }
+
+    /// Records a hop's answer when steps are kept.
+    mutating func record(_ step: @autoclosure () -> RecordAnswer) {
+        guard keepsSteps else { return }
+        if firstStep == nil { firstStep = step() } else { laterSteps.append(step()) }
+    }
+}
+
+/// A walk's hops in chain order (``WalkTrace/steps``), without an array for the first.
+public struct WalkSteps: Sequence, Sendable {
+    @usableFromInline let first: RecordAnswer?
+    @usableFromInline let rest: [RecordAnswer]
+
+    public var count: Int { first == nil ? 0 : 1 + rest.count }
+    /// The chain's end, whose answer decides the rcode.
+    public var last: RecordAnswer? { rest.last ?? first }
+
+    public struct Iterator: IteratorProtocol {
+        var first: RecordAnswer?
+        var rest: IndexingIterator<[RecordAnswer]>
+
+        public mutating func next() -> RecordAnswer? {
+            if let step = first {
+                first = nil
+                return step
+            }
+            return rest.next()
+        }
+    }
+
+    public func makeIterator() -> Iterator { Iterator(first: first, rest: rest.makeIterator()) }
+
+    /// Calls `body` with each step in chain order, without copying them (the stub's hot path).
+    @inlinable public func forEach(_ body: (RecordAnswer) throws -> Void) rethrows {
+        guard let first else { return }
+        try body(first)
+        for step in rest { try body(step) }
+    }
 }
 
 extension DNSResolver {
@@ -58,10 +98,15 @@ extension DNSResolver {
         var first = lookupHop(firstKey, type: type, options: options, counting: false, trace: &trace)
         // Nearly every hit: the first entry holds the records themselves (scrubbed entries hold the asked type at
         // the name first, no alias): no chain to build.
-        if case .positive(let rrset)? = first, !rrset.dnssecOK, let head = rrset.records.first, head.type == type,
-            head.name == firstKey.name
-        {
-            return RRsetResult(answer: .records(rrset.records, owner: firstKey.name), cnames: [], memo: rrset.memo)
+        switch first {
+        case .positive(let rrset)?:
+            if !rrset.dnssecOK, let head = rrset.records.first, head.type == type, head.name == firstKey.name {
+                return RRsetResult(answer: .records(rrset.records, owner: firstKey.name), cnames: [], memo: rrset.memo)
+            }
+        // A negative first hop ends the walk as `cnameStep` would end it, without building a chain.
+        case .nxdomain?: return RRsetResult(answer: .nxdomain, cnames: [])
+        case .nodata?: return RRsetResult(answer: .nodata, cnames: [])
+        case nil: break
         }
         if first == nil {
             startRefreshes(trace.refreshes)
@@ -123,10 +168,8 @@ extension DNSResolver {
                     trace.provenance.sources.insert(.network)
                     trace.provenance.ttl = min(trace.provenance.ttl, ttl)
                     trace.provenance.attempts += attempts
-                    if trace.keepsSteps {
-                        trace.steps.append(
-                            RecordAnswer(answer: answer, ttl: ttl, source: .network, staleSeconds: nil, attempts: attempts))
-                    }
+                    trace.record(
+                        RecordAnswer(answer: answer, ttl: ttl, source: .network, staleSeconds: nil, attempts: attempts))
                     entry = answer
                 case .failure(let error):
                     trace.provenance.attempts += error.attempts
@@ -141,12 +184,10 @@ extension DNSResolver {
                     trace.provenance.sources.insert(.expiredCache)
                     trace.provenance.ttl = min(trace.provenance.ttl, staleTTL)
                     trace.provenance.staleSeconds = max(trace.provenance.staleSeconds ?? 0, seconds)
-                    if trace.keepsSteps {
-                        trace.steps.append(
-                            RecordAnswer(
-                                answer: stale, ttl: staleTTL, source: .expiredCache, staleSeconds: seconds,
-                                attempts: error.attempts))
-                    }
+                    trace.record(
+                        RecordAnswer(
+                            answer: stale, ttl: staleTTL, source: .expiredCache, staleSeconds: seconds,
+                            attempts: error.attempts))
                     entry = stale
                 }
             }
@@ -164,11 +205,9 @@ extension DNSResolver {
         if let special = SpecialUseNames.answer(key.name, type: type, class: RRClass(key.dnsClass)) {
             trace.provenance.sources.insert(.cache)
             trace.provenance.cacheLookups += 1
-            if trace.keepsSteps {
-                trace.steps.append(
-                    RecordAnswer(
-                        answer: special, ttl: SpecialUseNames.ttl, source: .cache, staleSeconds: nil, attempts: []))
-            }
+            trace.record(
+                RecordAnswer(
+                    answer: special, ttl: SpecialUseNames.ttl, source: .cache, staleSeconds: nil, attempts: []))
             return special
         }
         let lookup = cache.lookup(
@@ -184,9 +223,7 @@ extension DNSResolver {
                 trace.dependencies.entries.append(
                     .init(key: key, type: type, generation: CacheDependencies.generation(of: answer)))
             }
-            if trace.keepsSteps {
-                trace.steps.append(RecordAnswer(answer: answer, ttl: remaining, source: .cache, staleSeconds: nil, attempts: []))
-            }
+            trace.record(RecordAnswer(answer: answer, ttl: remaining, source: .cache, staleSeconds: nil, attempts: []))
             return answer
         case .stale(let answer, let staleSeconds, let answerTTL, let shouldRefresh):
             trace.provenance.sources.insert(.expiredCache)
@@ -208,11 +245,9 @@ extension DNSResolver {
                         dnssecOK: options.dnssecOK, followsChain: carriesAlias))
             }
             if carriesAlias { trace.restartsAtAlias = true }
-            if trace.keepsSteps {
-                trace.steps.append(
-                    RecordAnswer(
-                        answer: answer, ttl: answerTTL, source: .expiredCache, staleSeconds: staleSeconds, attempts: []))
-            }
+            trace.record(
+                RecordAnswer(
+                    answer: answer, ttl: answerTTL, source: .expiredCache, staleSeconds: staleSeconds, attempts: []))
             return answer
         case .miss:
             return nil

@@ -49,7 +49,7 @@ struct DaemonConfiguration: Sendable, Equatable {
     var localLookups = StubSettings().maxLocalLookups
 
     // [resolver]
-    var upstreams: [Upstream] = []
+    var upstreams: [UpstreamServer] = []
     var queryTimeoutMs = 1500
     var attempts = 2
     var optimistic = true
@@ -72,7 +72,7 @@ struct DaemonConfiguration: Sendable, Equatable {
 
     // [stub]
     /// Where the DNS stub listens (UDP and TCP); empty: off (`listen = none`).
-    var stubListen: [ListenAddress] = [StubSettings.defaultListen]
+    var stubListen: [HostAndPort] = [StubSettings.defaultListen]
     /// Clients allowed besides loopback and the machine's own addresses.
     var stubAllow: [AddressRange] = []
     /// Answer `.local` names through Avahi.
@@ -138,34 +138,20 @@ struct DaemonConfiguration: Sendable, Equatable {
     }
 }
 
-/// A DNS server to ask, as written (`--upstream`, `[resolver] upstream`, resolv.conf): plain, DoT or DoH.
-struct Upstream: Sendable, Equatable, CustomStringConvertible {
-    /// The server as the resolver takes it (the forms of ``UpstreamServer/init(parsing:)``).
-    var server: UpstreamServer
-
-    var host: String { server.host }
-    var port: Int { server.port }
-
-    /// Parses `ADDR[:PORT]`, `ADDR[:PORT]#NAME`, `tls://ADDR[:PORT][#NAME]`, `https://HOST[:PORT]/PATH[#ADDR]`.
-    init(parsing text: String) throws(ConfigurationError) {
-        do { server = try UpstreamServer(parsing: text) } catch {
-            throw ConfigurationError(error.description)
-        }
+extension UpstreamServer {
+    /// Parses an upstream as written (`--upstream`, `[resolver] upstream`): the forms of
+    /// ``UpstreamServer/init(parsing:)``, with the reason as a configuration error.
+    static func configured(_ text: String) throws(ConfigurationError) -> UpstreamServer {
+        do { return try UpstreamServer(parsing: text) } catch { throw ConfigurationError(error.description) }
     }
 
-    var description: String { server.description }
-
-    static func isIPAddress(_ text: String) -> Bool { UpstreamServer.isIPAddress(text) }
-
     /// The nameservers of a resolv.conf file (plain DNS).
-    static func fromResolvConf(_ path: String = "/etc/resolv.conf") -> [Upstream] {
+    static func fromResolvConf(_ path: String = "/etc/resolv.conf") -> [UpstreamServer] {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return [] }
         return text.split(separator: "\n").compactMap { line in
             let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
-            guard fields.count >= 2, fields[0] == "nameserver", Upstream.isIPAddress(String(fields[1])) else {
-                return nil
-            }
-            return try? Upstream(parsing: String(fields[1]))
+            guard fields.count >= 2, fields[0] == "nameserver", isIPAddress(String(fields[1])) else { return nil }
+            return try? UpstreamServer(parsing: String(fields[1]))
         }
     }
 }
@@ -174,7 +160,7 @@ extension DaemonConfiguration {
     /// The upstreams as the resolver takes them: DoH hosts get their `bootstrap` address.
     var upstreamServers: [UpstreamServer] {
         upstreams.map { upstream in
-            var server = upstream.server
+            var server = upstream
             if server.transport == .https, server.host.isEmpty, let name = server.tlsName, let address = bootstrap[name] {
                 server.host = address
             }
@@ -218,10 +204,10 @@ extension DaemonConfiguration {
 
     /// Applies `key = value` lines to this configuration.
     mutating func apply(text: String, source: String) throws(ConfigurationError) {
-        var fileUpstreams: [Upstream] = []
+        var fileUpstreams: [UpstreamServer] = []
         var bootstrapLines: [String: String] = [:]
         var noOptimistic: [String] = []
-        var listen: [ListenAddress]?
+        var listen: [HostAndPort]?
         var allow: [AddressRange] = []
         var browseDomains: [String] = []
         var keys = TSIGKeyTable()
@@ -250,7 +236,7 @@ extension DaemonConfiguration {
             case ("limits", "upstream-sockets"): upstreamSockets = try Self.int(value, context, 16...65_536)
             case ("limits", "local-lookups"): localLookups = try Self.int(value, context, 1...4096)
             case ("resolver", "upstream"):
-                do { fileUpstreams.append(try Upstream(parsing: value)) } catch {
+                do { fileUpstreams.append(try UpstreamServer.configured(value)) } catch {
                     throw ConfigurationError("\(context): \(error.description)")
                 }
             case ("resolver", "timeout-ms"): queryTimeoutMs = try Self.int(value, context, 10...60_000)
@@ -277,7 +263,7 @@ extension DaemonConfiguration {
             case ("resolver", "idle-timeout"): encryptedIdleSeconds = try Self.int(value, context, 1...3600)
             case ("resolver", "bootstrap"):
                 let fields = value.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
-                guard fields.count == 2, !Upstream.isIPAddress(fields[0]), Upstream.isIPAddress(fields[1]) else {
+                guard fields.count == 2, !UpstreamServer.isIPAddress(fields[0]), UpstreamServer.isIPAddress(fields[1]) else {
                     throw ConfigurationError("\(context): '\(value)' is not 'HOST ADDR' (a DoH host name and its address)")
                 }
                 bootstrapLines[fields[0].lowercased()] = fields[1]
@@ -359,9 +345,9 @@ extension DaemonConfiguration {
     }
 
     /// Adds one `listen` value to a list: `ADDR[:PORT]`, or `none`, which empties it (the stub is off).
-    static func listenAddresses(_ value: String, adding list: [ListenAddress]) throws(AddressRangeError) -> [ListenAddress] {
+    static func listenAddresses(_ value: String, adding list: [HostAndPort]) throws(AddressRangeError) -> [HostAndPort] {
         if value.lowercased() == "none" { return [] }
-        return list + [try ListenAddress(parsing: value)]
+        return list + [try HostAndPort.listen(value)]
     }
 
     static let sections: Set<String> = ["daemon", "limits", "resolver", "stub", "discovery-proxy", "wide-area"]
