@@ -100,6 +100,31 @@ import Testing
         }
     }
 
+    /// RFC 7828 §3.1: the server's TIMEOUT (units of 100 ms) is read from the OPT record of a reply, past
+    /// compressed answer names; a query's empty option, a malformed one or none at all give nil.
+    @Test func readsTheServersKeepaliveTimeout() throws {
+        let dnsName = try DNSName("www.lab.test.")
+        let wire = try DNSQuery.make(name: dnsName, type: .a, class: .in, id: 7, dnssecOK: false, ednsBufferSize: 1232)
+        let questionLength = dnsName.wire.count + 4
+        let query = try #require(EDNSPadding.pad(wire, questionLength: questionLength, keepalive: true))
+        #expect(EDNSOptionScan.find(11, in: query)?.value == [])
+        #expect(EDNSPadding.keepaliveTimeout(in: query) == nil)
+        // A reply: the question, one A record named by a compression pointer, then OPT with keepalive 300 (30 s).
+        var reply = Array(wire.prefix(12 + questionLength))
+        reply[2] |= 0x80
+        reply[6] = 0; reply[7] = 1; reply[10] = 0; reply[11] = 1
+        reply += [0xC0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 192, 0, 2, 1]
+        reply += [0, 0, 41, 0x04, 0xD0, 0, 0, 0, 0, 0, 6, 0, 11, 0, 2, 0x01, 0x2C]
+        #expect(EDNSPadding.keepaliveTimeout(in: reply) == 300)
+        #expect(EDNSOptionScan.find(11, in: reply)?.payloadSize == 1232)
+        #expect(EDNSOptionScan.find(12, in: reply) == nil)
+        // Cut anywhere, or an option longer than its OPT: nil, never a trap.
+        for length in 0..<reply.count { #expect(EDNSPadding.keepaliveTimeout(in: Array(reply.prefix(length))) == nil) }
+        var bad = reply
+        bad[bad.count - 3] = 9
+        #expect(EDNSPadding.keepaliveTimeout(in: bad) == nil)
+    }
+
     @Test func refusesWhatItCannotPad() {
         #expect(EDNSPadding.pad([0, 1, 2], questionLength: 5, keepalive: true) == nil)
         let noOPT: [UInt8] = [0, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1, 0x61, 0, 0, 1, 0, 1]

@@ -51,6 +51,9 @@ public final class UpstreamClient: DNSTransport, Sendable {
         /// `encryption = no`. Off by default for an embedded client (it asks only what it is told); the daemon
         /// turns it on unless `ddr = no`.
         public var ddr: Bool
+        /// DoH queries with GET from the first one (RFC 8484 §4.1), as `kdig +https-get`; otherwise POST, and GET
+        /// only for a server that refuses POST (HTTP 405, 415 or 501).
+        public var dohGET: Bool
 
         /// Creates a configuration.
         ///
@@ -63,9 +66,10 @@ public final class UpstreamClient: DNSTransport, Sendable {
             timeout: Duration = .milliseconds(1500), attempts: Int = 2,
             ednsBufferSize: UInt16 = DNSQuery.defaultEDNSBufferSize, tcpTimeout: Duration = .seconds(3),
             maxSockets: Int = 1024, encryption: EncryptionMode = .opportunistic, caFile: String? = nil,
-            idleTimeout: Duration = .seconds(30), ddr: Bool = false
+            idleTimeout: Duration = .seconds(30), ddr: Bool = false, dohGET: Bool = false
         ) {
             self.ddr = ddr
+            self.dohGET = dohGET
             self.maxSockets = maxSockets
             self.encryption = encryption
             self.caFile = caFile

@@ -1,7 +1,7 @@
 import Logging
 import NIOCore
 
-/// A kept connection to one encrypted upstream (``DoTConnection``, ``DoHConnection``).
+/// The kept connections to one encrypted upstream (a ``TLSConnectionPool`` of ``DoTSession`` or ``DoHSession``).
 protocol EncryptedConnection: AnyObject, Sendable {
     var statistics: UpstreamStatistics { get }
     /// The event loop that owns the connection and all its state.
@@ -41,14 +41,18 @@ enum EncryptedConnections {
         let tls = try TLSClientContext(
             caFile: configuration.caFile, serverName: server.tlsName, alpn: server.transport == .https ? ["h2"] : [],
             identity: identity)
+        let loop = group.next()
         if server.transport == .tls {
-            return DoTConnection(
+            return TLSConnectionPool(
                 server: server, address: address, tls: tls, statistics: statistics,
-                idleTimeout: configuration.idleTimeout, loop: group.next(), logger: logger)
+                idleTimeout: configuration.idleTimeout, policy: .dot, loop: loop, logger: logger
+            ) { DoTSession(logger: logger) }
         }
-        return DoHConnection(
+        let method = DoHMethod(get: configuration.dohGET)
+        return TLSConnectionPool(
             server: server, address: address, tls: tls, statistics: statistics,
-            idleTimeout: configuration.idleTimeout, loop: group.next(), logger: logger)
+            idleTimeout: configuration.idleTimeout, policy: .doh, loop: loop, logger: logger
+        ) { DoHSession(server: server, method: method, statistics: statistics, logger: logger) }
     }
 }
 
