@@ -8,11 +8,14 @@ The path chooses the fault; every other path relays the query to Knot over UDP a
   /truncated   the first half of the DNS answer, then the stream ends
   /garbage     200 application/dns-message with 64 random bytes
   /reset       the stream is reset (RST_STREAM) without an answer
+  /getonly     HTTP 405 to every POST; GET ?dns=BASE64URL (RFC 8484 §4.1) is answered properly. Each request
+               to it prints "getonly METHOD" on stdout (the lab log), so a test sees which method came.
 
 Usage: dohfault.py --listen ADDR --port 443 --cert PEM --key KEY --upstream 192.0.2.53
 Prints "ready" once listening. Stops on SIGTERM.
 """
 import argparse
+import base64
 import os
 import socket
 import ssl
@@ -35,6 +38,7 @@ def serve(conn: ssl.SSLSocket, upstream: str) -> None:
     h2c.initiate_connection()
     conn.sendall(h2c.data_to_send())
     paths: dict[int, str] = {}
+    methods: dict[int, str] = {}
     bodies: dict[int, bytes] = {}
     try:
         while True:
@@ -46,13 +50,14 @@ def serve(conn: ssl.SSLSocket, upstream: str) -> None:
                     headers = {k.decode() if isinstance(k, bytes) else k: v.decode() if isinstance(v, bytes) else v
                                for k, v in event.headers}
                     paths[event.stream_id] = headers.get(":path", "/")
+                    methods[event.stream_id] = headers.get(":method", "")
                     bodies[event.stream_id] = b""
                 elif isinstance(event, h2.events.DataReceived):
                     bodies[event.stream_id] = bodies.get(event.stream_id, b"") + event.data
                     h2c.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
                 if isinstance(event, (h2.events.StreamEnded,)):
                     sid = event.stream_id
-                    respond(h2c, sid, paths.pop(sid, "/"), bodies.pop(sid, b""), upstream)
+                    respond(h2c, sid, paths.pop(sid, "/"), bodies.pop(sid, b""), upstream, methods.pop(sid, ""))
             conn.sendall(h2c.data_to_send())
     except (OSError, h2.exceptions.ProtocolError):
         return
@@ -60,7 +65,18 @@ def serve(conn: ssl.SSLSocket, upstream: str) -> None:
         conn.close()
 
 
-def respond(h2c, sid: int, path: str, query: bytes, upstream: str) -> None:
+def respond(h2c, sid: int, path: str, query: bytes, upstream: str, method: str = "POST") -> None:
+    if path.startswith("/getonly"):
+        print(f"getonly {method}", flush=True)
+        if method != "GET":
+            h2c.send_headers(sid, [(":status", "405"), ("allow", "GET"), ("content-length", "0")], end_stream=True)
+            return
+        param = [p[4:] for p in path.partition("?")[2].split("&") if p.startswith("dns=")]
+        try:
+            query = base64.urlsafe_b64decode(param[0] + "=" * (-len(param[0]) % 4))
+        except (IndexError, ValueError):
+            h2c.send_headers(sid, [(":status", "400"), ("content-length", "0")], end_stream=True)
+            return
     if path.startswith("/status500"):
         h2c.send_headers(sid, [(":status", "500"), ("content-length", "0")], end_stream=True)
         return

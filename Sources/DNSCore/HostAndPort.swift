@@ -24,7 +24,7 @@ public struct HostAndPort: Hashable, Sendable, CustomStringConvertible {
         var host = text
         var port = defaultPort
         if text.hasPrefix("[") {
-            guard let close = text.firstIndex(of: "]") else { throw ParseError(reason: "missing ']'") }
+            guard let close = text.firstIndex(of: "]") else { throw ParseError(reason: "'[' without ']'") }
             host = String(text[text.index(after: text.startIndex)..<close])
             let rest = text[text.index(after: close)...]
             if !rest.isEmpty {
@@ -36,7 +36,7 @@ public struct HostAndPort: Hashable, Sendable, CustomStringConvertible {
         } else if text.filter({ $0 == ":" }).count == 1, let colon = text.firstIndex(of: ":") {
             host = String(text[..<colon])
             guard let value = Int(text[text.index(after: colon)...]) else {
-                throw ParseError(reason: "port is not a number")
+                throw ParseError(reason: "port '\(text[text.index(after: colon)...])' is not a number")
             }
             port = value
         }

@@ -18,6 +18,8 @@ public struct StubQuery: Sendable, Hashable {
     public var `class`: RRClass
     /// The client's OPT record, when it sent one.
     public var edns: EDNSRequest?
+    /// Authentic data (RFC 6840 §5.7): a client that sets it in a query understands AD in the reply.
+    public var authenticData: Bool = false
 }
 
 /// What a query's OPT record asked for (RFC 6891 §6.1.3). Options are checked for form and otherwise ignored.
@@ -94,7 +96,7 @@ extension StubQuery {
         }
         return StubQuery(
             id: id, recursionDesired: rd, checkingDisabled: flags & 0x0010 != 0, questionWire: question,
-            nameText: nameText, type: type, class: rrClass, edns: edns)
+            nameText: nameText, type: type, class: rrClass, edns: edns, authenticData: flags & 0x0020 != 0)
     }
 
     /// QNAME as a ``DNSName`` (labels), parsed again from the question: only the slow paths need it.

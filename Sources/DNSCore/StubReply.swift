@@ -21,6 +21,9 @@ public struct ExtendedDNSError: Sendable, Hashable {
     public static func networkError(_ text: String) -> ExtendedDNSError { .init(code: 23, text: text) }
     /// 21 Not Supported.
     public static func notSupported(_ text: String) -> ExtendedDNSError { .init(code: 21, text: text) }
+    /// A DNSSEC failure (RFC 8914 §4.7–4.13: 6 Bogus, 7 Signature Expired, 8 Not Yet Valid, 9 DNSKEY Missing,
+    /// 10 RRSIGs Missing, 12 NSEC Missing).
+    public static func dnssec(_ code: UInt16, _ text: String) -> ExtendedDNSError { .init(code: code, text: text) }
 }
 
 /// One part of an answer: encoded records and the TTL to write into each of them.
@@ -59,11 +62,11 @@ public enum StubReply {
     /// - Parameter includeDNSSEC: keep RRSIG/NSEC/NSEC3 records (the client set DO, or asked for that type).
     public static func make(
         to query: StubQuery, code: Code, parts: [AnswerPart] = [], includeDNSSEC: Bool = false,
-        error ede: ExtendedDNSError? = nil, limit: Int
+        error ede: ExtendedDNSError? = nil, authenticated: Bool = false, limit: Int
     ) -> (bytes: [UInt8], truncated: Bool) {
         let opt = query.edns.map { optRecord(code: code, dnssecOK: $0.dnssecOK, error: ede) } ?? []
         if includeDNSSEC || !parts.contains(where: { $0.sections.hasDNSSECRecords }) {
-            return direct(to: query, code: code, parts: parts, opt: opt, limit: limit)
+            return direct(to: query, code: code, parts: parts, opt: opt, authenticated: authenticated, limit: limit)
         }
         var answerCount = 0
         var authorityCount = 0
@@ -89,7 +92,7 @@ public enum StubReply {
         out.reserveCapacity(12 + query.questionWire.count + records.count + authority.count + opt.count)
         header(
             into: &out, id: query.id, rd: query.recursionDesired, cd: query.checkingDisabled, tc: truncated,
-            rcode: UInt8(code.rawValue & 0x0F), qd: 1, an: answerCount, ns: authorityCount, ar: opt.isEmpty ? 0 : 1)
+            ad: authenticated, rcode: UInt8(code.rawValue & 0x0F), qd: 1, an: answerCount, ns: authorityCount, ar: opt.isEmpty ? 0 : 1)
         out.append(contentsOf: query.questionWire)
         out.append(contentsOf: records)
         out.append(contentsOf: authority)
@@ -99,7 +102,9 @@ public enum StubReply {
 
     /// The common case, nothing to leave out: the stored sections are copied once into a reply of the right size
     /// and their TTLs patched in place (one allocation per reply).
-    private static func direct(to query: StubQuery, code: Code, parts: [AnswerPart], opt: [UInt8], limit: Int)
+    private static func direct(
+        to query: StubQuery, code: Code, parts: [AnswerPart], opt: [UInt8], authenticated: Bool, limit: Int
+    )
         -> (bytes: [UInt8], truncated: Bool)
     {
         var answerBytes = 0
@@ -122,7 +127,7 @@ public enum StubReply {
         out.reserveCapacity(head + (truncated ? 0 : answerBytes + authorityBytes) + opt.count)
         header(
             into: &out, id: query.id, rd: query.recursionDesired, cd: query.checkingDisabled, tc: truncated,
-            rcode: UInt8(code.rawValue & 0x0F), qd: 1, an: answerCount, ns: authorityCount, ar: opt.isEmpty ? 0 : 1)
+            ad: authenticated, rcode: UInt8(code.rawValue & 0x0F), qd: 1, an: answerCount, ns: authorityCount, ar: opt.isEmpty ? 0 : 1)
         out.append(contentsOf: query.questionWire)
         if !truncated {
             for part in parts {
@@ -168,11 +173,13 @@ public enum StubReply {
     }
 
     private static func header(
-        into out: inout [UInt8], id: UInt16, rd: Bool, cd: Bool, tc: Bool, rcode: UInt8, qd: Int, an: Int, ns: Int,
-        ar: Int
+        into out: inout [UInt8], id: UInt16, rd: Bool, cd: Bool, tc: Bool, ad: Bool = false, rcode: UInt8, qd: Int,
+        an: Int, ns: Int, ar: Int
     ) {
-        // QR and RA set; AA never (the data is forwarded, not ours: RFC 1035 §4.1.1); AD never (no validation).
+        // QR and RA set; AA never (the data is forwarded, not ours: RFC 1035 §4.1.1); AD only for an answer
+        // validated secure, to a client that set DO or AD (RFC 6840 §5.7).
         var flags: UInt16 = 0x8000 | 0x0080
+        if ad { flags |= 0x0020 }
         if rd { flags |= 0x0100 }
         if tc { flags |= 0x0200 }
         if cd { flags |= 0x0010 }

@@ -43,51 +43,13 @@ struct StubCookies: Sendable {
     /// Finds the COOKIE option of a query. Messages that are no query or are cut short are `none`: the responder
     /// answers those as it always does.
     static func cookie(in bytes: [UInt8]) -> QueryCookie {
-        guard bytes.count >= 12, bytes[2] & 0x80 == 0 else { return .none }
-        func u16(_ at: Int) -> Int { Int(bytes[at]) << 8 | Int(bytes[at + 1]) }
-        let (qd, an, ns, ar) = (u16(4), u16(6), u16(8), u16(10))
-        guard ar > 0, qd == 1 else { return .none }
-        var at = 12
-        guard let afterName = skipName(bytes, at) else { return .none }
-        at = afterName + 4
-        for index in 0..<(an + ns + ar) {
-            guard let end = skipName(bytes, at), end + 10 <= bytes.count else { return .none }
-            let type = u16(end)
-            let length = u16(end + 8)
-            let rdata = end + 10
-            guard rdata + length <= bytes.count else { return .none }
-            if index >= an + ns, type == 41 {
-                var option = rdata
-                while option + 4 <= rdata + length {
-                    let code = u16(option)
-                    let size = u16(option + 2)
-                    guard option + 4 + size <= rdata + length else { return .none }
-                    if code == Int(optionCode) {
-                        // RFC 7873 §5.2.2: 8 bytes, or 16 to 40.
-                        guard size == 8 || (16...40).contains(size) else { return .malformed }
-                        let value = Array(bytes[(option + 4)..<(option + 4 + size)])
-                        return .present(
-                            client: Array(value.prefix(8)), server: Array(value.dropFirst(8)), payload: u16(end + 2))
-                    }
-                    option += 4 + size
-                }
-                return .none
-            }
-            at = rdata + length
-        }
-        return .none
-    }
-
-    private static func skipName(_ bytes: [UInt8], _ start: Int) -> Int? {
-        var at = start
-        while at < bytes.count {
-            let length = Int(bytes[at])
-            if length == 0 { return at + 1 }
-            if length & 0xC0 == 0xC0 { return at + 2 <= bytes.count ? at + 2 : nil }
-            guard length & 0xC0 == 0 else { return nil }
-            at += 1 + length
-        }
-        return nil
+        guard bytes.count >= 12, bytes[2] & 0x80 == 0, bytes[4] == 0, bytes[5] == 1,
+            let found = EDNSOptionScan.find(optionCode, in: bytes)
+        else { return .none }
+        // RFC 7873 §5.2.2: 8 bytes, or 16 to 40.
+        guard found.value.count == 8 || (16...40).contains(found.value.count) else { return .malformed }
+        return .present(
+            client: Array(found.value.prefix(8)), server: Array(found.value.dropFirst(8)), payload: found.payloadSize)
     }
 
     /// The 16-byte server cookie for `client` (RFC 9018 §4.2).
@@ -125,26 +87,12 @@ struct StubCookies: Sendable {
 
     /// Where the OPT record starts when it is the message's last record.
     static func finalOPT(in bytes: [UInt8]) -> Int? {
-        guard bytes.count >= 12 else { return nil }
-        func u16(_ at: Int) -> Int { Int(bytes[at]) << 8 | Int(bytes[at + 1]) }
-        let (qd, an, ns, ar) = (u16(4), u16(6), u16(8), u16(10))
-        guard ar > 0 else { return nil }
-        var at = 12
-        for _ in 0..<qd {
-            guard let end = skipName(bytes, at) else { return nil }
-            at = end + 4
-        }
-        var last = -1
-        var lastType = -1
-        for _ in 0..<(an + ns + ar) {
-            guard let end = skipName(bytes, at), end + 10 <= bytes.count else { return nil }
-            last = at
-            lastType = u16(end)
-            at = end + 10 + u16(end + 8)
-        }
+        var last: EDNSOptionScan.Record?
+        guard let end = EDNSOptionScan.walkRecords(bytes, { last = $0; return true }), end == bytes.count,
+            let last, Int(bytes[last.fixed]) << 8 | Int(bytes[last.fixed + 1]) == 41, bytes[last.start] == 0
+        else { return nil }
         // Our OPT is owned by the root: one zero byte, so its fixed part starts right after it.
-        guard at == bytes.count, lastType == 41, last >= 0, bytes[last] == 0 else { return nil }
-        return last
+        return last.start
     }
 }
 

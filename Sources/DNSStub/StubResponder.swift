@@ -169,7 +169,8 @@ public final class StubResponder: Sendable {
             return .pending
         }
         let options = WalkOptions(
-            optimistic: state.settings.optimistic, dnssecOK: query.edns?.dnssecOK ?? false, staleOnFailure: true)
+            optimistic: state.settings.optimistic, dnssecOK: query.edns?.dnssecOK ?? false, staleOnFailure: true,
+            checkingDisabled: query.checkingDisabled)
         if LocalZones.mayBeLocal(query.nameText), LocalZones.isLocal(query.name) {
             guard state.settings.answerLocal else {
                 return .reply(
@@ -296,7 +297,10 @@ public final class StubResponder: Sendable {
         var code = StubReply.Code.servFail
         var answerParts: [AnswerPart] = []
         answerParts.reserveCapacity(parts.count)
+        // AD (RFC 6840 §5.7): every part validated secure and fresh, to a client that set DO or AD.
+        var secure = (query.edns?.dnssecOK ?? false) || query.authenticData
         parts.forEach { part in
+            if part.source == .expiredCache || part.answer.payload?.validation?.state != .secure { secure = false }
             switch part.source {
             case .expiredCache:
                 let ago = part.staleSeconds.map { " \($0) s ago" } ?? ""
@@ -310,7 +314,7 @@ public final class StubResponder: Sendable {
         if ede != nil { counters.staleAnswers.bump() } else if forwarded { counters.forwarded.bump() } else {
             counters.cacheAnswers.bump()
         }
-        return finish(query, code: code, parts: answerParts, error: ede, limit: limit)
+        return finish(query, code: code, parts: answerParts, error: ede, authenticated: secure, limit: limit)
     }
 
     /// SERVFAIL with an EDE naming the cause.
@@ -319,6 +323,9 @@ public final class StubResponder: Sendable {
         let server = error.attempts.last?.server ?? resolver.upstreamDescription
         let ede: ExtendedDNSError
         switch error.code {
+        case _ where error.dnssec != nil:
+            // RFC 8914 §4.7–4.13: the exact DNSSEC code, with the name that failed and why.
+            ede = .dnssec(error.dnssec?.ede ?? 6, error.dnssec?.reason ?? "\(error.name): DNSSEC bogus")
         case .timeout:
             ede = .noReachableAuthority("no answer from \(resolver.upstreamDescription) in time")
         case .upstreamFailure:
@@ -456,11 +463,12 @@ public final class StubResponder: Sendable {
 
     private func finish(
         _ query: StubQuery, code: StubReply.Code, parts: [AnswerPart] = [], error: ExtendedDNSError? = nil,
-        limit: Int
+        authenticated: Bool = false, limit: Int
     ) -> [UInt8] {
         let includeDNSSEC = (query.edns?.dnssecOK ?? false) || EncodedSections.isDNSSEC(query.type)
         let (bytes, truncated) = StubReply.make(
-            to: query, code: code, parts: parts, includeDNSSEC: includeDNSSEC, error: error, limit: limit)
+            to: query, code: code, parts: parts, includeDNSSEC: includeDNSSEC, error: error,
+            authenticated: authenticated, limit: limit)
         if truncated { counters.truncated.bump() }
         return bytes
     }

@@ -45,8 +45,12 @@ struct Daemon {
             configuration: configuration.upstreamConfiguration, logger: logger)
         let resolver = DNSResolver(
             transport: upstreams,
-            configuration: .init(cachePolicy: configuration.cachePolicy, limits: configuration.queryLimits),
+            configuration: .init(
+                cachePolicy: configuration.cachePolicy, limits: configuration.queryLimits, dnssec: configuration.dnssec,
+                trustAnchors: (try? configuration.trustAnchors()) ?? .builtIn),
             logger: logger)
+        // allow-downgrade's evidence: one probe now, and again on Reload (docs/DNSSEC.md).
+        Task { await resolver.probeDNSSEC() }
         // Unicast DNS-SD reads through the same optimistic cache; leftovers of a crashed run go first.
         let wideArea = UnicastDNSSD(
             source: ResolverRecordSource(resolver: resolver), settings: configuration.wideAreaSettings,

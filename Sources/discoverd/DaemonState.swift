@@ -64,7 +64,16 @@ final class DaemonState: DaemonControl {
             connections: registry.connectionCount, subscriptions: registry.streamCount,
             registrations: registrations(), stub: stub(), settings: running?.settings,
             upstreamQueries: upstreamQueries(), nearestToCaps: running?.nearestToCaps,
-            upstreamServers: upstreamServers())
+            upstreamServers: upstreamServers(), dnssec: dnssecStatus())
+    }
+
+    /// The validator's mode, the probe's finding and the verdict counts.
+    private func dnssecStatus() -> DNSSECValidationStatus {
+        let stats = resolver.validator.currentStatistics
+        return DNSSECValidationStatus(
+            mode: stats.mode.rawValue, upstreams: stats.upstreams.rawValue, secure: Int(stats.secure),
+            insecure: Int(stats.insecure), bogus: Int(stats.bogus), lastBogusName: stats.lastBogusName,
+            lastBogusReason: stats.lastBogusReason)
     }
 
     /// Every upstream as the transport reports it.

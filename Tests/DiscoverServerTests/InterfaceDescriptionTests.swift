@@ -43,6 +43,10 @@ import Testing
         listen: ["udp 127.0.0.153:53"], queries: stubQueries, cacheAnswers: 1, staleAnswers: 2, forwarded: 3, local: 4,
         refused: 5, truncated: 6, formatErrors: 7, serverFailures: 8)
 
+    static let dnssecStatus = DNSSECValidationStatus(
+        mode: "allow-downgrade", upstreams: "capable", secure: 1, insecure: 2, bogus: 3, lastBogusName: "bad.example.",
+        lastBogusReason: "bad.example. A: signature expired")
+
     /// IDL type name → a value of the Swift type that carries it.
     static func pinnedTypes() throws -> [String: any Encodable] {
         [
@@ -60,12 +64,14 @@ import Testing
             "io.discoverd.Daemon.UIDUsage": usage,
             "io.discoverd.Daemon.UpstreamQueries": upstreamQueries,
             "io.discoverd.Daemon.UpstreamServer": upstreamServer,
+            "io.discoverd.Daemon.DNSSECStatus": dnssecStatus,
         ]
     }
 
     /// IDL enum type name → whether the Swift enum accepts a raw value.
     static let enums: [String: @Sendable (String) -> Bool] = [
         "io.discoverd.Resolver.Source": { AnswerSource(rawValue: $0) != nil },
+        "io.discoverd.Resolver.DNSSEC": { DNSSECStatus(rawValue: $0) != nil },
     ]
 
     struct MethodPin: Sendable {
@@ -122,7 +128,8 @@ import Testing
             reply: StatusReply(
                 version: "1", uptimeSeconds: 1, avahi: .running, upstreams: ["192.0.2.53:53"], cache: cache,
                 connections: 1, subscriptions: 1, registrations: 1, stub: stub, settings: settings,
-                upstreamQueries: upstreamQueries, nearestToCaps: [usage], upstreamServers: [upstreamServer])),
+                upstreamQueries: upstreamQueries, nearestToCaps: [usage], upstreamServers: [upstreamServer],
+                dnssec: dnssecStatus)),
         MethodPin(Methods.reload, reply: VarlinkEmpty()),
     ]
 

@@ -331,6 +331,10 @@ struct LifecycleTests {
         ("[resolver]\nca-file = /nonexistent/ca.pem\n", "[resolver] ca-file: cannot read '/nonexistent/ca.pem'"),
         ("[resolver]\nbootstrap = 192.0.2.1\n", "[resolver] bootstrap: '192.0.2.1' is not 'HOST ADDR'"),
         ("[resolver]\nddr = sometimes\n", "[resolver] ddr: 'sometimes' is not yes or no"),
+        (
+            "[resolver]\nupstream = 192.0.2.1 encryption=sometimes\n",
+            "[resolver] upstream: upstream '192.0.2.1 encryption=sometimes': encryption 'sometimes' is not strict"
+        ),
     ])
     func configurationErrorsNameTheProblem(config: String, message: String) throws {
         let daemon = try DaemonProcess(config: config, waitForSocket: false)

@@ -41,6 +41,9 @@ import Testing
         ("https://dns.example/q#notanip", "not an IPv4"), ("https://192.0.2.53/q#192.0.2.54", "differs"),
         ("https://dns.example/a b", "plain ASCII"), ("https://dns.example/q?dns=x", "plain ASCII"),
         ("[2001:db8::53", "'[' without ']'"), ("udp://192.0.2.53#x.example", "for DNS over TLS only"),
+        ("192.0.2.53 encryption=maybe", "'maybe' is not strict, opportunistic or no"),
+        ("192.0.2.53 ddr=no", "unknown option 'ddr=no'"), ("192.0.2.53 encryption=no x=y", "unknown option 'x=y'"),
+        ("tls://192.0.2.53 encryption=no", "for plain upstreams"),
     ])
     func rejects(_ text: String, _ reason: String) {
         #expect(throws: UpstreamSyntaxError.self) { try UpstreamServer(parsing: text) }
@@ -50,6 +53,16 @@ import Testing
             #expect(error.reason.contains(reason), "\(text): \(error.reason)")
             #expect(error.description.contains("upstream '\(text)'"))
         }
+    }
+
+    @Test func perUpstreamEncryptionMode() throws {
+        let router = try UpstreamServer(parsing: "  192.168.1.1  encryption=NO ")
+        #expect(router.transport == .plain && router.host == "192.168.1.1" && router.encryption == .no)
+        #expect(router.description == "192.168.1.1:53 encryption=no")
+        #expect(try UpstreamServer(parsing: router.description) == router)
+        #expect(try UpstreamServer(parsing: "[2001:db8::53]:54\tencryption=strict").encryption == .strict)
+        #expect(try UpstreamServer(parsing: "192.0.2.53").encryption == nil)
+        #expect(router != UpstreamServer(host: "192.168.1.1"))
     }
 
     @Test func descriptions() throws {
@@ -87,6 +100,31 @@ import Testing
         }
     }
 
+    /// RFC 7828 §3.1: the server's TIMEOUT (units of 100 ms) is read from the OPT record of a reply, past
+    /// compressed answer names; a query's empty option, a malformed one or none at all give nil.
+    @Test func readsTheServersKeepaliveTimeout() throws {
+        let dnsName = try DNSName("www.lab.test.")
+        let wire = try DNSQuery.make(name: dnsName, type: .a, class: .in, id: 7, dnssecOK: false, ednsBufferSize: 1232)
+        let questionLength = dnsName.wire.count + 4
+        let query = try #require(EDNSPadding.pad(wire, questionLength: questionLength, keepalive: true))
+        #expect(EDNSOptionScan.find(11, in: query)?.value == [])
+        #expect(EDNSPadding.keepaliveTimeout(in: query) == nil)
+        // A reply: the question, one A record named by a compression pointer, then OPT with keepalive 300 (30 s).
+        var reply = Array(wire.prefix(12 + questionLength))
+        reply[2] |= 0x80
+        reply[6] = 0; reply[7] = 1; reply[10] = 0; reply[11] = 1
+        reply += [0xC0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 192, 0, 2, 1]
+        reply += [0, 0, 41, 0x04, 0xD0, 0, 0, 0, 0, 0, 6, 0, 11, 0, 2, 0x01, 0x2C]
+        #expect(EDNSPadding.keepaliveTimeout(in: reply) == 300)
+        #expect(EDNSOptionScan.find(11, in: reply)?.payloadSize == 1232)
+        #expect(EDNSOptionScan.find(12, in: reply) == nil)
+        // Cut anywhere, or an option longer than its OPT: nil, never a trap.
+        for length in 0..<reply.count { #expect(EDNSPadding.keepaliveTimeout(in: Array(reply.prefix(length))) == nil) }
+        var bad = reply
+        bad[bad.count - 3] = 9
+        #expect(EDNSPadding.keepaliveTimeout(in: bad) == nil)
+    }
+
     @Test func refusesWhatItCannotPad() {
         #expect(EDNSPadding.pad([0, 1, 2], questionLength: 5, keepalive: true) == nil)
         let noOPT: [UInt8] = [0, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1, 0x61, 0, 0, 1, 0, 1]
@@ -94,36 +132,85 @@ import Testing
     }
 }
 
-/// RFC 9462 §4: which designations of `_dns.resolver.arpa` a plain upstream is upgraded to.
+/// RFC 9462 §4: which designations of `_dns.resolver.arpa` a plain upstream is upgraded to, and how each is trusted.
 @Suite struct DDRDesignationTests {
-    static func record(_ priority: UInt16, alpn: [String], port: UInt16? = nil, v4: [String] = [], v6: [String] = [],
-        dohpath: String? = nil) throws -> SVCBRecord
-    {
+    static func record(
+        _ priority: UInt16, alpn: [String], port: UInt16? = nil, v4: [String] = [], v6: [String] = [],
+        dohpath: String? = nil, target: String = "dns.example."
+    ) throws -> SVCBRecord {
         var params = SVCBParams()
         params.alpnIDs = alpn.map { Array($0.utf8) }
         params.port = port
         params.ipv4hint = v4
         params.ipv6hint = v6
         params.dohpath = dohpath
-        return SVCBRecord(priority: priority, target: try DNSName("dns.example."), params: params)
+        return SVCBRecord(priority: priority, target: try DNSName(target), params: params)
     }
 
-    @Test func priorityOrderOwnAddressOnlyAndBothProtocols() throws {
+    @Test func priorityOrderBothProtocolsAndOtherAddresses() throws {
         var skipped: [String] = []
         let records = [
             try Self.record(2, alpn: ["h2"], v4: ["192.0.2.53"], dohpath: "/q{?dns}"),
             try Self.record(1, alpn: ["dot"], port: 8853, v4: ["192.0.2.53"], v6: ["2001:db8::53"]),
             try Self.record(0, alpn: ["dot"], v4: ["192.0.2.53"]),  // AliasMode: not a designation
-            try Self.record(3, alpn: ["dot"], v4: ["198.51.100.1"]),  // another address: cannot be verified
+            try Self.record(3, alpn: ["dot"], v4: ["198.51.100.1"]),  // another address: its certificate must name ours
             try Self.record(4, alpn: ["h3"], v4: ["192.0.2.53"]),  // no protocol we speak
             try Self.record(5, alpn: ["h2"], v4: ["192.0.2.53"]),  // h2 without dohpath
         ]
         let found = DDRDiscovery.designations(records, for: "192.0.2.53", skipped: &skipped)
-        #expect(found.map(\.server.description) == ["tls://192.0.2.53:8853", "https://192.0.2.53:443/q"])
-        #expect(found.allSatisfy { $0.server.tlsName == nil })  // the certificate must name the address
-        #expect(skipped.count == 3)
-        #expect(skipped[0].contains("198.51.100.1 is not 192.0.2.53"))
+        #expect(found.map(\.server.description) == ["tls://192.0.2.53:8853", "https://192.0.2.53:443/q", "tls://192.0.2.53:853"])
+        #expect(found.map(\.address) == ["192.0.2.53", "192.0.2.53", "198.51.100.1"])
+        #expect(found.map(\.identity) == [.configured, .configured, .address("192.0.2.53")])
+        #expect(found.allSatisfy { $0.server.tlsName == nil && !$0.opportunistic })
+        #expect(skipped.count == 2)
         var none: [String] = []
-        #expect(DDRDiscovery.designations(records, for: "2001:db8::53", skipped: &none).map(\.server.port) == [8853])
+        let v6 = DDRDiscovery.designations(records, for: "2001:db8::53", skipped: &none)
+        #expect(v6.first?.server.port == 8853 && v6.first?.address == "2001:db8::53")
+        #expect(v6.dropFirst().allSatisfy { $0.identity == .address("2001:db8::53") })
+    }
+
+    @Test func targetNamesWithoutHintsUseTheirAddresses() throws {
+        var skipped: [String] = []
+        let records = [
+            try Self.record(1, alpn: ["dot"], target: "resolver.arpa."),  // RFC 9462 §4: not a TargetName
+            try Self.record(2, alpn: ["dot"], target: "dot.example."),
+            try Self.record(3, alpn: ["dot"], target: "gone.example."),
+        ]
+        let found = DDRDiscovery.designations(
+            records, addresses: ["dot.example.": ["2001:db8::7", "198.51.100.7"]], for: "192.0.2.53", skipped: &skipped)
+        #expect(found.map(\.address) == ["198.51.100.7"])  // the upstream's family first
+        #expect(found.map(\.target) == ["dot.example."])
+        #expect(skipped.count == 2)
+    }
+
+    @Test func privateUpstreamsAreOpportunisticAtTheirOwnAddressOnly() throws {
+        let records = [
+            try Self.record(1, alpn: ["dot"], v4: ["10.0.0.1"]),
+            try Self.record(2, alpn: ["dot"], port: 8853, v4: ["10.0.0.2"]),
+        ]
+        var skipped: [String] = []
+        let opportunistic = DDRDiscovery.designations(records, for: "10.0.0.1", encryption: .opportunistic, skipped: &skipped)
+        #expect(opportunistic.map(\.identity) == [.unauthenticated, .address("10.0.0.1")])
+        #expect(opportunistic.map(\.opportunistic) == [true, false])
+        let strict = DDRDiscovery.designations(records, for: "10.0.0.1", encryption: .strict, skipped: &skipped)
+        #expect(strict.map(\.identity) == [.configured, .address("10.0.0.1")])
+        #expect(strict.allSatisfy { !$0.opportunistic })
+    }
+
+    @Test func privateAndLocalAddresses() {
+        for local in ["10.1.2.3", "172.16.0.1", "172.31.255.1", "192.168.1.1", "127.0.0.53", "169.254.1.1", "100.64.0.1",
+            "::1", "fd00::1", "fc12::1", "fe80::1", "::ffff:192.168.0.1"]
+        {
+            #expect(DDRDiscovery.isPrivateOrLocal(local), "\(local)")
+        }
+        for global in ["192.0.2.53", "172.32.0.1", "8.8.8.8", "100.128.0.1", "2001:db8::53", "fec0::1", "not an address"] {
+            #expect(!DDRDiscovery.isPrivateOrLocal(global), "\(global)")
+        }
+    }
+
+    @Test func rediscoveryAtFourFifthsOfTheTTLWithinBounds() {
+        #expect(DDRDiscovery.refresh(ttl: 300) == .seconds(240))
+        #expect(DDRDiscovery.refresh(ttl: 0) == .seconds(4))
+        #expect(DDRDiscovery.refresh(ttl: UInt32.max) == .milliseconds(86_400 * 800))
     }
 }

@@ -9,11 +9,14 @@ Nothing here touches the machine's trust store: discoverd is given the lab CA wi
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
+import socket
 import ssl
 import struct
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -22,8 +25,8 @@ import dns.query
 import dns.rcode
 import pytest
 
-from stubkit import (EDE_NETWORK_ERROR, EDE_STALE, LAB_DIR, LAB_SCRIPT, REPO, StubDaemon, ask, kdig, lab_exec,
-                     missing, netns_socket, parallel, run, uniq, wait_until)
+from stubkit import (EDE_NETWORK_ERROR, EDE_STALE, LAB_DIR, LAB_SCRIPT, REPO, FaultServer, StubDaemon, ask, kdig,
+                     lab_exec, make_query, missing, netns_socket, parallel, run, uniq, wait_until)
 
 CA = LAB_DIR / "ca" / "ca.pem"
 NAME = "dns.lab.test"
@@ -95,13 +98,14 @@ class Capture:
         return read_pcap(self.path)
 
 
-def read_pcap(path: Path) -> list[tuple[str, int, str, int, bytes]]:
-    """(src, sport, dst, dport, payload) of every IPv4 TCP/UDP packet in an Ethernet pcap file."""
+def read_pcap(path: Path) -> list[tuple[str, int, str, int, bytes, int, float]]:
+    """(src, sport, dst, dport, payload, TCP flags (0 for UDP), time) of every IPv4 TCP/UDP packet in an Ethernet
+    pcap file."""
     data = path.read_bytes()
     out = []
     offset = 24
     while offset + 16 <= len(data):
-        incl = struct.unpack("<I", data[offset + 8:offset + 12])[0]
+        sec, usec, incl = struct.unpack("<III", data[offset:offset + 12])
         frame = data[offset + 16:offset + 16 + incl]
         offset += 16 + incl
         if len(frame) < 34 or frame[12:14] != b"\x08\x00":
@@ -113,13 +117,15 @@ def read_pcap(path: Path) -> list[tuple[str, int, str, int, bytes]]:
         total = struct.unpack("!H", ip[2:4])[0]
         l4 = ip[ihl:total]
         sport, dport = struct.unpack("!HH", l4[:4])
+        flags = 0
         if proto == 6:
             payload = l4[(l4[12] >> 4) * 4:]
+            flags = l4[13]
         elif proto == 17:
             payload = l4[8:]
         else:
             continue
-        out.append((src, sport, dst, dport, payload))
+        out.append((src, sport, dst, dport, payload, flags, sec + usec / 1e6))
     return out
 
 
@@ -169,9 +175,14 @@ def test_dot_without_name_verifies_the_ip_san(tls_lab, workdir):
 
 
 def test_privacy_no_lab_name_on_port_53_and_queries_padded_to_128(tls_lab, workdir):
-    d = daemon(workdir, f"{GOOD}#{NAME}")
-    names = [uniq("private") for _ in range(20)]
+    # From before the daemon starts: what it sends at start-up (DDR, the DNSSEC probe) is seen too.
     cap = Capture(workdir / "dot.pcap")
+    try:
+        d = daemon(workdir, f"{GOOD}#{NAME}")
+    except BaseException:
+        cap.stop()
+        raise
+    names = [uniq("private") for _ in range(20)]
     try:
         for n in names:
             ask(n, "A", server="127.0.0.1", port=d.port)
@@ -214,6 +225,130 @@ def test_thousand_queries_one_connection_one_handshake(tls_lab, workdir):
         d.stop()
 
 
+@pytest.fixture(scope="module")
+def keepalive_unbound(tls_lab):
+    """A second Unbound, DoT only on 192.0.2.67:853, whose edns-tcp-keepalive says 1.5 s (RFC 7828)."""
+    name = f"unbound-keepalive-{os.getpid()}"
+    conf_dir = LAB_DIR / "tls" / name
+    conf_dir.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for line in (LAB_DIR / "tls" / "unbound-tls" / "unbound.conf").read_text().splitlines():
+        if line.strip().startswith("interface:"):
+            continue
+        line = line.replace(str(LAB_DIR / "tls" / "unbound-tls"), str(conf_dir))
+        line = line.replace("/good.key", "/dohfault.key").replace("/good.pem", "/dohfault.pem")
+        lines.append(line)
+        if line.strip() == "server:":
+            lines += [f"    interface: {FAULT}@853", "    edns-tcp-keepalive-timeout: 1500"]
+    (conf_dir / "unbound.conf").write_text("\n".join(lines) + "\n")
+    run([LAB_SCRIPT, "spawn", "dns", name, "unbound", "-d", "-c", str(conf_dir / "unbound.conf")], timeout=30)
+    try:
+        if not wait_until(lambda: _dot_ok(FAULT), 10):
+            missing(f"the keepalive Unbound did not come up: {(LAB_DIR / 'logs' / f'{name}.log').read_text()[-2000:]}")
+        yield FAULT
+    finally:
+        run([LAB_SCRIPT, "kill", name], check=False, timeout=30)
+
+
+@pytest.mark.parametrize("whose", ["server-keepalive", "own-idle-timeout"])
+def test_dot_idle_connection_is_closed_by_us_in_time(tls_lab, workdir, request, whose):
+    # RFC 7828 §3.3.2: the client closes an idle connection before the server's keepalive runs out (1.5 s: we
+    # close at 90%, 1.35 s, although our own idle timeout is 30 s). Without a short keepalive (unbound-tls says
+    # 120 s) our own idle timeout applies (2 s here). Either way the first FIN comes from us, not from Unbound.
+    if whose == "server-keepalive":
+        server, extra, lo, hi = request.getfixturevalue("keepalive_unbound"), "", 1.0, 1.5
+    else:
+        server, extra, lo, hi = GOOD, "idle-timeout = 2\n", 1.8, 3.0
+    d = daemon(workdir, f"{server}#{NAME}", extra=extra)
+    cap = Capture(workdir / "idle.pcap", "tcp port 853")
+    try:
+        assert ask(uniq("idle"), "A", server="127.0.0.1", port=d.port, timeout=6).rcode == "NXDOMAIN"
+        assert upstream_status(d)[0]["connectionsOpen"] == 1
+        assert wait_until(lambda: upstream_status(d)[0]["connectionsOpen"] == 0, 6), upstream_status(d)
+    finally:
+        packets = cap.stop()
+        d.stop()
+    conn = [p for p in packets if (p[0] == "192.0.2.1" and p[2] == server) or (p[0] == server and p[2] == "192.0.2.1")]
+    # The first sign of closing: a FIN, or a TLS 1.3 close_notify (an encrypted alert: one record of 2 bytes of
+    # alert, 1 of content type and 16 of AEAD tag; a DNS message is never that short). Ours comes first; Unbound
+    # answers it with its own.
+    closing = [p for p in conn if p[5] & 0x01 or (23, 19) in tls_records(p[4])]
+    replies = [p for p in conn if p[0] == server and p[4] and p[6] < closing[0][6]] if closing else []
+    assert replies and closing, conn
+    assert closing[0][0] == "192.0.2.1", f"the server closed first: {closing[0]}"
+    idle = closing[0][6] - replies[-1][6]
+    assert lo <= idle <= hi, idle
+
+
+def burst(port: int, name: str, n: int) -> int:
+    """N queries for NAME, each of another type (random unknown types: NODATA from Knot, never in a cache yet),
+    sent 1 ms apart on one UDP socket in dlab-a; returns how many were answered within 8 s."""
+    s = netns_socket("dlab-a", socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        # The replies wait unread while we send: room for all of them (root may exceed rmem_max).
+        s.setsockopt(socket.SOL_SOCKET, getattr(socket, "SO_RCVBUFFORCE", 33), 8 << 20)
+        s.settimeout(8)
+        base = random.randrange(1000, 60000 - n)
+        for i in range(n):
+            s.sendto(make_query(name, f"TYPE{base + i}").to_wire(), ("127.0.0.1", port))
+            time.sleep(0.001)
+        answered = 0
+        try:
+            while answered < n:
+                s.recvfrom(65535)
+                answered += 1
+        except socket.timeout:
+            pass
+        return answered
+    finally:
+        s.close()
+
+
+def test_dot_burst_opens_more_connections_but_at_most_four(tls_lab, workdir):
+    # Every query of the burst waits 600 ms behind the fault server, so hundreds are in flight at once: once 32
+    # wait on every open connection another opens, never more than 4 at a time (TLSPoolPolicy.dot); when the
+    # burst is over the extra ones close after 2 s without queries and one connection stays. A 5 s try timeout
+    # keeps the fault server's own queueing from turning into retries.
+    d = daemon(workdir, f"{GOOD}#{NAME}", extra="[limits]\nupstream-queries-per-client = 1000\nupstream-queries = 1000\n"
+               "[resolver]\ntimeout-ms = 5000\n")
+    fault = FaultServer()
+    name = "multi.lab.test"
+    fault.set(name, "delay", delay_ms=600)
+    most_open = []
+    sampling = threading.Event()
+
+    def sample():
+        while not sampling.is_set():
+            try:
+                most_open.append(upstream_status(d)[0]["connectionsOpen"])
+            except Exception:
+                pass
+            time.sleep(0.05)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    try:
+        assert ask(uniq("warm"), "A", server="127.0.0.1", port=d.port).rcode == "NXDOMAIN"
+        sampler.start()
+        assert burst(d.port, name, 400) == 400
+        sampling.set()
+        sampler.join(5)
+        [up] = upstream_status(d)
+        assert most_open and max(most_open) <= 4, (max(most_open or [0]), up)
+        assert up["connectionsOpened"] >= 2 and up["handshakes"] == up["connectionsOpened"], up
+        fault.clear(name)
+        assert wait_until(lambda: upstream_status(d)[0]["connectionsOpen"] == 1, 8), upstream_status(d)
+        opened = upstream_status(d)[0]["connectionsOpened"]
+        # Back to sequential queries: they all go on the one connection left.
+        for _ in range(20):
+            assert ask(uniq("after"), "A", server="127.0.0.1", port=d.port).rcode == "NXDOMAIN"
+        [up] = upstream_status(d)
+        assert up["connectionsOpened"] == opened and up["connectionsOpen"] == 1, up
+    finally:
+        sampling.set()
+        fault.clear(name)
+        d.stop()
+
+
 @pytest.mark.parametrize("upstream,reason", [
     (f"{EXPIRED}#{NAME}", "certificate expired"),
     (f"{ROGUE}#{NAME}", "not signed by a trusted CA"),
@@ -243,9 +378,14 @@ def test_strict_certificate_failures_servfail_ede_log_and_nothing_in_clear(tls_l
 
 @pytest.mark.parametrize("ddr", ["yes", "no"])
 def test_strict_plain_upstream_is_not_used(tls_lab, workdir, ddr):
-    d = daemon(workdir, "192.0.2.54", extra=f"ddr = {ddr}\n")
-    name = uniq("strictplain")
+    # From before the daemon starts: what it sends at start-up (DDR, the DNSSEC probe) is seen too.
     cap = Capture(workdir / "plain.pcap", "udp port 53 or tcp port 53")
+    try:
+        d = daemon(workdir, "192.0.2.54", extra=f"ddr = {ddr}\n")
+    except BaseException:
+        cap.stop()
+        raise
+    name = uniq("strictplain")
     try:
         r = ask(name, "A", server="127.0.0.1", port=d.port, timeout=6)
         assert r.rcode == "SERVFAIL"
@@ -285,9 +425,14 @@ def test_opportunistic_plain_upstream_falls_back_and_says_so(tls_lab, workdir, d
 
 
 def test_ddr_upgrades_a_plain_upstream_verified_and_strict_accepts_it(tls_lab, workdir):
-    d = daemon(workdir, GOOD)
-    names = [uniq("ddr") for _ in range(5)]
+    # From before the daemon starts: what it sends at start-up (DDR, the DNSSEC probe) is seen too.
     cap = Capture(workdir / "ddr.pcap")
+    try:
+        d = daemon(workdir, GOOD)
+    except BaseException:
+        cap.stop()
+        raise
+    names = [uniq("ddr") for _ in range(5)]
     try:
         for n in names:
             assert ask(n, "A", server="127.0.0.1", port=d.port, timeout=6).rcode == "NXDOMAIN"
@@ -408,6 +553,45 @@ def test_doh_server_faults_give_a_clean_error_and_the_daemon_lives(dohfault, wor
         assert ask("h3.lab.test", "A", server="127.0.0.1", port=good.port).rcode == "NOERROR"
     finally:
         good.stop()
+
+
+def _getonly_log(dohfault_log: Path) -> list[str]:
+    return [line.split()[1] for line in dohfault_log.read_text().splitlines() if line.startswith("getonly ")]
+
+
+def test_doh_server_refusing_post_is_asked_with_get_and_remembered(dohfault, workdir):
+    log = LAB_DIR / "logs" / f"dohfault-{os.getpid()}.log"
+    before = len(_getonly_log(log))
+    d = daemon(workdir, f"https://{NAME}/getonly#{dohfault}")
+    try:
+        # The first query is POSTed, refused with 405, and asked again with GET within the same try.
+        r = ask("h3.lab.test", "A", server="127.0.0.1", port=d.port, timeout=6)
+        assert r.rcode == "NOERROR" and r.texts("A"), r.msg
+        for _ in range(5):
+            assert ask(uniq("get"), "A", server="127.0.0.1", port=d.port, timeout=6).rcode == "NXDOMAIN"
+        [up] = upstream_status(d)
+        assert up["transport"] == "https" and up["failures"] == 0, up
+        assert up["note"] == "GET: the server answered POST with HTTP 405", up
+        assert wait_until(lambda: "DoH server refuses POST, using GET from now on" in d.log_tail(50), 5)
+    finally:
+        d.stop()
+    # One POST, refused; GET from then on: the six questions and whatever the daemon asked at start (the DNSSEC
+    # probe of allow-downgrade).
+    methods = _getonly_log(log)[before:]
+    assert methods[0] == "POST" and set(methods[1:]) == {"GET"} and len(methods) - 1 >= 6, methods
+
+
+def test_doh_get_against_unbound_and_the_fault_server(dohfault):
+    want = sorted(kdig("+short", "@192.0.2.53", "multi.lab.test", "A").text.split())
+    log = LAB_DIR / "logs" / f"dohfault-{os.getpid()}.log"
+    before = len(_getonly_log(log))
+    for upstream in (f"https://{NAME}/dns-query#{GOOD}", f"https://{NAME}/getonly#{dohfault}"):
+        text = lab_exec("a", str(DISCOVER), "query", "multi.lab.test", "A", "--upstream", upstream, "--https-get",
+                        "--ca-file", str(CA), timeout=30).stdout
+        assert "status: NOERROR" in text, text
+        assert sorted(line.split()[-1] for line in text.splitlines() if " A " in line) == want, text
+    # GET from the first query: the fault server saw no POST.
+    assert _getonly_log(log)[before:] == ["GET"]
 
 
 # ---------------------------------------------------------------- peers on the same servers

@@ -80,6 +80,13 @@ public enum InterfaceDescriptions {
         # Where an answer came from.
         type Source (cache, expiredCache, network)
 
+        # The DNSSEC state of the answers used (docs/DNSSEC.md): secure
+        # (validated from a trust anchor), insecure (proven unsigned, or not
+        # validated), bogus (validation failed; a bogus answer is an
+        # UpstreamFailure error, so it is not seen in a reply), indeterminate
+        # (secure data served from expired cache, not proven now).
+        type DNSSEC (secure, insecure, bogus, indeterminate)
+
         # One upstream query made for this call.
         type Query (
           name: string,
@@ -149,7 +156,8 @@ public enum InterfaceDescriptions {
           staleSeconds: ?int,
           timing: Timing,
           note: ?string,
-          confirmed: ?bool
+          confirmed: ?bool,
+          dnssec: DNSSEC
         )
 
         # The SVCB (type 64) records of a name, processed like ResolveHTTPS. name
@@ -166,7 +174,8 @@ public enum InterfaceDescriptions {
           staleSeconds: ?int,
           timing: Timing,
           note: ?string,
-          confirmed: ?bool
+          confirmed: ?bool,
+          dnssec: DNSSEC
         )
 
         # The addresses of a name. With more, as ResolveHTTPS: an expiredCache
@@ -177,7 +186,8 @@ public enum InterfaceDescriptions {
           source: Source,
           ttl: int,
           timing: Timing,
-          confirmed: ?bool
+          confirmed: ?bool,
+          dnssec: DNSSEC
         )
 
         # Endpoints in the order a Happy Eyeballs v3 client should try them.
@@ -188,7 +198,8 @@ public enum InterfaceDescriptions {
           h3Source: ?(https, altsvc, assumed),
           endpoints: []Endpoint,
           source: Source,
-          timing: Timing
+          timing: Timing,
+          dnssec: DNSSEC
         )
 
         # An Alt-Svc alternative that was not recorded, and why.
@@ -370,6 +381,20 @@ public enum InterfaceDescriptions {
         # limit, for want of a socket), questions that joined one in flight, the
         # client with the most in flight, and records the bailiwick rules dropped
         # from upstream replies.
+        # DNSSEC validation (docs/DNSSEC.md): the mode ([resolver] dnssec), what
+        # the probe found about the upstreams (unknown, capable, incapable),
+        # answers stored as secure, insecure and bogus since start, and the last
+        # bogus name with its reason.
+        type DNSSECStatus (
+          mode: string,
+          upstreams: string,
+          secure: int,
+          insecure: int,
+          bogus: int,
+          lastBogusName: ?string,
+          lastBogusReason: ?string
+        )
+
         type UpstreamQueries (
           limit: int,
           perClientLimit: int,
@@ -451,7 +476,8 @@ public enum InterfaceDescriptions {
           settings: ?Settings,
           nearestToCaps: ?[]UIDUsage,
           upstreamQueries: ?UpstreamQueries,
-          upstreamServers: ?[]UpstreamServer
+          upstreamServers: ?[]UpstreamServer,
+          dnssec: ?DNSSECStatus
         )
 
         # Re-read the configuration and static services and apply them without a

@@ -146,13 +146,17 @@ public struct StatusReply: Codable, Equatable, Sendable {
     public var upstreamQueries: UpstreamQueryStatus?
     /// Every upstream: transport in use, how it was found, TLS, counters.
     public var upstreamServers: [UpstreamServerStatus]?
+    /// DNSSEC validation: mode, what the probe found, verdict counts, the last bogus name.
+    public var dnssec: DNSSECValidationStatus?
 
     public init(
         version: String, uptimeSeconds: Int, avahi: AvahiState, upstreams: [String], cache: CacheStatistics,
         connections: Int, subscriptions: Int, registrations: Int, stub: StubStatus? = nil,
         settings: DaemonSettings? = nil, upstreamQueries: UpstreamQueryStatus? = nil,
-        nearestToCaps: [UIDUsage]? = nil, upstreamServers: [UpstreamServerStatus]? = nil
+        nearestToCaps: [UIDUsage]? = nil, upstreamServers: [UpstreamServerStatus]? = nil,
+        dnssec: DNSSECValidationStatus? = nil
     ) {
+        self.dnssec = dnssec
         self.nearestToCaps = nearestToCaps
         self.upstreamQueries = upstreamQueries
         self.upstreamServers = upstreamServers
@@ -166,6 +170,35 @@ public struct StatusReply: Codable, Equatable, Sendable {
         self.registrations = registrations
         self.stub = stub
         self.settings = settings
+    }
+}
+
+/// DNSSEC validation in `Status` (docs/DNSSEC.md).
+public struct DNSSECValidationStatus: Codable, Equatable, Sendable {
+    /// `[resolver] dnssec`: yes, allow-downgrade or no.
+    public var mode: String
+    /// What the probe found about the upstreams: unknown, capable (they pass DNSSEC data) or incapable (in
+    /// allow-downgrade, answers are then not validated).
+    public var upstreams: String
+    /// Answers stored with each verdict since start (one per upstream answer, not per answer served).
+    public var secure: Int
+    public var insecure: Int
+    public var bogus: Int
+    /// The last name that failed validation, and why (with its EDE code).
+    public var lastBogusName: String?
+    public var lastBogusReason: String?
+
+    public init(
+        mode: String, upstreams: String, secure: Int, insecure: Int, bogus: Int, lastBogusName: String? = nil,
+        lastBogusReason: String? = nil
+    ) {
+        self.mode = mode
+        self.upstreams = upstreams
+        self.secure = secure
+        self.insecure = insecure
+        self.bogus = bogus
+        self.lastBogusName = lastBogusName
+        self.lastBogusReason = lastBogusReason
     }
 }
 

@@ -1,6 +1,13 @@
 // Wire types of the io.discoverd.Resolver interface (docs/API.md).
 
 /// Where an answer came from.
+/// The DNSSEC state of an answer (docs/DNSSEC.md): `secure` (validated from a trust anchor), `insecure` (proven
+/// unsigned, or not validated), `bogus` (validation failed: only seen on answers served with CD), `indeterminate`
+/// (secure data served from expired cache, not proven now).
+public enum DNSSECStatus: String, Codable, Sendable {
+    case secure, insecure, bogus, indeterminate
+}
+
 public enum AnswerSource: String, Codable, Sendable {
     /// A fresh cache entry.
     case cache
@@ -174,12 +181,15 @@ public struct ResolveHTTPSReply: Codable, Equatable, Sendable {
     /// Only on the last reply of a `more` call whose first reply was `expiredCache`: true when the network
     /// confirmed the expired data (the reply repeats it), false when it changed (the reply carries the new data).
     public var confirmed: Bool?
+    /// The DNSSEC state of the answers used.
+    public var dnssec: DNSSECStatus
 
     public init(
         name: String, queryName: String, aliasChain: [String], records: [ServiceBinding], h3: Bool,
         source: AnswerSource, ttl: Int, staleSeconds: Int? = nil, timing: Timing, note: String? = nil,
-        confirmed: Bool? = nil
+        confirmed: Bool? = nil, dnssec: DNSSECStatus = .insecure
     ) {
+        self.dnssec = dnssec
         self.name = name
         self.queryName = queryName
         self.aliasChain = aliasChain
@@ -232,6 +242,7 @@ extension ResolveHTTPSReply: JSONWritable {
     func writeConstantTail(to writer: inout JSONWriter) {
         writer.field("note", note)
         if let confirmed { writer.field("confirmed", confirmed) }
+        writer.field("dnssec", dnssec.rawValue)
     }
 }
 
@@ -268,10 +279,14 @@ public struct ResolveAddressesReply: Codable, Equatable, Sendable {
     public var timing: Timing
     /// As in ``ResolveHTTPSReply/confirmed``: only on the last reply of a `more` call after an expired answer.
     public var confirmed: Bool?
+    /// The DNSSEC state of the A and AAAA answers.
+    public var dnssec: DNSSECStatus
 
     public init(
-        name: String, addresses: [String], source: AnswerSource, ttl: Int, timing: Timing, confirmed: Bool? = nil
+        name: String, addresses: [String], source: AnswerSource, ttl: Int, timing: Timing, confirmed: Bool? = nil,
+        dnssec: DNSSECStatus = .insecure
     ) {
+        self.dnssec = dnssec
         self.name = name
         self.addresses = addresses
         self.source = source
@@ -287,7 +302,7 @@ extension ResolveAddressesReply: JSONWritable {
         writeConstantHead(to: &writer)
         // The same per-call fields as ResolveHTTPS, without staleSeconds.
         ResolveHTTPSReply.writePerCall(to: &writer, source: source, ttl: ttl, staleSeconds: nil, timing: timing)
-        if let confirmed { writer.field("confirmed", confirmed) }
+        writeConstantTail(to: &writer)
         writer.endObject()
     }
 
@@ -295,6 +310,12 @@ extension ResolveAddressesReply: JSONWritable {
     func writeConstantHead(to writer: inout JSONWriter) {
         writer.field("name", name)
         writer.field("addresses", strings: addresses)
+    }
+
+    /// The constant fields after the per-call ones.
+    func writeConstantTail(to writer: inout JSONWriter) {
+        if let confirmed { writer.field("confirmed", confirmed) }
+        writer.field("dnssec", dnssec.rawValue)
     }
 }
 
@@ -364,11 +385,14 @@ public struct ConnectionPlanReply: Codable, Equatable, Sendable {
     public var endpoints: [PlanEndpoint]
     public var source: AnswerSource
     public var timing: Timing
+    /// The DNSSEC state of the HTTPS and address answers the plan used.
+    public var dnssec: DNSSECStatus
 
     public init(
         host: String, port: Int, h3: Bool, h3Source: String?, endpoints: [PlanEndpoint], source: AnswerSource,
-        timing: Timing
+        timing: Timing, dnssec: DNSSECStatus = .insecure
     ) {
+        self.dnssec = dnssec
         self.host = host
         self.port = port
         self.h3 = h3
@@ -389,6 +413,7 @@ extension ConnectionPlanReply: JSONWritable {
         writer.field("endpoints", array: endpoints)
         writer.field("source", source.rawValue)
         writer.field("timing", timing)
+        writer.field("dnssec", dnssec.rawValue)
         writer.endObject()
     }
 }

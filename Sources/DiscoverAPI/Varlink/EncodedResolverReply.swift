@@ -24,7 +24,9 @@ public struct EncodedResolverReply: Sendable {
         var writer = Self.start()
         reply.writeConstantHead(to: &writer)
         head = writer.bytes
-        tail = Array("}}".utf8) + [0]
+        var rest = JSONWriter(continuing: [])
+        reply.writeConstantTail(to: &rest)
+        tail = rest.bytes + Array("}}".utf8) + [0]
     }
 
     private static func start() -> JSONWriter {

@@ -11,8 +11,14 @@ public struct WalkOptions: Sendable {
     public var staleOnFailure: Bool
     /// Who upstream queries count against (``QueryLimits``).
     public var client: QueryClient?
+    /// CD (RFC 4035 §3.2.2): bogus entries are served as they came, and nothing is called secure.
+    public var checkingDisabled: Bool
 
-    public init(optimistic: Bool = true, dnssecOK: Bool = false, staleOnFailure: Bool = true, client: QueryClient? = nil) {
+    public init(
+        optimistic: Bool = true, dnssecOK: Bool = false, staleOnFailure: Bool = true, client: QueryClient? = nil,
+        checkingDisabled: Bool = false
+    ) {
+        self.checkingDisabled = checkingDisabled
         self.optimistic = optimistic
         self.dnssecOK = dnssecOK
         self.staleOnFailure = staleOnFailure
@@ -46,6 +52,9 @@ public struct WalkTrace: Sendable {
         keepsSteps = keepingSteps
         keepsDependencies = keepingDependencies
     }
+
+    /// The weakest DNSSEC state of the entries the walk used (docs/DNSSEC.md).
+    public var dnssec: DNSSECState { provenance.reportedDNSSEC }
 
     /// Records a hop's answer when steps are kept.
     mutating func record(_ step: @autoclosure () -> RecordAnswer) {
@@ -98,6 +107,10 @@ extension DNSResolver {
         var first = lookupHop(firstKey, type: type, options: options, counting: false, trace: &trace)
         // Nearly every hit: the first entry holds the records themselves (scrubbed entries hold the asked type at
         // the name first, no alias): no chain to build.
+        if let hop = first, !options.checkingDisabled, hop.payload?.validation?.state == .bogus {
+            // A bogus answer is not served from here: the async walk reports it (SERVFAIL with its EDE).
+            return nil
+        }
         switch first {
         case .positive(let rrset)?:
             if !rrset.dnssecOK, let head = rrset.records.first, head.type == type, head.name == firstKey.name {
@@ -123,7 +136,7 @@ extension DNSResolver {
                 let key = CacheKey(name: chain.current, type: type.rawValue, dnsClass: rrClass.rawValue)
                 entry = lookupHop(key, type: type, options: options, counting: false, trace: &trace)
             }
-            guard let entry else {
+            guard let entry, options.checkingDisabled || entry.payload?.validation?.state != .bogus else {
                 startRefreshes(trace.refreshes)
                 trace.refreshes = PendingRefreshes()
                 return nil
@@ -165,6 +178,7 @@ extension DNSResolver {
                     isRefresh: false, client: options.client)
                 switch await task.value {
                 case .answer(let answer, let ttl, let attempts):
+                    trace.provenance.addDNSSEC(answer.payload?.validation, stale: false)
                     trace.provenance.sources.insert(.network)
                     trace.provenance.ttl = min(trace.provenance.ttl, ttl)
                     trace.provenance.attempts += attempts
@@ -181,6 +195,13 @@ extension DNSResolver {
                         error.attempts = trace.provenance.attempts
                         throw error
                     }
+                    // Never past the expiry of the signatures that proved it (docs/DNSSEC.md).
+                    if Self.signaturesExpired(stale, now: cache.clock.now()) {
+                        var error = error
+                        error.attempts = trace.provenance.attempts
+                        throw error
+                    }
+                    trace.provenance.addDNSSEC(stale.payload?.validation, stale: true)
                     trace.provenance.sources.insert(.expiredCache)
                     trace.provenance.ttl = min(trace.provenance.ttl, staleTTL)
                     trace.provenance.staleSeconds = max(trace.provenance.staleSeconds ?? 0, seconds)
@@ -190,6 +211,12 @@ extension DNSResolver {
                             attempts: error.attempts))
                     entry = stale
                 }
+            }
+            if !options.checkingDisabled, let validation = entry!.payload?.validation, validation.state == .bogus {
+                throw ResolverError(
+                    code: .upstreamFailure, name: current, rcode: "SERVFAIL",
+                    reason: "DNSSEC: \(validation.reason ?? "bogus")", attempts: trace.provenance.attempts,
+                    dnssec: validation)
             }
             if let result = try cnameStep(entry!, name: name, type: type, chain: &chain, provenance: trace.provenance) {
                 return result
@@ -205,6 +232,7 @@ extension DNSResolver {
         if let special = SpecialUseNames.answer(key.name, type: type, class: RRClass(key.dnsClass)) {
             trace.provenance.sources.insert(.cache)
             trace.provenance.cacheLookups += 1
+            trace.provenance.addDNSSEC(nil, stale: false)
             trace.record(
                 RecordAnswer(
                     answer: special, ttl: SpecialUseNames.ttl, source: .cache, staleSeconds: nil, attempts: []))
@@ -216,6 +244,7 @@ extension DNSResolver {
         if options.dnssecOK, let answer = lookup.answer, !(answer.payload?.dnssecOK ?? false) { return nil }
         switch lookup {
         case .fresh(let answer, let remaining):
+            trace.provenance.addDNSSEC(answer.payload?.validation, stale: false)
             trace.provenance.sources.insert(.cache)
             trace.provenance.ttl = min(trace.provenance.ttl, remaining)
             trace.provenance.cacheLookups += 1
@@ -226,6 +255,9 @@ extension DNSResolver {
             trace.record(RecordAnswer(answer: answer, ttl: remaining, source: .cache, staleSeconds: nil, attempts: []))
             return answer
         case .stale(let answer, let staleSeconds, let answerTTL, let shouldRefresh):
+            // Validated data is never served past its signatures' expiry: a miss, fetched again.
+            if Self.signaturesExpired(answer, now: cache.clock.now()) { return nil }
+            trace.provenance.addDNSSEC(answer.payload?.validation, stale: true)
             trace.provenance.sources.insert(.expiredCache)
             trace.provenance.ttl = min(trace.provenance.ttl, answerTTL)
             trace.provenance.staleSeconds = max(trace.provenance.staleSeconds ?? 0, staleSeconds)
@@ -252,6 +284,12 @@ extension DNSResolver {
         case .miss:
             return nil
         }
+    }
+
+    /// Whether the signatures that proved a secure entry have expired (`now` in seconds since the epoch).
+    static func signaturesExpired(_ answer: CacheAnswer<CachedRRset>, now: Double) -> Bool {
+        guard let expiration = answer.payload?.validation?.expiration else { return false }
+        return Double(expiration) <= now
     }
 
     /// Whether a positive answer holds a CNAME (or DNAME) on its way from `name`.

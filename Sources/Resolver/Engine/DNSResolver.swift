@@ -23,11 +23,18 @@ public final class DNSResolver: Sendable {
         /// Most targets a connection plan looks up besides the host itself (RFC 9460 §3 leaves the bound to
         /// clients; a zone can name hundreds).
         public var maximumPlanTargets: Int
+        /// DNSSEC validation (docs/DNSSEC.md); off in the library by default, `allow-downgrade` in the daemon.
+        public var dnssec: DNSSECMode
+        /// Where validation starts (`.builtIn`: the root's KSKs and the default negative anchors).
+        public var trustAnchors: TrustAnchors
 
         public init(
             cachePolicy: CachePolicy = CachePolicy(), maximumAliasHops: Int = AliasChain.defaultMaximumHops,
-            negativeTTLWithoutSOA: UInt32 = 30, limits: QueryLimits = QueryLimits(), maximumPlanTargets: Int = 16
+            negativeTTLWithoutSOA: UInt32 = 30, limits: QueryLimits = QueryLimits(), maximumPlanTargets: Int = 16,
+            dnssec: DNSSECMode = .no, trustAnchors: TrustAnchors = .builtIn
         ) {
+            self.dnssec = dnssec
+            self.trustAnchors = trustAnchors
             self.cachePolicy = cachePolicy
             self.maximumAliasHops = maximumAliasHops
             self.negativeTTLWithoutSOA = negativeTTLWithoutSOA
@@ -46,6 +53,8 @@ public final class DNSResolver: Sendable {
     /// The one in-flight table: one task per distinct upstream question (coalescing), bounded in all and per
     /// client; the refreshes `more` waits for are found here too.
     let inflight: InflightTable<FetchOutcome>
+    /// DNSSEC validation: verdicts on store, the anchors, the upstreams' capability, counters.
+    public let validator: DNSSECValidator
     /// Records dropped from upstream replies by the bailiwick rules (``ReplyScrubber``).
     private let scrubbedRecords = Atomic<UInt64>(0)
     /// Recent negative-answer payloads (SOA and proofs), shared by every entry that carries the same one.
@@ -67,6 +76,9 @@ public final class DNSResolver: Sendable {
         self.cache = OptimisticCache(policy: configuration.cachePolicy, clock: clock)
         self.altSvc = AltSvcStore(clock: clock)
         self.inflight = InflightTable(limits: configuration.limits)
+        self.validator = DNSSECValidator(
+            mode: configuration.dnssec, anchors: configuration.trustAnchors,
+            now: { Date(timeIntervalSince1970: clock.now()) })
     }
 
     /// Replaces the bounds on upstream queries (Reload); queries in flight are not affected.
@@ -215,7 +227,7 @@ public final class DNSResolver: Sendable {
         return AddressResolution(
             name: host, addresses: (addresses.ipv6 ?? []) + (addresses.ipv4 ?? []), source: provenance.source,
             ttl: provenance.reportedTTL, staleSeconds: provenance.staleSeconds, attempts: provenance.attempts,
-            elapsedMilliseconds: Self.milliseconds(since: start))
+            elapsedMilliseconds: Self.milliseconds(since: start), dnssec: provenance.reportedDNSSEC)
     }
 
     /// The endpoints to try for `host:port`, in Happy Eyeballs v3 order.
@@ -319,7 +331,7 @@ public final class DNSResolver: Sendable {
             fallbackTarget: fallback)
         return PlanResolution(
             plan: plan, source: provenance.source, attempts: provenance.attempts,
-            elapsedMilliseconds: Self.milliseconds(since: start))
+            elapsedMilliseconds: Self.milliseconds(since: start), dnssec: provenance.reportedDNSSEC)
     }
 
     /// The plan of an address literal: the address itself, QUIC first when assumed or when Alt-Svc for the origin
@@ -411,6 +423,7 @@ public final class DNSResolver: Sendable {
         result.ttl = provenance.reportedTTL
         result.staleSeconds = provenance.staleSeconds
         result.attempts = provenance.attempts
+        result.dnssec = provenance.reportedDNSSEC
     }
 
     /// The RFC 9460 processing of an HTTPS/SVCB RRset and the notes about ignored records; the same for every hit
@@ -625,6 +638,8 @@ public final class DNSResolver: Sendable {
         for key: CacheKey, name: String, type: RRType, class rrClass: RRClass = .in, dnssecOK: Bool = false,
         isRefresh: Bool, client: QueryClient? = nil
     ) -> Task<FetchOutcome, Never> {
+        // A validating resolver asks every question with DO: the cache holds one kind of entry.
+        let dnssecOK = dnssecOK || validator.active
         let inflightKey = InflightKey(cacheKey: key, dnssecOK: dnssecOK, checkingDisabled: false)
         let admission = inflight.admit(inflightKey, client: isRefresh ? nil : client) { [self] in
             // A refresh must not delay the stale answer it was started beside: let that answer go out first.
@@ -702,8 +717,8 @@ public final class DNSResolver: Sendable {
                     "dns.dropped": "\(scrubbed.dropped - message.additional.count)",
                 ])
         }
-        let answer: CacheAnswer<CachedRRset>
-        let ttl: UInt32
+        var answer: CacheAnswer<CachedRRset>
+        var ttl: UInt32
         if !scrubbed.answer.isEmpty {
             // A chain that ends in NXDOMAIN is still a chain: its names exist, the walk asks the last one itself.
             answer = .positive(
@@ -717,9 +732,63 @@ public final class DNSResolver: Sendable {
             answer = message.rcode == .nxDomain ? .nxdomain(authority) : .nodata(authority)
             ttl = Self.negativeTTL(scrubbed.authority) ?? configuration.negativeTTLWithoutSOA
         }
+        if validator.enabled {
+            // Validated once, here, on store: every hit reads the verdict (docs/DNSSEC.md).
+            let validation = await validator.validate(answer, name: key.name, type: type, fetcher: self)
+            if validation.isUnreachable {
+                return .failure(
+                    ResolverError(
+                        code: .timeout, name: name, reason: validation.reason, attempts: exchange.attempts,
+                        dnssec: validation))
+            }
+            answer = Self.withValidation(answer, validation)
+            validator.count(validation, name: key.name)
+            // A bogus answer is cached briefly, so a repaired zone recovers soon.
+            if validation.state == .bogus {
+                ttl = min(ttl, 60)
+                logger.info(
+                    "DNSSEC bogus",
+                    metadata: ["dns.name": "\(name)", "dns.type": "\(type)", "reason": "\(validation.reason ?? "")"])
+            }
+        }
         cache.store(answer, for: key, ttl: ttl)
         logger.debug("fetched", metadata: ["dns.name": "\(name)", "dns.type": "\(type)", "dns.ttl": "\(ttl)"])
         return .answer(answer, ttl: ttl, attempts: exchange.attempts)
+    }
+
+    /// The same answer carrying `validation`.
+    static func withValidation(_ answer: CacheAnswer<CachedRRset>, _ validation: DNSSECValidation)
+        -> CacheAnswer<CachedRRset>
+    {
+        switch answer {
+        case .positive(let rrset): return .positive(CachedRRset(sharingDataOf: rrset, validation: validation))
+        case .nxdomain(let payload):
+            return .nxdomain(CachedRRset(sharingDataOf: payload ?? CachedRRset(records: [], dnssecOK: true), validation: validation))
+        case .nodata(let payload):
+            return .nodata(CachedRRset(sharingDataOf: payload ?? CachedRRset(records: [], dnssecOK: true), validation: validation))
+        }
+    }
+
+    /// Probes whether the upstreams pass DNSSEC data (allow-downgrade's evidence, docs/DNSSEC.md): DNSKEY of the
+    /// closest positive anchor's zone with DO. A reply decides; no reply (timeout, SERVFAIL) changes nothing.
+    public func probeDNSSEC() async {
+        guard validator.mode != .no else { return }
+        // Every positive anchor's zone (the root and the operator's): signed keys from any of them show the
+        // upstreams pass DNSSEC data; keys without RRSIGs, or no keys (NOERROR, empty) where an anchor says there
+        // are some, show they strip it. REFUSED, SERVFAIL, a timeout or garbage show nothing.
+        var stripped = false
+        for zone in validator.anchors.positive.keys.sorted() {
+            guard let exchange = try? await transport.query(DNSQuestion(name: zone, type: RRType(48)), dnssecOK: true),
+                exchange.message.rcode == .noError
+            else { continue }
+            let answer = exchange.message.answer
+            if answer.contains(where: { $0.type.rawValue == 46 }) && answer.contains(where: { $0.type.rawValue == 48 }) {
+                validator.recordProbe(signed: true)
+                return
+            }
+            stripped = true
+        }
+        if stripped { validator.recordProbe(signed: false) }
     }
 
     /// RFC 2308 §5: the negative TTL is the smaller of the SOA's TTL and its MINIMUM field.

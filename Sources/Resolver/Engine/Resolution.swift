@@ -28,6 +28,8 @@ struct Provenance: Sendable {
     var staleKeys: [CacheKey] = []
     /// How many cache entries were used (fresh or stale).
     var cacheLookups = 0
+    /// The weakest DNSSEC state of the entries used (``DNSSECState/insecure`` when nothing was validated).
+    var dnssec: DNSSECState?
 
     var source: ResolutionSource {
         if sources.contains(.expiredCache) { return .expiredCache }
@@ -42,7 +44,18 @@ struct Provenance: Sendable {
         attempts += other.attempts
         staleKeys += other.staleKeys
         cacheLookups += other.cacheLookups
+        if let other = other.dnssec { dnssec = dnssec.map { $0.combined(with: other) } ?? other }
     }
+
+    /// Adds one entry's verdict (stale secure data is indeterminate: not proven now).
+    mutating func addDNSSEC(_ validation: DNSSECValidation?, stale: Bool) {
+        var state = validation?.state ?? .insecure
+        if stale && state == .secure { state = .indeterminate }
+        dnssec = dnssec.map { $0.combined(with: state) } ?? state
+    }
+
+    /// What the API reports.
+    var reportedDNSSEC: DNSSECState { dnssec ?? .insecure }
 
     var reportedTTL: UInt32 { ttl == .max ? 0 : ttl }
 }
@@ -71,6 +84,8 @@ public struct HTTPSResolution: Sendable, Hashable {
     public var elapsedMilliseconds: Double
     /// Why the RRset was set aside, when it was (malformed, alias loop, service unavailable).
     public var note: String?
+    /// The weakest DNSSEC state of the answers used (docs/DNSSEC.md).
+    public var dnssec: DNSSECState = .insecure
     /// On the answer that follows an expired one (``DNSResolver/resolveHTTPSUpdates(_:port:optimistic:)``): whether
     /// the network confirmed the expired data or changed it.
     public var refresh: RefreshOutcome? = nil
@@ -109,6 +124,8 @@ public struct AddressResolution: Sendable, Hashable {
     public var elapsedMilliseconds: Double
     /// On the answer that follows an expired one: confirmed or changed.
     public var refresh: RefreshOutcome? = nil
+    /// The weaker DNSSEC state of the A and AAAA answers.
+    public var dnssec: DNSSECState = .insecure
 }
 
 /// Which address families to resolve.
@@ -122,6 +139,8 @@ public struct PlanResolution: Sendable, Hashable {
     public var source: ResolutionSource
     public var attempts: [QueryAttempt]
     public var elapsedMilliseconds: Double
+    /// The weakest DNSSEC state of the HTTPS and address answers the plan used.
+    public var dnssec: DNSSECState = .insecure
 }
 
 /// Why a resolution failed; the codes map 1:1 onto the errors of `io.discoverd.Resolver`.
@@ -159,8 +178,14 @@ public struct ResolverError: Error, Sendable, Hashable, CustomStringConvertible 
     public var reason: String?
     /// Upstream queries made before failing.
     public var attempts: [QueryAttempt]
+    /// For a bogus answer (`upstreamFailure`, rcode SERVFAIL): the verdict, its EDE and reason.
+    public var dnssec: DNSSECValidation?
 
-    public init(code: Code, name: String, rcode: String? = nil, reason: String? = nil, attempts: [QueryAttempt] = []) {
+    public init(
+        code: Code, name: String, rcode: String? = nil, reason: String? = nil, attempts: [QueryAttempt] = [],
+        dnssec: DNSSECValidation? = nil
+    ) {
+        self.dnssec = dnssec
         self.code = code
         self.name = name
         self.rcode = rcode
@@ -197,31 +222,39 @@ public struct CachedRRset: Sendable, Codable, Hashable {
     public let dnssecOK: Bool
     /// What hits derived from this entry (processed records, encoded replies); new for every stored answer.
     public let memo = CacheEntryMemo()
+    /// The DNSSEC verdict, computed once when the answer was stored (docs/DNSSEC.md); nil when not validated.
+    public let validation: DNSSECValidation?
 
-    public init(records: [ResourceRecord], authority: [ResourceRecord] = [], dnssecOK: Bool = false) {
+    public init(
+        records: [ResourceRecord], authority: [ResourceRecord] = [], dnssecOK: Bool = false,
+        validation: DNSSECValidation? = nil
+    ) {
         self.records = records
         self.authority = authority
         self.dnssecOK = dnssecOK
+        self.validation = validation
         self.wire = EncodedSections(answer: records, authority: authority)
     }
 
     /// The same data with storage shared (arrays are copy-on-write) and a memo of its own: what a negative answer
     /// of a zone repeats for every name (its SOA) is kept once, while hits derived per entry stay per entry.
-    public init(sharingDataOf other: CachedRRset) {
+    public init(sharingDataOf other: CachedRRset, validation: DNSSECValidation?? = nil) {
         self.records = other.records
         self.authority = other.authority
         self.dnssecOK = other.dnssecOK
         self.wire = other.wire
+        self.validation = validation ?? other.validation
     }
 
-    private enum CodingKeys: String, CodingKey { case records, authority, dnssecOK }
+    private enum CodingKeys: String, CodingKey { case records, authority, dnssecOK, validation }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         self.init(
             records: try container.decode([ResourceRecord].self, forKey: .records),
             authority: try container.decodeIfPresent([ResourceRecord].self, forKey: .authority) ?? [],
-            dnssecOK: try container.decodeIfPresent(Bool.self, forKey: .dnssecOK) ?? false)
+            dnssecOK: try container.decodeIfPresent(Bool.self, forKey: .dnssecOK) ?? false,
+            validation: try container.decodeIfPresent(DNSSECValidation.self, forKey: .validation))
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -229,6 +262,7 @@ public struct CachedRRset: Sendable, Codable, Hashable {
         try container.encode(records, forKey: .records)
         if !authority.isEmpty { try container.encode(authority, forKey: .authority) }
         if dnssecOK { try container.encode(dnssecOK, forKey: .dnssecOK) }
+        if let validation { try container.encode(validation, forKey: .validation) }
     }
 
     public static func == (lhs: CachedRRset, rhs: CachedRRset) -> Bool {

@@ -51,6 +51,9 @@ public final class UpstreamClient: DNSTransport, Sendable {
         /// `encryption = no`. Off by default for an embedded client (it asks only what it is told); the daemon
         /// turns it on unless `ddr = no`.
         public var ddr: Bool
+        /// DoH queries with GET from the first one (RFC 8484 §4.1), as `kdig +https-get`; otherwise POST, and GET
+        /// only for a server that refuses POST (HTTP 405, 415 or 501).
+        public var dohGET: Bool
 
         /// Creates a configuration.
         ///
@@ -63,9 +66,10 @@ public final class UpstreamClient: DNSTransport, Sendable {
             timeout: Duration = .milliseconds(1500), attempts: Int = 2,
             ednsBufferSize: UInt16 = DNSQuery.defaultEDNSBufferSize, tcpTimeout: Duration = .seconds(3),
             maxSockets: Int = 1024, encryption: EncryptionMode = .opportunistic, caFile: String? = nil,
-            idleTimeout: Duration = .seconds(30), ddr: Bool = false
+            idleTimeout: Duration = .seconds(30), ddr: Bool = false, dohGET: Bool = false
         ) {
             self.ddr = ddr
+            self.dohGET = dohGET
             self.maxSockets = maxSockets
             self.encryption = encryption
             self.caFile = caFile
@@ -98,11 +102,13 @@ public final class UpstreamClient: DNSTransport, Sendable {
             guard let found = ddr.current else {
                 return (strict ? "none" : "udp", .configured, "DDR not done yet (it starts with the first query)")
             }
-            if found.connection != nil, let kind = found.kind {
-                if let failure = ddr.verificationFailure, !strict {
-                    return ("udp", .configured, "clear text: \(failure)")
+            if let designation = found.designation {
+                if let failure = designation.verificationFailure {
+                    return strict ? ("none", .configured, "not used: \(failure)") : ("udp", .configured, "clear text: \(failure)")
                 }
-                return (kind.rawValue, .ddrVerified, found.note)
+                return (
+                    designation.kind.rawValue, designation.opportunistic ? .ddrOpportunistic : .ddrVerified, found.note
+                )
             }
             return strict
                 ? ("none", .configured, "not used: encryption = strict; \(found.note)")
@@ -177,6 +183,8 @@ public final class UpstreamClient: DNSTransport, Sendable {
         setup.withLock { $0 = fresh }
         for (key, connection) in previous.connections where fresh.connections[key] == nil { connection.shutdown() }
         for (key, discovery) in previous.discoveries where fresh.discoveries[key] == nil { discovery.shutdown() }
+        // RFC 9462: a reload asks kept plain upstreams again; their designations stay in use until then.
+        for (key, discovery) in fresh.discoveries where previous.discoveries[key] === discovery { discovery.rediscover() }
     }
 
     /// Every upstream, what it travels on and what it did, for `Status`.
@@ -190,6 +198,10 @@ public final class UpstreamClient: DNSTransport, Sendable {
                 // Designated, but no handshake has passed verification yet: not (yet) a verified upgrade.
                 status.origin = .configured
                 status.note = "\(now.note ?? "DDR"); not verified yet" + (status.lastFailure.map { ": \($0)" } ?? "")
+            }
+            if now.origin == .ddrOpportunistic {
+                // RFC 7858 §4.1 opportunistic profile: encrypted, but nothing about the certificate was verified.
+                status.verifiedName = nil
             }
             return status
         }
@@ -216,24 +228,26 @@ public final class UpstreamClient: DNSTransport, Sendable {
                     metadata: ["dns.server": "\(server)", "error": "\(error)"])
                 continue
             }
+            // `encryption=MODE` on the upstream line overrides `[resolver] encryption` for this plain upstream.
+            var own = configuration
+            own.encryption = server.encryption ?? configuration.encryption
             switch server.transport {
-            case .plain where configuration.ddr && configuration.encryption != .no:
+            case .plain where own.ddr && own.encryption != .no:
                 let key = ConnectionKey(
-                    server: server, caFile: configuration.caFile, idleTimeout: configuration.idleTimeout,
-                    encryption: configuration.encryption)
+                    server: server, caFile: own.caFile, idleTimeout: own.idleTimeout, encryption: own.encryption)
                 let discovery =
                     previous?.discoveries[key] ?? result.discoveries[key]
                     ?? DDRDiscovery(
-                        server: server, address: address, configuration: configuration, statistics: statistics,
-                        group: group, logger: logger)
+                        server: server, address: address, configuration: own, statistics: statistics, group: group,
+                        logger: logger)
                 result.discoveries[key] = discovery
-                let strict = configuration.encryption == .strict
+                let strict = own.encryption == .strict
                 result.targets.append(
                     Target(
                         server: server,
                         transport: DDRTransport(discovery: discovery, plain: PlainDNSTransport(address: address), strict: strict),
                         kind: "udp", statistics: statistics, ddr: discovery, strict: strict))
-            case .plain where configuration.encryption == .strict:
+            case .plain where own.encryption == .strict:
                 let reason = "\(server): encryption = strict and this upstream has no encrypted path (ddr = no)"
                 result.targets.append(
                     Target(
@@ -241,7 +255,7 @@ public final class UpstreamClient: DNSTransport, Sendable {
                         note: "not used: encryption = strict and no encrypted path to it", statistics: statistics))
             case .plain:
                 let why =
-                    configuration.encryption == .no
+                    own.encryption == .no
                     ? "clear text: encryption = no" : "clear text: no encrypted path to it (opportunistic)"
                 result.targets.append(
                     Target(server: server, transport: PlainDNSTransport(address: address), kind: "udp",

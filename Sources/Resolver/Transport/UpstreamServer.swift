@@ -1,3 +1,4 @@
+import DNSCore
 import NIOCore
 
 /// A DNS server to ask, and how: plain DNS, DNS over TLS (RFC 7858) or DNS over HTTPS (RFC 8484).
@@ -11,6 +12,7 @@ import NIOCore
 /// | `tls://192.0.2.53[:853][#dns.example]` | the same; without `#NAME` the certificate must carry the address (IP SAN) |
 /// | `https://dns.example[:443]/dns-query#192.0.2.53` | DNS over HTTPS; `#ADDR` (or `[resolver] bootstrap`) gives the address |
 /// | `https://192.0.2.53/dns-query` | DNS over HTTPS to an address; the certificate must carry it (IP SAN) |
+/// | `192.168.1.1 encryption=no` | a plain upstream with its own `encryption` mode (`strict`, `opportunistic`, `no`) |
 ///
 /// The client never resolves names to reach an upstream (it must not depend on the resolver it is), so every
 /// form carries a numeric address, given directly or by `#ADDR`.
@@ -34,6 +36,10 @@ public struct UpstreamServer: Hashable, Sendable, CustomStringConvertible {
     public var tlsName: String?
     /// The DoH path (`/dns-query`); empty for the other transports.
     public var path: String
+    /// `encryption=MODE` after a plain upstream: its own mode instead of `[resolver] encryption` (e.g. `no` for a
+    /// router whose DDR answer is known to be wrong, `strict` for one that must be upgraded or not used); nil:
+    /// the global mode. Always nil for DoT and DoH upstreams, which are always verified.
+    public var encryption: EncryptionMode?
 
     /// A plain DNS server.
     public init(host: String, port: Int = 53) {
@@ -68,11 +74,12 @@ public struct UpstreamServer: Hashable, Sendable, CustomStringConvertible {
     /// Whether queries to this server travel encrypted.
     public var isEncrypted: Bool { transport != .plain }
 
-    /// `192.0.2.53:53`, `tls://192.0.2.53:853#dns.example` or `https://dns.example:443/dns-query#192.0.2.53`.
+    /// `192.0.2.53:53`, `tls://192.0.2.53:853#dns.example` or `https://dns.example:443/dns-query#192.0.2.53`;
+    /// a plain upstream with its own mode ends in ` encryption=MODE`.
     public var description: String {
         switch transport {
         case .plain:
-            return Self.hostPort(host, port)
+            return Self.hostPort(host, port) + (encryption.map { " encryption=\($0.rawValue)" } ?? "")
         case .tls:
             return "tls://\(Self.hostPort(host, port))" + (tlsName.map { "#\($0)" } ?? "")
         case .https:
@@ -96,8 +103,35 @@ public struct UpstreamServer: Hashable, Sendable, CustomStringConvertible {
     ///
     /// - Throws: ``UpstreamSyntaxError`` naming what is wrong; never traps, whatever `text` holds.
     public init(parsing text: String) throws(UpstreamSyntaxError) {
-        let trimmed = text.trimmingWhitespace
-        guard !trimmed.isEmpty else { throw UpstreamSyntaxError(text: text, reason: "empty") }
+        let words = text.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+        guard let first = words.first else { throw UpstreamSyntaxError(text: text, reason: "empty") }
+        // Options are KEY=VALUE words after the address; anything else with blanks is a malformed address.
+        let options = words.dropFirst().allSatisfy { $0.contains("=") } ? Array(words.dropFirst()) : []
+        let trimmed = options.isEmpty ? words.joined(separator: " ") : first
+        var mode: EncryptionMode?
+        for option in options {
+            let parts = option.split(separator: "=", maxSplits: 1).map { $0.lowercased() }
+            guard parts.count == 2, parts[0] == "encryption" else {
+                throw UpstreamSyntaxError(
+                    text: text, reason: "unknown option '\(option)' (after the address only encryption=MODE)")
+            }
+            guard let value = EncryptionMode(rawValue: parts[1]) else {
+                throw UpstreamSyntaxError(
+                    text: text, reason: "encryption '\(parts[1])' is not strict, opportunistic or no")
+            }
+            mode = value
+        }
+        try self.init(parsingAddress: trimmed, text: text)
+        if let mode {
+            guard transport == .plain else {
+                throw UpstreamSyntaxError(
+                    text: text, reason: "encryption=MODE is for plain upstreams (DoT and DoH are always verified)")
+            }
+            encryption = mode
+        }
+    }
+
+    private init(parsingAddress trimmed: String, text: String) throws(UpstreamSyntaxError) {
         let lower = trimmed.lowercased()
         if lower.hasPrefix("https://") {
             self = try Self.parseHTTPS(String(trimmed.dropFirst(8)), text: text)
@@ -169,33 +203,17 @@ public struct UpstreamServer: Hashable, Sendable, CustomStringConvertible {
         return UpstreamServer(transport: .https, host: address, port: port, tlsName: name, path: path)
     }
 
+    /// The `ADDR[:PORT]` part, by the one parser of DNS settings (``HostAndPort``), with its reason in an
+    /// upstream error.
     private static func hostAndPort(_ text: String, defaultPort: Int, text original: String)
         throws(UpstreamSyntaxError) -> (String, Int)
     {
-        var host = text
-        var portText: Substring?
-        if text.hasPrefix("[") {
-            guard let close = text.firstIndex(of: "]") else {
-                throw UpstreamSyntaxError(text: original, reason: "'[' without ']'")
-            }
-            host = String(text[text.index(after: text.startIndex)..<close])
-            let after = text[text.index(after: close)...]
-            if !after.isEmpty {
-                guard after.hasPrefix(":") else {
-                    throw UpstreamSyntaxError(text: original, reason: "unexpected '\(after)' after ']'")
-                }
-                portText = after.dropFirst()
-            }
-        } else if text.filter({ $0 == ":" }).count == 1, let colon = text.firstIndex(of: ":") {
-            host = String(text[..<colon])
-            portText = text[text.index(after: colon)...]
+        do {
+            let parsed = try HostAndPort(parsing: text, defaultPort: defaultPort)
+            return (parsed.host, parsed.port)
+        } catch {
+            throw UpstreamSyntaxError(text: original, reason: error.reason)
         }
-        guard !host.isEmpty else { throw UpstreamSyntaxError(text: original, reason: "no host") }
-        guard let portText else { return (host, defaultPort) }
-        guard let port = Int(portText), (1...65535).contains(port) else {
-            throw UpstreamSyntaxError(text: original, reason: "port '\(portText)' is not in 1...65535")
-        }
-        return (host, port)
     }
 
     private static func validName(_ name: String, text: String) throws(UpstreamSyntaxError) -> String {
@@ -232,13 +250,4 @@ public struct UpstreamSyntaxError: Error, Sendable, Hashable, CustomStringConver
     }
 
     public var description: String { "upstream '\(text)': \(reason)" }
-}
-
-extension String {
-    fileprivate var trimmingWhitespace: String {
-        var slice = Substring(self)
-        while let first = slice.first, first.isWhitespace { slice = slice.dropFirst() }
-        while let last = slice.last, last.isWhitespace { slice = slice.dropLast() }
-        return String(slice)
-    }
 }

@@ -9,7 +9,7 @@ enum BindingText {
         let h3 = recordType == "HTTPS" ? "  h3=\(reply.h3 ? "yes" : "no")" : ""
         Output.line(
             "\(displayName(reply.queryName))  \(recordType)\(h3)  source=\(source)  ttl=\(reply.ttl)"
-                + "  \(String(format: "%.1f", reply.timing.totalMs)) ms")
+                + "  dnssec=\(reply.dnssec.rawValue)  \(String(format: "%.1f", reply.timing.totalMs)) ms")
         if !reply.aliasChain.isEmpty {
             Output.line("  via: \(reply.aliasChain.map(displayName).joined(separator: " -> "))")
         }

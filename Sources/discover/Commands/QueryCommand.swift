@@ -17,6 +17,7 @@ struct QueryCommand: AsyncParsableCommand {
             Examples:
               discover query example.com --upstream '9.9.9.9#dns.quad9.net'
               discover query example.com AAAA --upstream https://dns.example/dns-query#192.0.2.53
+              discover query example.com --upstream https://dns.example/dns-query#192.0.2.53 --https-get
               discover query lab.test SOA --upstream tls://192.0.2.56 --ca-file /tmp/discoverd-lab/ca/ca.pem
             """)
 
@@ -31,6 +32,9 @@ struct QueryCommand: AsyncParsableCommand {
 
     @Option(name: .long, help: "Trusted roots (PEM) instead of the system trust store.")
     var caFile: String?
+
+    @Flag(name: .long, help: "DoH with GET (RFC 8484 §4.1, like kdig +https-get) instead of POST.")
+    var httpsGet = false
 
     @Option(name: .long, help: "Seconds to wait (default 3).")
     var timeout: Double = 3
@@ -47,7 +51,7 @@ struct QueryCommand: AsyncParsableCommand {
             upstreams: [server],
             configuration: .init(
                 timeout: .milliseconds(milliseconds), attempts: 1, tcpTimeout: .milliseconds(milliseconds),
-                encryption: .opportunistic, caFile: caFile),
+                encryption: .opportunistic, caFile: caFile, dohGET: httpsGet),
             logger: Self.quietLogger)
         let started = ContinuousClock.now
         let result: Result<DNSExchange, DNSTransportError>

@@ -113,9 +113,10 @@ struct H3Command: AsyncParsableCommand {
             if json {
                 try Output.json(
                     H3Answer(
-                        host: plan.host, port: plan.port, h3: plan.h3, h3Source: plan.h3Source, source: plan.source))
+                        host: plan.host, port: plan.port, h3: plan.h3, h3Source: plan.h3Source, source: plan.source,
+                        dnssec: plan.dnssec))
             } else if plan.h3 {
-                Output.line("\(target): h3 (from \(plan.h3Source ?? "https"))")
+                Output.line("\(target): h3 (from \(plan.h3Source ?? "https"), dnssec \(plan.dnssec.rawValue))")
             } else {
                 Output.line("\(target): no h3")
             }
@@ -129,6 +130,7 @@ struct H3Command: AsyncParsableCommand {
         var h3: Bool
         var h3Source: String?
         var source: AnswerSource
+        var dnssec: DNSSECStatus
     }
 }
 
@@ -170,7 +172,8 @@ struct PlanCommand: AsyncParsableCommand {
             let origin = HostPort(host: displayName(plan.host), port: plan.port)
             Output.line(
                 "\(origin)  h3=\(plan.h3 ? "yes" : "no")\(plan.h3Source.map { " (\($0))" } ?? "")"
-                    + "  source=\(plan.source.rawValue)  \(String(format: "%.1f", plan.timing.totalMs)) ms")
+                    + "  source=\(plan.source.rawValue)  dnssec=\(plan.dnssec.rawValue)"
+                    + "  \(String(format: "%.1f", plan.timing.totalMs)) ms")
             for (index, endpoint) in plan.endpoints.enumerated() {
                 let address = HostPort(host: endpoint.address, port: endpoint.port)
                 Output.line(
@@ -239,7 +242,8 @@ struct AddressesCommand: AsyncParsableCommand {
                 Output.line((index == 0 ? label : String(repeating: " ", count: label.count)) + address)
             }
             let milliseconds = String(format: "%.1f", reply.timing.totalMs)
-            Output.line("-- source=\(reply.source.rawValue)  ttl=\(reply.ttl)  \(milliseconds) ms")
+            Output.line(
+                "-- source=\(reply.source.rawValue)  ttl=\(reply.ttl)  dnssec=\(reply.dnssec.rawValue)  \(milliseconds) ms")
             return 0
         }
     }

@@ -62,6 +62,15 @@ struct StatusCommand: AsyncParsableCommand {
             for server in status.upstreamServers ?? [] {
                 Output.line(Self.describe(server))
             }
+            if let dnssec = status.dnssec {
+                var line =
+                    "dnssec:     \(dnssec.mode) (upstreams \(dnssec.upstreams)): \(dnssec.secure) secure, "
+                    + "\(dnssec.insecure) insecure, \(dnssec.bogus) bogus"
+                if let name = dnssec.lastBogusName {
+                    line += "; last bogus: \(name)\(dnssec.lastBogusReason.map { " (\($0))" } ?? "")"
+                }
+                Output.line(line)
+            }
             Output.line(
                 "clients:    \(status.connections) connections, \(status.subscriptions) streams, "
                     + "\(status.registrations) registrations")
@@ -85,7 +94,8 @@ struct StatusCommand: AsyncParsableCommand {
         var line = "  \(server.server): \(server.transport) (\(server.origin))"
         if let note = server.note { line += ", \(note)" }
         if let version = server.tlsVersion {
-            line += ", \(version) verified \(server.verifiedName ?? "?")"
+            // No verified name: DDR's opportunistic profile (RFC 9462 §4.3), encrypted without authentication.
+            line += server.verifiedName.map { ", \(version) verified \($0)" } ?? ", \(version) not authenticated"
         }
         if server.transport == "tls" || server.transport == "https" {
             line += ", \(server.connectionsOpened) connections (\(server.connectionsOpen) open), "

@@ -61,6 +61,14 @@ struct DaemonConfiguration: Sendable, Equatable {
     var persistIntervalSeconds = 300
     /// `encryption`: strict, opportunistic (default) or no.
     var encryption = EncryptionMode.opportunistic
+    /// `dnssec`: yes, allow-downgrade (default: validation that cannot break resolution behind an upstream that
+    /// strips DNSSEC data, README "DNSSEC") or no.
+    var dnssec = DNSSECMode.allowDowngrade
+    /// `trust-anchor-dir`: resolved's `*.positive` / `*.negative` files.
+    var trustAnchorDirectory = "/etc/dnssec-trust-anchors.d"
+    /// `trust-anchor` lines (DS or DNSKEY records) and `negative-trust-anchor` lines (domains).
+    var trustAnchorLines: [ResourceRecord] = []
+    var negativeTrustAnchors: [String] = []
     /// `ca-file`: trusted roots for DoT and DoH (PEM); nil: the system trust store.
     var caFile: String?
     /// `ddr`: discover encrypted resolvers of plain upstreams (RFC 9462).
@@ -260,6 +268,21 @@ extension DaemonConfiguration {
                 }
                 caFile = path
             case ("resolver", "ddr"): ddr = try Self.bool(value, context)
+            case ("resolver", "dnssec"):
+                guard let mode = DNSSECMode(rawValue: value.lowercased()) else {
+                    throw ConfigurationError("\(context): '\(value)' is not yes, allow-downgrade or no")
+                }
+                dnssec = mode
+            case ("resolver", "trust-anchor-dir"): trustAnchorDirectory = try Self.path(value, context)
+            case ("resolver", "trust-anchor"):
+                do { trustAnchorLines.append(try TrustAnchors.parse(value, source: source, line: 0)) } catch {
+                    throw ConfigurationError("\(context): \(error.reason)")
+                }
+            case ("resolver", "negative-trust-anchor"):
+                guard let name = try? DNSName(value) else {
+                    throw ConfigurationError("\(context): '\(value)' is not a domain name")
+                }
+                negativeTrustAnchors.append(name.text)
             case ("resolver", "idle-timeout"): encryptedIdleSeconds = try Self.int(value, context, 1...3600)
             case ("resolver", "bootstrap"):
                 let fields = value.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
@@ -322,6 +345,19 @@ extension DaemonConfiguration {
         if !allow.isEmpty { stubAllow = allow }
         if !browseDomains.isEmpty { wideAreaBrowseDomains = browseDomains }
         if keys != TSIGKeyTable() { wideAreaKeys = keys }
+        _ = try trustAnchors()
+    }
+
+    /// The anchors in force: the built-in ones, the files of `trust-anchor-dir`, then the config's lines.
+    /// - Throws: ``ConfigurationError`` naming the file and line of an anchor that cannot be used.
+    func trustAnchors() throws(ConfigurationError) -> TrustAnchors {
+        var anchors = TrustAnchors.builtIn
+        do { try anchors.load(directory: trustAnchorDirectory) } catch {
+            throw ConfigurationError("[resolver] trust-anchor-dir: \(error.description)")
+        }
+        for record in trustAnchorLines { anchors.add(record) }
+        for name in negativeTrustAnchors { anchors.negative.insert(name) }
+        return anchors
     }
 
     /// Reads `key-file = [DOMAIN] PATH`: an absolute path, or the name of a systemd credential.
@@ -361,7 +397,7 @@ extension DaemonConfiguration {
         "resolver": [
             "upstream", "timeout-ms", "attempts", "optimistic", "stale-ttl", "max-stale", "refresh-retry",
             "no-optimistic-domain", "cache-size", "persist-interval", "encryption", "ca-file", "ddr", "bootstrap",
-            "idle-timeout",
+            "idle-timeout", "dnssec", "trust-anchor-dir", "trust-anchor", "negative-trust-anchor",
         ],
         "stub": ["listen", "allow", "local", "max-tcp-per-address", "refusals-per-second", "cookies"],
         "discovery-proxy": ["domain", "interface"],

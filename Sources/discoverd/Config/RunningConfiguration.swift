@@ -116,6 +116,11 @@ final class RunningConfiguration: Sendable {
             configuration: next.upstreamConfiguration)
         components.resolver.cache.updatePolicy(next.cachePolicy)
         components.resolver.updateLimits(next.queryLimits)
+        // The anchors were read (and checked) when the file was loaded; verdicts cached so far stand until they
+        // expire or `discover flush`.
+        components.resolver.validator.update(mode: next.dnssec, anchors: (try? next.trustAnchors()) ?? .builtIn)
+        let resolver = components.resolver
+        Task { await resolver.probeDNSSEC() }
         components.resolverOptions.optimistic = next.optimistic
         components.server.updateLimits(
             maxConnections: next.maxConnections, connection: next.connectionLimits, perUID: next.perUID)

@@ -27,7 +27,9 @@ enum ResolverCacheHits {
             guard let hit = resolver.cachedHTTPS(parameters.name, port: port, optimistic: optimistic) else { return nil }
             let wire = hit.value.wire
             let fields = PerCall(source: wire.source, ttl: wire.ttl, staleSeconds: wire.staleSeconds, timing: wire.timing)
-            return reply(wire, EncodedResolverReply.init, fields, hit: hit, key: key, kept: kept, resolver: resolver)
+            return reply(
+                wire, EncodedResolverReply.init, fields, hit: hit, key: key, kept: kept, resolver: resolver,
+                secure: wire.dnssec == .secure)
         }
         routes.registerImmediate(Methods.resolveAddresses) { parameters, _ in
             let start = ContinuousClock.now
@@ -41,7 +43,9 @@ enum ResolverCacheHits {
             }
             let wire = hit.value.wire
             let fields = PerCall(source: wire.source, ttl: wire.ttl, staleSeconds: nil, timing: wire.timing)
-            return reply(wire, EncodedResolverReply.init, fields, hit: hit, key: key, kept: kept, resolver: resolver)
+            return reply(
+                wire, EncodedResolverReply.init, fields, hit: hit, key: key, kept: kept, resolver: resolver,
+                secure: wire.dnssec == .secure)
         }
     }
 
@@ -57,7 +61,8 @@ enum ResolverCacheHits {
     static func keptReply(
         _ key: KeptReplies.Key, kept: KeptReplies, resolver: DNSResolver, since start: ContinuousClock.Instant
     ) -> ImmediateReply? {
-        guard let entry = kept[key], let fields = resolver.revalidate(entry.dependencies, optimistic: key.optimistic)
+        guard let entry = kept[key], let fields = resolver.revalidate(entry.dependencies, optimistic: key.optimistic),
+            !(entry.secure && fields.source == .expiredCache)
         else { return nil }
         let reply = entry.reply
         let size = reply.maximumMessageSize
@@ -79,10 +84,10 @@ enum ResolverCacheHits {
     /// after a refresh replaced an entry, e.g. the first answer after expiry, costs about what a kept hit does.
     private static func reply<Wire: Encodable, Value>(
         _ wire: Wire, _ encode: (Wire) -> EncodedResolverReply, _ fields: PerCall, hit: CacheHit<Value>,
-        key: KeptReplies.Key, kept: KeptReplies, resolver: DNSResolver
+        key: KeptReplies.Key, kept: KeptReplies, resolver: DNSResolver, secure: Bool
     ) -> ImmediateReply? {
         let encoded = encode(wire)
-        kept[key] = KeptReplies.Entry(dependencies: hit.dependencies, reply: encoded)
+        kept[key] = KeptReplies.Entry(dependencies: hit.dependencies, reply: encoded, secure: secure)
         let afterWrite = refresh(hit.refreshes, resolver)
         // A cache hit made no queries, which is what the kept encoding writes; anything else the full encoder.
         guard fields.timing.queries.isEmpty else {
@@ -137,6 +142,9 @@ final class KeptReplies: Sendable {
     struct Entry: Sendable {
         var dependencies: CacheDependencies
         var reply: EncodedResolverReply
+        /// The reply says `dnssec: secure`: once an entry behind it is stale it would be `indeterminate`, so it
+        /// is then rebuilt instead (docs/DNSSEC.md).
+        var secure = false
     }
 
     private let entries = Mutex<[Key: Entry]>([:])

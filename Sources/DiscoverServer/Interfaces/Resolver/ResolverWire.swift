@@ -36,6 +36,17 @@ extension ResolutionSource {
     }
 }
 
+extension DNSSECState {
+    var wire: DNSSECStatus {
+        switch self {
+        case .secure: .secure
+        case .insecure: .insecure
+        case .bogus: .bogus
+        case .indeterminate: .indeterminate
+        }
+    }
+}
+
 extension AddressFamily {
     var domain: AddressFamilies {
         switch self {
@@ -76,7 +87,7 @@ extension HTTPSResolution {
             },
             h3: h3, source: source.wire, ttl: Int(ttl), staleSeconds: staleSeconds.map(Int.init),
             timing: Timing(attempts: attempts, milliseconds: elapsedMilliseconds), note: note,
-            confirmed: refresh.map { $0 == .confirmed })
+            confirmed: refresh.map { $0 == .confirmed }, dnssec: dnssec.wire)
     }
 }
 
@@ -94,7 +105,7 @@ extension AddressResolution {
         ResolveAddressesReply(
             name: name, addresses: addresses, source: source.wire, ttl: Int(ttl),
             timing: Timing(attempts: attempts, milliseconds: elapsedMilliseconds),
-            confirmed: refresh.map { $0 == .confirmed })
+            confirmed: refresh.map { $0 == .confirmed }, dnssec: dnssec.wire)
     }
 }
 
@@ -107,6 +118,7 @@ extension PlanResolution {
                     address: $0.address, port: $0.port, transport: $0.transport.rawValue, alpn: $0.alpn,
                     target: $0.target, priority: $0.priority, ech: $0.ech)
             },
-            source: source.wire, timing: Timing(attempts: attempts, milliseconds: elapsedMilliseconds))
+            source: source.wire, timing: Timing(attempts: attempts, milliseconds: elapsedMilliseconds),
+            dnssec: dnssec.wire)
     }
 }

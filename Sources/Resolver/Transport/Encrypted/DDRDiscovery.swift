@@ -3,32 +3,96 @@ import Logging
 import NIOCore
 import Synchronization
 
-/// Discovery of Designated Resolvers (RFC 9462) for one plain upstream, done once, on its first query.
+/// Discovery of Designated Resolvers (RFC 9462) for one plain upstream: on its first query, again before the
+/// designation's TTL runs out, and after a reload.
 ///
 /// The plain upstream is asked `_dns.resolver.arpa SVCB` (RFC 9462 §4). ServiceMode records are tried in priority
-/// order; one with ALPN `dot` (RFC 7858, port 853 unless `port`) or `h2` with a `dohpath` (RFC 9461) whose
-/// `ipv4hint`/`ipv6hint` include the upstream's own address becomes the encrypted path to it. The connection
-/// checks, at every handshake, the chain against the trust store and that the certificate names the original
-/// address (an IP subjectAltName: §4.2 "Verified Discovery"), so the upgrade is verified or not used: with
-/// `encryption = strict` an unverified or missing designation leaves the upstream unused; with `opportunistic`
-/// the upstream stays plain and Status says why. Designations to other addresses would need the certificate
-/// checked against an address other than the one connected to; they are reported and not followed.
+/// order; one with ALPN `dot` (RFC 7858, port 853 unless `port`) or `h2` with a `dohpath` (RFC 9461) becomes the
+/// encrypted path to it. The designated resolver's address comes from `ipv4hint`/`ipv6hint`, else from A/AAAA
+/// records of the TargetName in the additional section, else from asking the plain upstream for them; the
+/// upstream's own address is preferred when designated.
+///
+/// How the designation is trusted (checked at every handshake of its connection):
+/// - **Verified** (§4.2): the chain against the trust store and an iPAddress subjectAltName for the plain upstream's
+///   original address, also when the designated resolver is at another address (§7). Used in `strict` and
+///   `opportunistic` modes; Status says `ddr-verified`.
+/// - **Opportunistic** (§4.3): a plain upstream on a private or local address (RFC 1918, RFC 6598, loopback,
+///   link-local, ULA) whose designation is at that same address may be used with the Opportunistic Privacy
+///   Profile of RFC 7858 §4.1: TLS without authentication (no certificate of a private address can be verified),
+///   so passive observers see nothing. Only with `encryption = opportunistic`, never in `strict`, never for a
+///   designation at another address (§7); its validity is capped at 5 minutes. Status says `ddr-opportunistic`.
+///
+/// Re-discovery: a query made after 80% of the designation's TTL (the smallest TTL of the SVCB answer; a negative
+/// answer's SOA TTL; 30 s after no answer) starts discovery again in the background, and queries keep using the
+/// current designation until the new one is in place; a designation found again with the same address, port and
+/// profile keeps its connection. One that failed verification is not retried before its TTL is over (§4.2).
 final class DDRDiscovery: Sendable {
-    /// What discovery found.
-    struct Result: Sendable {
-        /// The kept encrypted connection, when a designation was found.
-        var connection: (any EncryptedConnection)?
-        var kind: QueryTransport?
-        /// The designated resolver, for Status.
-        var designated: UpstreamServer?
-        /// Why there is no upgrade (or what was found), for Status and the strict refusal.
-        var note: String
+    /// One designated resolver in use, with its kept connection.
+    final class Designation: Sendable, CustomStringConvertible {
+        let connection: any EncryptedConnection
+        let kind: QueryTransport
+        /// The designated resolver as it is reached; `host` is the plain upstream's address (the certificate's
+        /// identity, and the URI host of DoH requests, RFC 9462 §6.3).
+        let server: UpstreamServer
+        /// The address connected to.
+        let address: String
+        let target: String
+        /// RFC 9462 §4.3: TLS without authentication.
+        let opportunistic: Bool
+        private let failure = Mutex<String?>(nil)
+
+        init(
+            connection: any EncryptedConnection, kind: QueryTransport, server: UpstreamServer, address: String,
+            target: String, opportunistic: Bool
+        ) {
+            self.connection = connection
+            self.kind = kind
+            self.server = server
+            self.address = address
+            self.target = target
+            self.opportunistic = opportunistic
+        }
+
+        /// Why a handshake refused the designation, if one did (the upgrade is then not used until re-discovery).
+        var verificationFailure: String? { failure.withLock { $0 } }
+
+        func failed(_ reason: String) { failure.withLock { if $0 == nil { $0 = reason } } }
+
+        /// `tls://192.0.2.53:853` or `tls://198.51.100.7:853 for 192.0.2.53`, with the target name.
+        var description: String {
+            var reached = server
+            reached.host = address
+            let at = address == server.host ? "" : " for \(server.host)"
+            return "\(reached)\(at) (\(target))" + (opportunistic ? ", opportunistic" : "")
+        }
+
+        func same(as candidate: Candidate) -> Bool {
+            server == candidate.server && address == candidate.address && opportunistic == candidate.opportunistic
+        }
     }
 
-    private enum State {
-        case idle
-        case running([CheckedContinuation<Result, Never>])
-        case done(Result)
+    /// What one discovery found.
+    struct Result: Sendable {
+        var designation: Designation?
+        /// What was found or why there is no upgrade, for Status and the strict refusal.
+        var note: String
+        /// When a query starts the next discovery.
+        var refreshAt: NIODeadline
+    }
+
+    /// A designation before its connection exists (``designations(_:addresses:for:encryption:skipped:)``).
+    struct Candidate: Sendable {
+        var server: UpstreamServer
+        var address: String
+        var target: String
+        var identity: TLSClientContext.Identity
+        var opportunistic: Bool
+    }
+
+    private struct State {
+        var result: Result?
+        var running = false
+        var waiting: [CheckedContinuation<Result, Never>] = []
     }
 
     let server: UpstreamServer
@@ -37,9 +101,8 @@ final class DDRDiscovery: Sendable {
     private let statistics: UpstreamStatistics
     private let group: any EventLoopGroup
     private let logger: Logger
-    private let state = Mutex(State.idle)
-    /// Set when a verified handshake failed after the upgrade (opportunistic mode then stays plain).
-    private let refused = Mutex<String?>(nil)
+    private let state = Mutex(State())
+    private let runs = Atomic<Int>(0)
 
     init(
         server: UpstreamServer, address: SocketAddress, configuration: UpstreamClient.Configuration,
@@ -55,149 +118,267 @@ final class DDRDiscovery: Sendable {
         self.logger = logger
     }
 
-    /// What discovery found so far, without waiting (for Status).
-    var current: Result? {
-        state.withLock { if case .done(let result) = $0 { result } else { nil } }
+    /// The latest result, without waiting and without starting anything (for Status).
+    var current: Result? { state.withLock { $0.result } }
+
+    /// How many discoveries have run (for Status and tests).
+    var discoveries: Int { runs.load(ordering: .relaxed) }
+
+    /// The latest result without waiting; starts discovery in the background when there is none yet or it is due.
+    func usable() -> Result? {
+        let (result, start) = state.withLock { state -> (Result?, Bool) in
+            let due = state.result.map { NIODeadline.now() >= $0.refreshAt } ?? true
+            guard due, !state.running else { return (state.result, false) }
+            state.running = true
+            return (state.result, true)
+        }
+        if start {
+            // Unstructured on purpose: no caller waits for it, and it ends by itself within one query's timeouts.
+            Task { await self.run() }
+        }
+        return result
     }
 
-    /// Why the upgrade failed verification, if it did.
-    var verificationFailure: String? { refused.withLock { $0 } }
-
-    func upgradeFailed(_ reason: String) {
-        refused.withLock { if $0 == nil { $0 = reason } }
-    }
-
-    /// The result, discovering it on the first call; concurrent callers wait for the same discovery.
+    /// The latest result; waits for the first discovery when there is none yet (strict mode: nothing may go out
+    /// in clear text before it is known). A due re-discovery runs in the background meanwhile.
     func result() async -> Result {
-        enum Step { case run, wait, have(Result) }
-        let step: Step = state.withLock {
-            switch $0 {
-            case .done(let result): return .have(result)
-            case .running: return .wait
-            case .idle:
-                $0 = .running([])
-                return .run
+        if let result = usable() { return result }
+        return await withCheckedContinuation { continuation in
+            let ready: Result? = state.withLock { state in
+                if let result = state.result { return result }
+                state.waiting.append(continuation)
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
+
+    /// Makes the next query start discovery again (reload, a changed network); the current designation stays in
+    /// use until the new one is known.
+    func rediscover() {
+        state.withLock { state in
+            if var result = state.result {
+                result.refreshAt = .now()
+                state.result = result
             }
         }
-        switch step {
-        case .have(let result):
-            return result
-        case .wait:
-            return await withCheckedContinuation { continuation in
-                let ready: Result? = state.withLock {
-                    switch $0 {
-                    case .done(let result): return result
-                    case .running(var waiting):
-                        waiting.append(continuation)
-                        $0 = .running(waiting)
-                        return nil
-                    case .idle: return Result(note: "internal: discovery not started")
-                    }
+    }
+
+    /// Closes the upgraded connection (reload, when the upstream is gone).
+    func shutdown() { current?.designation?.connection.shutdown() }
+
+    private func run() async {
+        runs.add(1, ordering: .relaxed)
+        let previous = current
+        let fresh = await discover(previous: previous)
+        let waiting = state.withLock { state -> [CheckedContinuation<Result, Never>] in
+            state.result = fresh
+            state.running = false
+            defer { state.waiting = [] }
+            return state.waiting
+        }
+        for continuation in waiting { continuation.resume(returning: fresh) }
+        if let old = previous?.designation, old !== fresh.designation {
+            // Tries already on the old connection get their answers before it closes.
+            let connection = old.connection
+            group.next().scheduleTask(in: TimeAmount(configuration.tcpTimeout) + .seconds(1)) {
+                connection.shutdown()
+            }
+        }
+    }
+
+    private func discover(previous: Result?) async -> Result {
+        let now = NIODeadline.now()
+        let answer = await ask("_dns.resolver.arpa.", .svcb)
+        guard case .response(let message) = answer else {
+            if let kept = previous?.designation, kept.verificationFailure == nil {
+                // RFC 9462 §7: a dropped answer must not undo a verified upgrade; ask again soon.
+                logger.info("DDR: no answer to re-discovery; keeping the designation", metadata: ["reason": "\(answer.reason)"])
+                return Result(
+                    designation: kept, note: "DDR: designated \(kept); re-discovery got no answer (\(answer.reason))",
+                    refreshAt: now + .seconds(30))
+            }
+            return finish(
+                Result(
+                    designation: nil, note: "DDR: no answer to _dns.resolver.arpa SVCB (\(answer.reason))",
+                    refreshAt: now + .seconds(30)))
+        }
+        let svcb = message.answer.filter { $0.type == .svcb }
+        let records = svcb.compactMap { try? $0.svcb() }.filter { !$0.isAliasMode }
+        guard !records.isEmpty else {
+            let negative = message.authority.first { $0.type == .soa }.map { soa in
+                min(soa.ttl, (try? soa.soa().minimum) ?? soa.ttl)
+            }
+            return finish(
+                Result(
+                    designation: nil, note: "DDR: no designation (\(message.rcode), \(message.answer.count) records)",
+                    refreshAt: now + Self.refresh(ttl: negative ?? 300)))
+        }
+        let ttl = svcb.map(\.ttl).min() ?? 300
+
+        // Addresses of TargetNames without hints: the additional section, else the plain upstream itself.
+        var addresses: [String: [String]] = [:]
+        for record in message.additional where record.type == .a || record.type == .aaaa {
+            let text = record.type == .a ? (try? record.ipv4Address()) : (try? record.ipv6Address())
+            if let text { addresses[record.name.lowercased(), default: []].append(text) }
+        }
+        for record in records where record.params.ipv4hint.isEmpty && record.params.ipv6hint.isEmpty {
+            let target = record.target.text.lowercased()
+            guard addresses[target] == nil, Self.usableTarget(target) else { continue }
+            var found: [String] = []
+            for type in [RRType.a, .aaaa] {
+                guard case .response(let reply) = await ask(target, type) else { continue }
+                found += reply.answer.filter { $0.type == type }.compactMap {
+                    type == .a ? (try? $0.ipv4Address()) : (try? $0.ipv6Address())
                 }
-                if let ready { continuation.resume(returning: ready) }
             }
-        case .run:
-            let result = await discover()
-            let waiting: [CheckedContinuation<Result, Never>] = state.withLock {
-                let waiting: [CheckedContinuation<Result, Never>]
-                if case .running(let list) = $0 { waiting = list } else { waiting = [] }
-                $0 = .done(result)
-                return waiting
-            }
-            for continuation in waiting { continuation.resume(returning: result) }
-            return result
+            addresses[target] = found
         }
+
+        var skipped: [String] = []
+        let candidates = Self.designations(
+            records, addresses: addresses, for: server.host, encryption: configuration.encryption, skipped: &skipped)
+        for candidate in candidates {
+            let lifetime = candidate.opportunistic ? min(ttl, 300) : ttl
+            if let kept = previous?.designation, kept.same(as: candidate), kept.verificationFailure == nil {
+                return Result(
+                    designation: kept, note: "DDR: designated \(kept)", refreshAt: now + Self.refresh(ttl: lifetime))
+            }
+            do {
+                let connection = try EncryptedConnections.make(
+                    candidate.server, address: SocketAddress(ipAddress: candidate.address, port: candidate.server.port),
+                    configuration: configuration, statistics: statistics, group: group, logger: logger,
+                    identity: candidate.identity)
+                let designation = Designation(
+                    connection: connection, kind: candidate.server.transport == .tls ? .tls : .https,
+                    server: candidate.server, address: candidate.address, target: candidate.target,
+                    opportunistic: candidate.opportunistic)
+                logger.info("DDR: upgrading the plain upstream", metadata: ["dns.designated": "\(designation)"])
+                return Result(
+                    designation: designation, note: "DDR: designated \(designation)",
+                    refreshAt: now + Self.refresh(ttl: lifetime))
+            } catch {
+                skipped.append("\(candidate.server): TLS set-up failed: \(error)")
+            }
+        }
+        return finish(
+            Result(
+                designation: nil, note: "DDR: no usable designation (\(skipped.joined(separator: "; ")))",
+                refreshAt: now + Self.refresh(ttl: ttl)))
     }
 
-    /// Starts discovery without waiting for it (opportunistic mode: queries go plain until it is done).
-    func startInBackground() {
-        let idle = state.withLock { if case .idle = $0 { true } else { false } }
-        guard idle else { return }
-        // Unstructured on purpose: no caller waits for it, and it ends by itself within one query's timeouts.
-        Task { _ = await self.result() }
-    }
-
-    /// Closes the upgraded connection (reload).
-    func shutdown() { current?.connection?.shutdown() }
-
-    private func discover() async -> Result {
-        let question = DNSQuestion(name: "_dns.resolver.arpa.", type: .svcb, class: .in)
-        let name: DNSName
+    /// One question to the plain upstream.
+    private func ask(_ name: String, _ type: RRType) async -> ExchangeOutcome {
+        let question = DNSQuestion(name: name, type: type, class: .in)
+        let wireName: DNSName
         let template: [UInt8]
         do {
-            name = try DNSName(question.name)
-            template = try DNSQuery.make(name: name, type: .svcb, id: 0, ednsBufferSize: configuration.ednsBufferSize)
+            wireName = try DNSName(name)
+            template = try DNSQuery.make(name: wireName, type: type, id: 0, ednsBufferSize: configuration.ednsBufferSize)
         } catch {
-            return Result(note: "DDR: cannot build the query: \(error)")
+            return .failed("cannot build the query: \(error)")
         }
         let plain = PlainDNSTransport(address: address)
-        let outcome = await plain.attempt(configuration, on: group.next(), logger: logger) { _, exchange in
+        return await plain.attempt(configuration, on: group.next(), logger: logger) { _, exchange in
             await exchange(
                 PendingQuery(
                     template: template, id: UInt16.random(in: .min ... .max), question: question,
-                    nameLength: name.wire.count))
+                    nameLength: wireName.wire.count))
         }
-        guard case .response(let message) = outcome else {
-            return finish(Result(note: "DDR: no answer to _dns.resolver.arpa SVCB (\(outcome.reason))"))
-        }
-        let records = message.answer.filter { $0.type == .svcb }.compactMap { try? $0.svcb() }
-            .filter { !$0.isAliasMode }
-        guard !records.isEmpty else {
-            return finish(Result(note: "DDR: no designation (\(message.rcode), \(message.answer.count) records)"))
-        }
-        var skipped: [String] = []
-        for (designated, target) in Self.designations(records, for: server.host, skipped: &skipped) {
-            do {
-                let connection = try EncryptedConnections.make(
-                    designated, address: SocketAddress(ipAddress: designated.host, port: designated.port),
-                    configuration: configuration, statistics: statistics, group: group, logger: logger)
-                logger.info("DDR: upgrading the plain upstream", metadata: ["dns.designated": "\(designated)"])
-                return finish(
-                    Result(
-                        connection: connection, kind: designated.transport == .tls ? .tls : .https,
-                        designated: designated, note: "DDR: designated \(designated) (\(target))"))
-            } catch {
-                skipped.append("\(designated): TLS set-up failed: \(error)")
-            }
-        }
-        return finish(Result(note: "DDR: no usable designation (\(skipped.joined(separator: "; ")))"))
+    }
+
+    /// When to discover again: at 80% of `ttl`, within 5 seconds and a day.
+    static func refresh(ttl: UInt32) -> TimeAmount {
+        .milliseconds(Int64(min(max(ttl, 5), 86400)) * 800)
+    }
+
+    /// RFC 9462 §4: ServiceMode designations must not target "." or "resolver.arpa".
+    static func usableTarget(_ target: String) -> Bool {
+        let bare = target.hasSuffix(".") ? String(target.dropLast()) : target
+        return !bare.isEmpty && bare != "resolver.arpa"
     }
 
     /// The encrypted resolvers `records` designate for the plain upstream at `address`, best first (RFC 9462 §4):
-    /// ServiceMode records by priority, ALPN `dot` (port 853 unless given) or `h2` with a `dohpath` (RFC 9461), and
-    /// only those whose hints include `address`, so the certificate can be checked for it (§4.2). Why each other
-    /// record was passed over goes to `skipped`.
-    static func designations(_ records: [SVCBRecord], for address: String, skipped: inout [String])
-        -> [(server: UpstreamServer, target: String)]
-    {
-        var found: [(server: UpstreamServer, target: String)] = []
+    /// ServiceMode records by priority, ALPN `dot` (port 853 unless given) or `h2` with a `dohpath` (RFC 9461),
+    /// each at the upstream's own address when designated there, else at the first designated address of its
+    /// family (`addresses` holds the A/AAAA of TargetNames without hints). Why each other record was passed over
+    /// goes to `skipped`.
+    static func designations(
+        _ records: [SVCBRecord], addresses: [String: [String]] = [:], for address: String,
+        encryption: EncryptionMode = .opportunistic, skipped: inout [String]
+    ) -> [Candidate] {
+        var found: [Candidate] = []
+        let own = TLSClientContext.addressBytes(address)
+        let ownIsV6 = own?.count == 16
+        let local = isPrivateOrLocal(address)
         for record in records.filter({ !$0.isAliasMode }).sorted(by: { $0.priority < $1.priority }) {
-            let hints = record.params.ipv4hint + record.params.ipv6hint
-            guard hints.contains(address) else {
-                skipped.append("\(record.target.text) at \(hints.joined(separator: ",")) is not \(address)")
+            let target = record.target.text.lowercased()
+            guard usableTarget(target) else {
+                skipped.append("priority \(record.priority): TargetName '\(target)' (RFC 9462 §4 forbids it)")
                 continue
             }
+            let hints = record.params.ipv4hint + record.params.ipv6hint
+            let designated = hints.isEmpty ? addresses[target] ?? [] : hints
+            let chosen: String
+            if let same = designated.first(where: { TLSClientContext.addressBytes($0) == own }) {
+                chosen = same
+            } else if let family = designated.first(where: { (TLSClientContext.addressBytes($0)?.count == 16) == ownIsV6 })
+                ?? designated.first
+            {
+                chosen = family
+            } else {
+                skipped.append("\(target): no address (no hints, no A/AAAA)")
+                continue
+            }
+            let sameAddress = TLSClientContext.addressBytes(chosen) == own
+            // §4.3: a private or local address cannot be verified; TLS without authentication, same address only.
+            let opportunistic = sameAddress && local && encryption == .opportunistic
+            let identity: TLSClientContext.Identity =
+                opportunistic ? .unauthenticated
+                // §4.2, §7: at another address, only the certificate's proof for the original address counts.
+                : sameAddress ? .configured : .address(address)
             let alpn = record.params.alpn
             let port = record.params.port.map(Int.init)
             if alpn.contains("dot") {
-                found.append((UpstreamServer(transport: .tls, host: address, port: port, tlsName: nil), record.target.text))
+                found.append(
+                    Candidate(
+                        server: UpstreamServer(transport: .tls, host: address, port: port, tlsName: nil),
+                        address: chosen, target: target, identity: identity, opportunistic: opportunistic))
             }
             if alpn.contains("h2"), let template = record.params.dohpath {
                 // RFC 9461 §5: dohpath is a URI template relative to the target; POST needs only its path.
                 let path = String(template.prefix { $0 != "{" })
                 found.append(
-                    (UpstreamServer(transport: .https, host: address, port: port, tlsName: nil, path: path),
-                        record.target.text))
+                    Candidate(
+                        server: UpstreamServer(transport: .https, host: address, port: port, tlsName: nil, path: path),
+                        address: chosen, target: target, identity: identity, opportunistic: opportunistic))
             }
             if !alpn.contains("dot") && !(alpn.contains("h2") && record.params.dohpath != nil) {
-                skipped.append("\(record.target.text): ALPN \(alpn.joined(separator: ",")) without dot or h2 + dohpath")
+                skipped.append("\(target): ALPN \(alpn.joined(separator: ",")) without dot or h2 + dohpath")
             }
         }
         return found
     }
 
+    /// Private and local addresses (RFC 9462 §4.3): RFC 1918, RFC 6598 shared space, loopback, link-local, ULA.
+    static func isPrivateOrLocal(_ address: String) -> Bool {
+        guard var bytes = TLSClientContext.addressBytes(address) else { return false }
+        if bytes.count == 16, bytes[0..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xFF, bytes[11] == 0xFF {
+            bytes = Array(bytes[12...])  // IPv4-mapped
+        }
+        if bytes.count == 4 {
+            let (a, b) = (bytes[0], bytes[1])
+            return a == 10 || a == 127 || (a == 172 && (16...31).contains(b)) || (a == 192 && b == 168)
+                || (a == 169 && b == 254) || (a == 100 && (64...127).contains(b))
+        }
+        let loopback = bytes[0..<15].allSatisfy { $0 == 0 } && bytes[15] == 1
+        return loopback || bytes[0] & 0xFE == 0xFC || (bytes[0] == 0xFE && bytes[1] & 0xC0 == 0x80)
+    }
+
     private func finish(_ result: Result) -> Result {
-        if result.connection == nil { logger.info("DDR found no encrypted path", metadata: ["reason": "\(result.note)"]) }
+        if result.designation == nil {
+            logger.info("DDR found no encrypted path", metadata: ["reason": "\(result.note)"])
+        }
         return result
     }
 }
@@ -214,25 +395,27 @@ struct DDRTransport: UpstreamTransport {
     ) async -> ExchangeOutcome {
         let found: DDRDiscovery.Result
         if strict {
-            // Nothing may go out in clear text: wait for discovery.
+            // Nothing may go out in clear text: wait for the first discovery.
             found = await discovery.result()
-        } else if let done = discovery.current {
-            found = done
+        } else if let known = discovery.usable() {
+            found = known
         } else {
             // Opportunistic: do not make this query wait for discovery; it goes plain, later ones are upgraded.
-            discovery.startInBackground()
             return await plain.attempt(configuration, on: loop, logger: logger, run: run)
         }
-        if let connection = found.connection, let kind = found.kind {
-            if strict || discovery.verificationFailure == nil {
-                let outcome = await run(kind) { query in
-                    await connection.exchange(query, timeout: TimeAmount(configuration.tcpTimeout))
+        if let designation = found.designation {
+            if designation.verificationFailure == nil {
+                let outcome = await run(designation.kind) { query in
+                    await designation.connection.exchange(query, timeout: TimeAmount(configuration.tcpTimeout))
                 }
-                guard case .insecure(let reason) = outcome, !strict else { return outcome }
-                // RFC 9462 §4.2: a designation that fails verification is not used; opportunistic mode goes on
-                // in clear text, and Status says so.
-                discovery.upgradeFailed("DDR designation not verified: \(reason)")
+                guard case .insecure(let reason) = outcome else { return outcome }
+                // RFC 9462 §4.2: a designation that fails verification is not used (until its TTL is over);
+                // opportunistic mode goes on in clear text, and Status says so.
+                designation.failed("DDR designation not verified: \(reason)")
+                if strict { return outcome }
                 logger.info("DDR designation not verified; using plain DNS", metadata: ["reason": "\(reason)"])
+            } else if strict {
+                return .insecure("\(discovery.server): \(designation.verificationFailure ?? "")")
             }
         } else if strict {
             return .insecure("\(discovery.server): encryption = strict and no encrypted path to it (\(found.note))")

@@ -1,3 +1,5 @@
+import DNSCore
+
 /// EDNS(0) options added to queries sent over an encrypted transport: TCP keepalive (RFC 7828) and padding
 /// (RFC 7830) to a multiple of 128 bytes, the block-length policy RFC 8467 §4.1 recommends for queries.
 enum EDNSPadding {
@@ -43,5 +45,13 @@ enum EDNSPadding {
         out.append(UInt8(value.count >> 8))
         out.append(UInt8(value.count & 0xFF))
         out.append(contentsOf: value)
+    }
+}
+
+extension EDNSPadding {
+    /// The TIMEOUT of the edns-tcp-keepalive option of a reply (RFC 7828 §3.1: units of 100 ms), if it has one.
+    static func keepaliveTimeout(in reply: [UInt8]) -> UInt16? {
+        guard let found = EDNSOptionScan.find(keepaliveCode, in: reply), found.value.count == 2 else { return nil }
+        return UInt16(found.value[0]) << 8 | UInt16(found.value[1])
     }
 }

@@ -1,7 +1,7 @@
 import Logging
 import NIOCore
 
-/// A kept connection to one encrypted upstream (``DoTConnection``, ``DoHConnection``).
+/// The kept connections to one encrypted upstream (a ``TLSConnectionPool`` of ``DoTSession`` or ``DoHSession``).
 protocol EncryptedConnection: AnyObject, Sendable {
     var statistics: UpstreamStatistics { get }
     /// The event loop that owns the connection and all its state.
@@ -31,22 +31,28 @@ enum EncryptedConnections {
     /// The failure of a query whose connection the server closed before answering it.
     static let closedByServer = "the server closed the connection"
 
-    /// A DoT or DoH connection to `server` at `address`, verified as ``TLSClientContext`` says; nothing is
-    /// opened until the first query.
+    /// A DoT or DoH connection to `server` at `address`, verified as ``TLSClientContext`` says (`identity`: what
+    /// the certificate must prove besides its chain); nothing is opened until the first query.
     static func make(
         _ server: UpstreamServer, address: SocketAddress, configuration: UpstreamClient.Configuration,
-        statistics: UpstreamStatistics, group: any EventLoopGroup, logger: Logger
+        statistics: UpstreamStatistics, group: any EventLoopGroup, logger: Logger,
+        identity: TLSClientContext.Identity = .configured
     ) throws -> any EncryptedConnection {
         let tls = try TLSClientContext(
-            caFile: configuration.caFile, serverName: server.tlsName, alpn: server.transport == .https ? ["h2"] : [])
+            caFile: configuration.caFile, serverName: server.tlsName, alpn: server.transport == .https ? ["h2"] : [],
+            identity: identity)
+        let loop = group.next()
         if server.transport == .tls {
-            return DoTConnection(
+            return TLSConnectionPool(
                 server: server, address: address, tls: tls, statistics: statistics,
-                idleTimeout: configuration.idleTimeout, loop: group.next(), logger: logger)
+                idleTimeout: configuration.idleTimeout, policy: .dot, loop: loop, logger: logger
+            ) { DoTSession(logger: logger) }
         }
-        return DoHConnection(
+        let method = DoHMethod(get: configuration.dohGET)
+        return TLSConnectionPool(
             server: server, address: address, tls: tls, statistics: statistics,
-            idleTimeout: configuration.idleTimeout, loop: group.next(), logger: logger)
+            idleTimeout: configuration.idleTimeout, policy: .doh, loop: loop, logger: logger
+        ) { DoHSession(server: server, method: method, statistics: statistics, logger: logger) }
     }
 }
 

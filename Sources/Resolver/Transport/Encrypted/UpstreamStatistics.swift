@@ -72,6 +72,8 @@ final class UpstreamStatistics: Sendable {
         var lastFailure: String?
         var tlsVersion: String?
         var verifiedName: String?
+        /// What the transport says of itself (a DoH upstream that takes only GET).
+        var transportNote: String?
         /// The last `window` round trips, a ring.
         var rtts: [Double] = []
         var next = 0
@@ -111,13 +113,16 @@ final class UpstreamStatistics: Sendable {
         }
     }
 
+    /// Notes what the transport learned about the upstream; `Status` shows it when nothing else is noted.
+    func note(_ text: String) { state.withLock { $0.transportNote = text } }
+
     func failed(_ reason: String) { state.withLock { $0.failures += 1; $0.lastFailure = reason } }
 
     func status(server: UpstreamServer, transport: String, origin: UpstreamOrigin, note: String?) -> UpstreamStatus {
         state.withLock { s in
             let sorted = s.rtts.sorted()
             return UpstreamStatus(
-                server: server.description, transport: transport, origin: origin, note: note,
+                server: server.description, transport: transport, origin: origin, note: note ?? s.transportNote,
                 tlsVersion: s.tlsVersion, verifiedName: s.verifiedName, connectionsOpened: s.connectionsOpened,
                 connectionsOpen: s.connectionsOpen, handshakes: s.handshakes, resumptions: s.resumptions,
                 queries: s.queries, p50Milliseconds: sorted.isEmpty ? nil : sorted[sorted.count / 2],

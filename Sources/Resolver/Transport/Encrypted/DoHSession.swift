@@ -1,0 +1,226 @@
+import DNSCore
+import Foundation
+import Logging
+import NIOCore
+import NIOHPACK
+import NIOHTTP2
+
+/// How DoH queries to one upstream are sent (RFC 8484 §4.1), kept across its connections.
+///
+/// POST (`application/dns-message` body) first; a server that answers a POST with HTTP 405 (method not allowed),
+/// 415 (unsupported media type) or 501 (not implemented) is asked the same query again with GET, and every later
+/// query to it uses GET. `get` from the start: `discover query --https-get` (like `kdig +https-get`).
+final class DoHMethod: @unchecked Sendable {
+    // @unchecked Sendable: `get` is read and written only on the pool's event loop.
+    private(set) var get: Bool
+    /// The HTTP status that made the upstream switch to GET.
+    private(set) var switchedBecause: String?
+
+    init(get: Bool = false) {
+        self.get = get
+    }
+
+    /// The statuses by which a server says it takes no POST (RFC 9110 §15.5.6, §15.5.16, §15.6.2).
+    static let refusesPOST: Set<String> = ["405", "415", "501"]
+
+    func switchToGET(status: String) {
+        get = true
+        switchedBecause = status
+    }
+}
+
+/// DNS over HTTPS on one connection of a ``TLSConnectionPool`` (RFC 8484): HTTP/2, one stream per query.
+///
+/// Queries are padded like DoT queries (RFC 8467) and sent as ``DoHMethod`` says, on one HTTP/2 connection whose
+/// streams run side by side. A reply counts only when its status is 200, its content type `application/dns-message`
+/// and its body a DNS message answering the query; anything else (HTTP 500, another type, a truncated or garbage
+/// body, a reset stream) ends the try with a reason, and the connection stays.
+final class DoHSession: TLSSession, @unchecked Sendable {
+    // @unchecked Sendable: every `var` is read and written only on its pool's event loop.
+    static let sendsKeepalive = false
+    /// The largest DNS message a reply body may hold.
+    static let maximumBody = 65_535
+
+    private let server: UpstreamServer
+    private let method: DoHMethod
+    private let statistics: UpstreamStatistics
+    private let logger: Logger
+    private var multiplexer: NIOHTTP2Handler.StreamMultiplexer?
+    var serverKeepalive: TimeAmount? { nil }
+
+    init(server: UpstreamServer, method: DoHMethod, statistics: UpstreamStatistics, logger: Logger) {
+        self.server = server
+        self.method = method
+        self.statistics = statistics
+        self.logger = logger
+    }
+
+    func channelHandlers() -> [any ChannelHandler] { [] }
+
+    func handshakeCompleted(alpn: String?, channel: any Channel) throws {
+        guard alpn == "h2" else {
+            throw DoHSetupError(text: "the server did not agree to HTTP/2 (ALPN \(alpn ?? "none"))")
+        }
+        do {
+            multiplexer = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
+                mode: .client, connectionConfiguration: .init(), streamConfiguration: .init(),
+                inboundStreamInitializer: { $0.close() })
+        } catch {
+            throw DoHSetupError(text: "HTTP/2 set-up: \(error)")
+        }
+    }
+
+    func send(_ query: PendingQuery, promise: EventLoopPromise<ExchangeOutcome>, on channel: any Channel) {
+        guard let multiplexer else {
+            promise.succeed(.failed("internal: DoH query before HTTP/2 was set up"))
+            return
+        }
+        let get = method.get
+        // RFC 8484 §4.1: with GET the ID is 0, so that equal queries are equal URIs for HTTP caches.
+        let sent = get ? query.withID(0) : query
+        let created = channel.eventLoop.makePromise(of: (any Channel).self)
+        let retryWithGET: ((String) -> Void)? =
+            get
+            ? nil
+            : { [self] status in
+                if !method.get {
+                    method.switchToGET(status: status)
+                    statistics.note("GET: the server answered POST with HTTP \(status)")
+                    logger.info(
+                        "DoH server refuses POST, using GET from now on", metadata: ["dns.http-status": "\(status)"])
+                }
+                send(query, promise: promise, on: channel)
+            }
+        let request = DoHStreamHandler.Request(
+            query: sent, server: server, get: get, promise: promise, retryWithGET: retryWithGET)
+        multiplexer.createStreamChannel(promise: created) { stream in
+            stream.eventLoop.makeCompletedFuture {
+                try stream.pipeline.syncOperations.addHandler(DoHStreamHandler(request))
+            }
+        }
+        created.futureResult.whenFailure { error in promise.succeed(.failed("HTTP/2 stream: \(error)")) }
+        // Closing the stream when the try ends (a timeout, a cancel) resets it; the connection stays.
+        promise.futureResult.whenComplete { _ in created.futureResult.whenSuccess { $0.close(promise: nil) } }
+    }
+}
+
+struct DoHSetupError: Error, CustomStringConvertible {
+    var text: String
+    var description: String { text }
+}
+
+/// One DoH exchange on one HTTP/2 stream: POST (or GET) the query, check status and content type, read the body.
+private final class DoHStreamHandler: ChannelDuplexHandler {
+    typealias InboundIn = HTTP2Frame.FramePayload
+    typealias OutboundIn = Never
+    typealias OutboundOut = HTTP2Frame.FramePayload
+
+    /// @unchecked Sendable: made and used on the connection's event loop only (the stream initializer runs there).
+    struct Request: @unchecked Sendable {
+        var query: PendingQuery
+        var server: UpstreamServer
+        var get: Bool
+        var promise: EventLoopPromise<ExchangeOutcome>
+        /// A POST refused with 405, 415 or 501 is handed here (with the status) instead of failing.
+        var retryWithGET: ((String) -> Void)?
+    }
+
+    private let request: Request
+    private var status: String?
+    private var contentType: String?
+    private var body: [UInt8] = []
+    private var finished = false
+
+    init(_ request: Request) {
+        self.request = request
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        let query = request.query
+        let server = request.server
+        if request.get {
+            let dns = Data(query.wire).base64EncodedString()
+                .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+                .replacingOccurrences(of: "=", with: "")
+            let headers: HPACKHeaders = [
+                ":method": "GET", ":scheme": "https", ":authority": server.authority,
+                ":path": "\(server.path)?dns=\(dns)", "accept": "application/dns-message",
+            ]
+            context.writeAndFlush(wrapOutboundOut(.headers(.init(headers: headers, endStream: true))), promise: nil)
+        } else {
+            let headers: HPACKHeaders = [
+                ":method": "POST", ":scheme": "https", ":authority": server.authority, ":path": server.path,
+                "content-type": "application/dns-message", "accept": "application/dns-message",
+                "content-length": "\(query.wire.count)",
+            ]
+            context.write(wrapOutboundOut(.headers(.init(headers: headers))), promise: nil)
+            let buffer = context.channel.allocator.buffer(bytes: query.wire)
+            context.writeAndFlush(
+                wrapOutboundOut(.data(.init(data: .byteBuffer(buffer), endStream: true))), promise: nil)
+        }
+        context.fireChannelActive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !finished else { return }
+        switch unwrapInboundIn(data) {
+        case .headers(let frame):
+            if status == nil {
+                status = frame.headers.first(name: ":status")
+                contentType = frame.headers.first(name: "content-type")
+                if let status, DoHMethod.refusesPOST.contains(status), let retry = request.retryWithGET {
+                    finished = true
+                    retry(status)
+                    return
+                }
+            }
+            if frame.endStream { complete() }
+        case .data(let frame):
+            if case .byteBuffer(var buffer) = frame.data {
+                guard body.count + buffer.readableBytes <= DoHSession.maximumBody else {
+                    finish(.failed("HTTP reply body larger than a DNS message"))
+                    return
+                }
+                body += buffer.readBytes(length: buffer.readableBytes) ?? []
+            }
+            if frame.endStream { complete() }
+        case .rstStream(let frame):
+            finish(.failed("the server reset the HTTP/2 stream (\(frame))"))
+        default:
+            break
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        finish(.failed(status == nil ? "the HTTP/2 stream closed before a reply" : "the HTTP reply body was cut short"))
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        finish(.failed("HTTP/2: \(error)"))
+        context.close(promise: nil)
+    }
+
+    private func complete() {
+        guard status == "200" else {
+            finish(.failed("HTTP status \(status ?? "missing") from the DoH server"))
+            return
+        }
+        let type = contentType?.split(separator: ";").first.map { $0.filter { !$0.isWhitespace }.lowercased() }
+        guard type == "application/dns-message" else {
+            finish(.failed("DoH reply of content type '\(contentType ?? "none")', not application/dns-message"))
+            return
+        }
+        switch request.query.classify(body, overTCP: true) {
+        case .accept(let message): finish(.response(message))
+        case .truncated: finish(.failed("DoH reply marked truncated"))
+        case .drop(let reason): finish(.failed("unusable DoH reply: \(reason)"))
+        }
+    }
+
+    private func finish(_ outcome: ExchangeOutcome) {
+        guard !finished else { return }
+        finished = true
+        request.promise.succeed(outcome)
+    }
+}

@@ -1,0 +1,101 @@
+import DNSCore
+import Logging
+import NIOCore
+
+/// DNS over TLS on one connection of a ``TLSConnectionPool`` (RFC 7858).
+///
+/// Queries are pipelined and replies matched by ID in any order (RFC 7766 §6.2.1.1, RFC 7858 §3.3); an ID already
+/// waiting on the connection is never reused. Every query carries an empty edns-tcp-keepalive option (RFC 7828)
+/// and is padded to a multiple of 128 bytes (RFC 7830, RFC 8467 §4.1); the timeout the server gives back in its
+/// keepalive option bounds how long the pool keeps the connection idle.
+final class DoTSession: TLSSession, @unchecked Sendable {
+    // @unchecked Sendable: every `var` is read and written only on its pool's event loop.
+    static let sendsKeepalive = true
+
+    private let logger: Logger
+    private var pending: [UInt16: EventLoopPromise<ExchangeOutcome>] = [:]
+    private var queries: [UInt16: PendingQuery] = [:]
+    private(set) var serverKeepalive: TimeAmount?
+
+    init(logger: Logger) {
+        self.logger = logger
+    }
+
+    func channelHandlers() -> [any ChannelHandler] {
+        [ByteToMessageHandler(DNSStreamFrameDecoder()), DoTReplyHandler(session: self)]
+    }
+
+    func handshakeCompleted(alpn: String?, channel: any Channel) throws {}
+
+    func send(_ query: PendingQuery, promise: EventLoopPromise<ExchangeOutcome>, on channel: any Channel) {
+        var query = query
+        while pending[query.id] != nil {
+            query = query.withID(UInt16.random(in: .min ... .max))
+        }
+        let id = query.id
+        pending[id] = promise
+        queries[id] = query
+        promise.futureResult.whenComplete { _ in
+            if self.pending[id]?.futureResult === promise.futureResult {
+                self.pending[id] = nil
+                self.queries[id] = nil
+            }
+        }
+        var frame = channel.allocator.buffer(capacity: query.wire.count + 2)
+        frame.writeInteger(UInt16(truncatingIfNeeded: query.wire.count))
+        frame.writeBytes(query.wire)
+        channel.writeAndFlush(frame).whenFailure { error in promise.succeed(.failed("send: \(error)")) }
+    }
+
+    fileprivate func received(_ frame: [UInt8]) {
+        guard frame.count >= 2 else { return }
+        let id = UInt16(frame[0]) << 8 | UInt16(frame[1])
+        guard let promise = pending[id], let query = queries[id] else {
+            logger.debug("dropped DoT reply for no waiting query", metadata: ["dns.id": "\(id)"])
+            return
+        }
+        switch query.classify(frame, overTCP: true) {
+        case .accept(let message):
+            // RFC 7828 §3.3.2: the server's timeout, in units of 100 ms, bounds how long the connection stays idle.
+            if let timeout = EDNSPadding.keepaliveTimeout(in: frame) {
+                serverKeepalive = .milliseconds(Int64(timeout) * 100)
+            }
+            promise.succeed(.response(message))
+        case .truncated: break
+        case .drop(let reason): logger.debug("dropped DoT message", metadata: ["dns.reason": "\(reason)"])
+        }
+    }
+}
+
+/// Hands decoded frames to the ``DoTSession``; a framing error closes the connection (its tries then fail).
+private final class DoTReplyHandler: ChannelInboundHandler {
+    typealias InboundIn = [UInt8]
+    private let session: DoTSession
+
+    init(session: DoTSession) {
+        self.session = session
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        session.received(unwrapInboundIn(data))
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
+    }
+}
+
+/// Splits a DNS-over-TCP byte stream into messages (RFC 1035 §4.2.2: a 2-byte length, then the message).
+struct DNSStreamFrameDecoder: ByteToMessageDecoder {
+    typealias InboundOut = [UInt8]
+
+    mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
+        guard let length = buffer.getInteger(at: buffer.readerIndex, as: UInt16.self),
+            buffer.readableBytes >= 2 + Int(length)
+        else { return .needMoreData }
+        buffer.moveReaderIndex(forwardBy: 2)
+        let frame = buffer.readBytes(length: Int(length)) ?? []
+        context.fireChannelRead(wrapInboundOut(frame))
+        return .continue
+    }
+}

@@ -1,0 +1,391 @@
+import DNSCore
+import Logging
+import NIOCore
+import NIOPosix
+import NIOSSL
+import NIOTLS
+
+/// What runs on one established TLS connection of an encrypted upstream: the DoT framing (``DoTSession``) or
+/// HTTP/2 (``DoHSession``). The life of the connection itself belongs to ``TLSConnectionPool``.
+///
+/// Every method is called on the pool's event loop.
+protocol TLSSession: AnyObject, Sendable {
+    /// Whether queries carry an empty edns-tcp-keepalive option (RFC 7828: DNS over TCP and TLS only).
+    static var sendsKeepalive: Bool { get }
+    /// Handlers that go behind TLS when the channel is created (DoT's framing; none for DoH).
+    func channelHandlers() -> [any ChannelHandler]
+    /// The TLS handshake completed and agreed `alpn`: set up what the protocol needs, or throw why the
+    /// connection cannot be used (the server refused HTTP/2).
+    func handshakeCompleted(alpn: String?, channel: any Channel) throws
+    /// Sends one query on the ready connection; `promise` gets the reply or why there is none.
+    func send(_ query: PendingQuery, promise: EventLoopPromise<ExchangeOutcome>, on channel: any Channel)
+    /// The idle time the server allows (RFC 7828 edns-tcp-keepalive in its last reply), if it said one.
+    var serverKeepalive: TimeAmount? { get }
+}
+
+/// How many connections one upstream may have, and when more than one.
+struct TLSPoolPolicy: Sendable {
+    /// Connections open at once at the most.
+    var maximumConnections: Int
+    /// Queries in flight on the least busy connection that make the pool open another (when below the maximum).
+    var busyThreshold: Int
+    /// How long a connection beyond the first stays open without queries.
+    var surplusIdleTimeout: TimeAmount
+
+    /// DoT: one connection, up to 4 while every open one has 32 or more queries waiting; the extra ones close
+    /// after 2 s without queries.
+    static let dot = TLSPoolPolicy(maximumConnections: 4, busyThreshold: 32, surplusIdleTimeout: .seconds(2))
+    /// DoH: one HTTP/2 connection, whose streams already run side by side.
+    static let doh = TLSPoolPolicy(maximumConnections: 1, busyThreshold: .max, surplusIdleTimeout: .seconds(2))
+}
+
+/// The kept TLS connections to one encrypted upstream and their life, shared by DoT and DoH.
+///
+/// - Connections open on demand: the first query opens one; a query goes on the least busy ready connection
+///   (the oldest on a tie, so that sequential queries all use one). When every open connection has
+///   ``TLSPoolPolicy/busyThreshold`` queries in flight, another opens, up to ``TLSPoolPolicy/maximumConnections``;
+///   the query does not wait for it.
+/// - The certificate is always verified (``TLSClientContext``): a failure ends the tries with
+///   ``ExchangeOutcome/insecure(_:)`` and nothing is sent in clear text.
+/// - Idle close: the first connection after `idleTimeout` without queries, further ones after
+///   ``TLSPoolPolicy/surplusIdleTimeout``; either sooner when the server's edns-tcp-keepalive (RFC 7828 §3.3.2)
+///   allows less (then at 90% of the server's timeout). A connection the server closed is reopened by the next query.
+/// - A failed connect or handshake starts a back-off (``ReconnectBackoff``: 250 ms doubling up to 8 s) during
+///   which tries fail at once with the same reason, so the resolver serves stale answers instead of waiting.
+/// - Bookkeeping: connections opened and open, handshakes, failures with their reason (``UpstreamStatistics``).
+final class TLSConnectionPool<Session: TLSSession>: EncryptedConnection, @unchecked Sendable {
+    // @unchecked Sendable: every `var` below (and every `Link`) is read and written only on `loop` (each entry
+    // point hops there first; `preconditionInEventLoop` guards `start`).
+    let loop: any EventLoop
+    let address: SocketAddress
+    let server: UpstreamServer
+    let statistics: UpstreamStatistics
+    private let tls: TLSClientContext
+    private let idleTimeout: TimeAmount
+    private let policy: TLSPoolPolicy
+    private let makeSession: () -> Session
+    private let logger: Logger
+
+    /// Open and opening connections, oldest first.
+    private var links: [Link] = []
+    private var backoff = ReconnectBackoff()
+
+    /// One TLS connection and the tries on it. @unchecked Sendable: used on `loop` only.
+    private final class Link: @unchecked Sendable {
+        let session: Session
+        var channel: (any Channel)?
+        var ready = false
+        var retired = false
+        /// Tries waiting for the connection to be ready.
+        var queued: [(PendingQuery, EventLoopPromise<ExchangeOutcome>)] = []
+        /// Every try on this connection not yet ended, by a serial number.
+        var tries: [Int: EventLoopPromise<ExchangeOutcome>] = [:]
+        var idleClose: Scheduled<Void>?
+
+        init(session: Session) { self.session = session }
+    }
+
+    private var serial = 0
+
+    init(
+        server: UpstreamServer, address: SocketAddress, tls: TLSClientContext, statistics: UpstreamStatistics,
+        idleTimeout: Duration, policy: TLSPoolPolicy, loop: any EventLoop, logger: Logger,
+        makeSession: @escaping () -> Session
+    ) {
+        self.server = server
+        self.address = address
+        self.tls = tls
+        self.statistics = statistics
+        self.idleTimeout = TimeAmount(idleTimeout)
+        self.policy = policy
+        self.loop = loop
+        self.makeSession = makeSession
+        var logger = logger
+        logger[metadataKey: "dns.server"] = "\(server)"
+        self.logger = logger
+    }
+
+    /// Closes every connection (on reload, when the upstream is gone); waiting tries fail.
+    func shutdown() {
+        loop.execute {
+            for link in self.links {
+                link.idleClose?.cancel()
+                link.channel?.close(promise: nil)
+            }
+        }
+    }
+
+    func start(_ query: PendingQuery, timeout: TimeAmount, promise: EventLoopPromise<ExchangeOutcome>) {
+        loop.preconditionInEventLoop()
+        guard let padded = query.padded(keepalive: Session.sendsKeepalive) else {
+            promise.succeed(.failed("the query cannot carry EDNS padding"))
+            return
+        }
+        guard let link = pick(timeout: timeout, promise: promise) else { return }
+        let deadline = loop.scheduleTask(in: timeout) { promise.succeed(.timedOut) }
+        serial &+= 1
+        let number = serial
+        link.tries[number] = promise
+        link.idleClose?.cancel()
+        link.idleClose = nil
+        promise.futureResult.whenComplete { _ in
+            deadline.cancel()
+            link.tries[number] = nil
+            self.armIdleClose(link)
+        }
+        if link.ready, let channel = link.channel {
+            link.session.send(padded, promise: promise, on: channel)
+        } else {
+            link.queued.append((padded, promise))
+        }
+    }
+
+    /// The connection for the next try, opening one when there is none (or all are busy); nil when the try
+    /// already ended (a back-off refused it).
+    private func pick(timeout: TimeAmount, promise: EventLoopPromise<ExchangeOutcome>) -> Link? {
+        let ready = links.filter(\.ready)
+        var best: Link?
+        for link in ready where best == nil || link.tries.count < best!.tries.count { best = link }
+        if let best {
+            if best.tries.count >= policy.busyThreshold, links.count < policy.maximumConnections,
+                links.count == ready.count, backoff.refusal() == nil
+            {
+                logger.debug(
+                    "opening another connection under load",
+                    metadata: ["dns.in-flight": "\(best.tries.count)", "dns.connections": "\(links.count + 1)"])
+                _ = connect(timeout: timeout)
+            }
+            return best
+        }
+        if let opening = links.first { return opening }
+        if let refusal = backoff.refusal() {
+            promise.succeed(refusal)
+            return nil
+        }
+        return connect(timeout: timeout)
+    }
+
+    private func connect(timeout: TimeAmount) -> Link {
+        let link = Link(session: makeSession())
+        links.append(link)
+        let reasons = VerificationReasons()
+        let tls = self.tls
+        statistics.connectionOpened()
+        let events = TLSLinkEvents(reasons: reasons) { [weak self, link] event in
+            self?.linkEvent(event, link: link)
+        }
+        let connected = ClientBootstrap(group: loop)
+            .connectTimeout(timeout)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let handler: NIOSSLClientHandler
+                    do {
+                        handler = try tls.handler(reasons: reasons)
+                    } catch {
+                        throw TLSSetupError(underlying: error)
+                    }
+                    try channel.pipeline.syncOperations.addHandler(handler)
+                    try channel.pipeline.syncOperations.addHandler(events)
+                    try channel.pipeline.syncOperations.addHandlers(link.session.channelHandlers())
+                }
+            }
+            .connect(to: address)
+        connected.whenComplete { result in
+            switch result {
+            case .success(let channel):
+                link.channel = channel
+                channel.closeFuture.whenComplete { _ in self.closed(link) }
+            case .failure(let error as TLSSetupError):
+                self.retire(link)
+                self.connectFailed(link, .insecure("TLS set-up: \(error.underlying)"))
+            case .failure(let error):
+                self.retire(link)
+                self.connectFailed(link, .failed("connect: \(error)"))
+            }
+        }
+        return link
+    }
+
+    private func linkEvent(_ event: TLSLinkEvents.Event, link: Link) {
+        switch event {
+        case .handshakeCompleted(let version, let alpn, let channel):
+            handshakeCompleted(link, version: version, alpn: alpn, channel: channel)
+        case .error(let error, let reasons, let channel):
+            let outcome = TLSClientContext.outcome(for: error, reasons: reasons)
+            if !link.ready {
+                connectFailed(link, outcome)
+            } else {
+                statistics.failed(outcome.reason)
+                fail(link, outcome)
+            }
+            channel.close(promise: nil)
+        }
+    }
+
+    private func handshakeCompleted(_ link: Link, version: String?, alpn: String?, channel: any Channel) {
+        backoff.succeeded()
+        statistics.handshake(version: version, verifiedName: server.tlsName ?? server.host, resumed: false)
+        do {
+            try link.session.handshakeCompleted(alpn: alpn, channel: channel)
+        } catch {
+            connectFailed(link, .failed("\(error)"))
+            channel.close(promise: nil)
+            return
+        }
+        link.ready = true
+        let waiting = link.queued
+        link.queued = []
+        for (query, promise) in waiting { link.session.send(query, promise: promise, on: channel) }
+    }
+
+    /// A connect or a handshake failed: every try on the connection fails with `outcome`, and a back-off starts.
+    private func connectFailed(_ link: Link, _ outcome: ExchangeOutcome) {
+        let delay = backoff.failed(outcome)
+        logger.info(
+            "encrypted upstream not reachable",
+            metadata: ["reason": "\(outcome.reason)", "dns.retry-ms": "\(delay.nanoseconds / 1_000_000)"])
+        statistics.failed(outcome.reason)
+        links.removeAll { $0 === link }
+        fail(link, outcome)
+    }
+
+    private func fail(_ link: Link, _ outcome: ExchangeOutcome) {
+        let waiting = link.tries.values
+        link.queued = []
+        for promise in waiting { promise.succeed(outcome) }
+    }
+
+    private func closed(_ link: Link) {
+        let wasReady = link.ready
+        retire(link)
+        if !link.tries.isEmpty {
+            fail(link, .failed(wasReady ? EncryptedConnections.closedByServer : "the server closed the connection during the TLS handshake"))
+        }
+    }
+
+    /// Takes the connection out of the pool and the count of open ones, once.
+    private func retire(_ link: Link) {
+        links.removeAll { $0 === link }
+        link.ready = false
+        link.idleClose?.cancel()
+        link.idleClose = nil
+        guard !link.retired else { return }
+        link.retired = true
+        statistics.connectionClosed()
+    }
+
+    /// Closes `link` once it has had no try for its idle time: ours (the first connection's, or the shorter one
+    /// of those opened under load) or the server's keepalive, whichever is shorter.
+    private func armIdleClose(_ link: Link) {
+        guard link.tries.isEmpty, link.idleClose == nil, link.ready, let channel = link.channel else { return }
+        var idle = links.first === link ? idleTimeout : min(idleTimeout, policy.surplusIdleTimeout)
+        // RFC 7828 §3.3.2: close before the server's timeout runs out (at 90% of it), so that a query is never
+        // sent just as the server closes (RFC 7766 §6.2.3).
+        if let keepalive = link.session.serverKeepalive { idle = min(idle, .nanoseconds(keepalive.nanoseconds / 10 * 9)) }
+        let delay = idle
+        link.idleClose = loop.scheduleTask(in: delay) {
+            link.idleClose = nil
+            if link.tries.isEmpty {
+                self.logger.debug("closing idle connection", metadata: ["dns.idle-ms": "\(delay.nanoseconds / 1_000_000)"])
+                channel.close(promise: nil)
+            }
+        }
+    }
+}
+
+/// A TLS handler could not be made for a new connection.
+struct TLSSetupError: Error {
+    var underlying: any Error
+}
+
+/// Reports the TLS handshake and pipeline errors of one pooled connection (it sits right behind TLS).
+/// @unchecked Sendable: made for one channel, then used on its event loop only.
+final class TLSLinkEvents: ChannelInboundHandler, RemovableChannelHandler, @unchecked Sendable {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    enum Event {
+        case handshakeCompleted(version: String?, alpn: String?, channel: any Channel)
+        case error(any Error, VerificationReasons, channel: any Channel)
+    }
+
+    private let reasons: VerificationReasons
+    private let report: (Event) -> Void
+
+    init(reasons: VerificationReasons, report: @escaping (Event) -> Void) {
+        self.reasons = reasons
+        self.report = report
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case TLSUserEvent.handshakeCompleted(let alpn) = event {
+            let version = try? context.pipeline.syncOperations.handler(type: NIOSSLClientHandler.self).tlsVersion
+            report(.handshakeCompleted(version: version.map(TLSClientContext.describe), alpn: alpn, channel: context.channel))
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        report(.error(error, reasons, channel: context.channel))
+    }
+}
+
+/// Reconnect back-off after a failed connect or handshake: 250 ms, doubling, at most 8 s.
+struct ReconnectBackoff {
+    private var failures = 0
+    private var until: NIODeadline = .distantPast
+    private var last: ExchangeOutcome?
+
+    /// Records a failure and returns the delay before the next connect.
+    mutating func failed(_ outcome: ExchangeOutcome) -> TimeAmount {
+        failures += 1
+        let delay = TimeAmount.milliseconds(min(8000, 250 << min(failures - 1, 6)))
+        until = .now() + delay
+        last = outcome
+        return delay
+    }
+
+    mutating func succeeded() {
+        failures = 0
+        until = .distantPast
+        last = nil
+    }
+
+    /// The outcome of a try made during the back-off, or nil when a connect may be made.
+    func refusal() -> ExchangeOutcome? {
+        guard NIODeadline.now() < until, let last else { return nil }
+        switch last {
+        case .insecure(let reason): return .insecure("\(reason) (retrying after a back-off)")
+        default: return .failed("\(last.reason) (retrying after a back-off)")
+        }
+    }
+}
+
+extension PendingQuery {
+    /// The same query with another ID.
+    func withID(_ id: UInt16) -> PendingQuery {
+        PendingQuery(template: wire, id: id, question: question, nameLength: questionLength - 4)
+    }
+
+    /// The query with keepalive and padding options (``EDNSPadding``), or nil if it has no OPT record to carry them.
+    func padded(keepalive: Bool) -> PendingQuery? {
+        guard let wire = EDNSPadding.pad(wire, questionLength: questionLength, keepalive: keepalive) else {
+            return nil
+        }
+        return PendingQuery(template: wire, id: id, question: question, nameLength: questionLength - 4)
+    }
+}
+
+extension ExchangeOutcome {
+    /// The failure text of an outcome that is not a response.
+    var reason: String {
+        switch self {
+        case .response: "response"
+        case .truncated: "truncated"
+        case .timedOut: "timeout"
+        case .failed(let reason), .insecure(let reason): reason
+        case .cancelled: "cancelled"
+        }
+    }
+}

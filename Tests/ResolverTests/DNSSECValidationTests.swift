@@ -1,0 +1,316 @@
+import CLDNS
+import DNSCore
+import Foundation
+import Testing
+
+@testable import Resolver
+
+/// The chain of trust with real signatures (libldns keys made in the test): a signed zone `example.` (the anchor,
+/// ECDSA P-256), a signed child `sub.example.` (RSA/SHA-256), an unsigned child `plain.example.` whose missing DS
+/// the parent proves with NSEC, and the bogus cases.
+struct DNSSECWorld {
+    static let start: UInt32 = 1_800_000_000
+    let clock = ManualClock(Double(start))
+    let transport = ReplyTransport()
+    let parent = TestZoneKey(zone: "example.", inception: start - 3600, expiration: start + 86_400)
+    let child = TestZoneKey(
+        zone: "sub.example.", algorithm: LDNS_SIGN_RSASHA256, bits: 1024, inception: start - 3600,
+        expiration: start + 86_400)
+
+    init() {
+        let t = transport
+        let a = DNSSECRecords.a
+        t.set("example.", RRType(48), reply(parent.signed([parent.dnskey])))
+        t.set("www.example.", .a, reply(parent.signed([a("www.example.", [192, 0, 2, 1], 300)])))
+        t.set("sub.example.", RRType(43), reply(parent.signed([child.ds])))
+        t.set("sub.example.", RRType(48), reply(child.signed([child.dnskey])))
+        t.set("www.sub.example.", .a, reply(child.signed([a("www.sub.example.", [192, 0, 2, 2], 300)])))
+        // plain.example.: a delegation without DS, proven by the parent's NSEC (NS, no DS).
+        let plainNSEC = DNSSECRecords.nsec("plain.example.", next: "q.example.", types: [2, 46, 47])
+        t.set(
+            "plain.example.", RRType(43),
+            reply([], authority: parent.signed([DNSSECRecords.soa("example.")]) + parent.signed([plainNSEC])))
+        t.set("host.plain.example.", .a, reply([a("host.plain.example.", [192, 0, 2, 3], 300)]))
+        // Tampered: the signature of other data.
+        let signature = parent.sign([a("bad.example.", [192, 0, 2, 4], 300)])
+        t.set("bad.example.", .a, reply([a("bad.example.", [6, 6, 6, 6], 300), signature]))
+        // Stripped: no RRSIG, and the parent's NSEC says stripped.example. is no delegation.
+        t.set("stripped.example.", .a, reply([a("stripped.example.", [192, 0, 2, 5], 300)]))
+        let strippedNSEC = DNSSECRecords.nsec("stripped.example.", next: "sub.example.", types: [1, 46, 47])
+        t.set(
+            "stripped.example.", RRType(43),
+            reply([], authority: parent.signed([DNSSECRecords.soa("example.")]) + parent.signed([strippedNSEC])))
+        // Expired: signed by the zone's key with a validity that has ended.
+        let old = [a("old.example.", [192, 0, 2, 6], 300)]
+        t.set("old.example.", .a, reply(old + [parent.sign(old, inception: Self.start - 7200, expiration: Self.start - 10)]))
+        let future = [a("future.example.", [192, 0, 2, 6], 300)]
+        t.set(
+            "future.example.", .a,
+            reply(future + [parent.sign(future, inception: Self.start + 3600, expiration: Self.start + 7200)]))
+        // NXDOMAIN: the apex NSEC covers both the name and the wildcard.
+        let apexNSEC = DNSSECRecords.nsec("example.", next: "www.example.", types: [2, 6, 46, 47, 48])
+        t.set(
+            "nope.example.", .a,
+            reply([], authority: parent.signed([DNSSECRecords.soa("example.")]) + parent.signed([apexNSEC]), rcode: .nxDomain))
+        // NODATA: www.example. has A only.
+        let wwwNSEC = DNSSECRecords.nsec("www.example.", next: "x.example.", types: [1, 46, 47])
+        t.set("www.example.", .aaaa, reply([], authority: parent.signed([DNSSECRecords.soa("example.")]) + parent.signed([wwwNSEC])))
+        // A denial without proof.
+        let unproven = reply([], authority: parent.signed([DNSSECRecords.soa("example.")]), rcode: .nxDomain)
+        t.set("unproven.example.", .a, unproven)
+        t.set("unproven.example.", RRType(43), unproven)
+        // Wildcard: x.wild.example. from *.wild.example., with the NSEC that proves x.wild.example. absent.
+        var wildcard = a("*.wild.example.", [192, 0, 2, 7], 300)
+        var wildSignature = parent.sign([wildcard])
+        wildcard.name = "x.wild.example."
+        wildSignature.name = "x.wild.example."
+        let wildNSEC = DNSSECRecords.nsec("*.wild.example.", next: "z.wild.example.", types: [1, 46, 47])
+        t.set("x.wild.example.", .a, reply([wildcard, wildSignature], authority: parent.signed([wildNSEC])))
+        var bare = wildcard
+        bare.name = "y.wild.example."
+        var bareSignature = wildSignature
+        bareSignature.name = "y.wild.example."
+        t.set("y.wild.example.", .a, reply([bare, bareSignature]))
+        // A CNAME from the signed zone into the unsigned child: each link validated on its own.
+        let cname = ResourceRecord(name: "alias.example.", type: .cname, ttl: 300, rdata: try! DNSName("host.plain.example.").wire)
+        t.set("alias.example.", .a, reply(parent.signed([cname]) + [a("host.plain.example.", [192, 0, 2, 3], 300)]))
+    }
+
+    func resolver(mode: DNSSECMode = .yes, anchors: TrustAnchors? = nil) -> DNSResolver {
+        DNSResolver(
+            transport: transport,
+            configuration: .init(
+                dnssec: mode, trustAnchors: anchors ?? TrustAnchors(positive: ["example.": [parent.ds]])),
+            clock: clock)
+    }
+}
+
+/// One walk: the result's state or the bogus verdict.
+func verdict(_ resolver: DNSResolver, _ name: String, _ type: RRType = .a, checkingDisabled: Bool = false) async
+    -> (state: DNSSECState, ede: UInt16?, reason: String?)
+{
+    var trace = WalkTrace(keepingSteps: true)
+    do {
+        _ = try await resolver.walk(
+            name, type: type, options: WalkOptions(dnssecOK: true, checkingDisabled: checkingDisabled), trace: &trace)
+        return (trace.dnssec, nil, nil)
+    } catch {
+        return (.bogus, error.dnssec?.ede, error.dnssec?.reason ?? error.description)
+    }
+}
+
+@Suite("DNSSEC validation")
+struct DNSSECValidationTests {
+    @Test func aSignedAnswerTwoZonesBelowTheAnchorIsSecureAndItsKeysAreFetchedOnce() async {
+        let world = DNSSECWorld()
+        let resolver = world.resolver()
+        let first = await verdict(resolver, "www.example.")
+        #expect(first.state == .secure, "\(first)")
+        let second = await verdict(resolver, "www.sub.example.")
+        #expect(second.state == .secure, "\(second)")
+        // Served again from the cache: the verdict was kept, nothing fetched again.
+        #expect(await verdict(resolver, "www.sub.example.").state == .secure)
+        #expect(world.transport.count("example.", RRType(48)) == 1)
+        #expect(world.transport.count("sub.example.", RRType(43)) == 1)
+        #expect(world.transport.count("sub.example.", RRType(48)) == 1)
+        #expect(world.transport.count("www.sub.example.", .a) == 1)
+        // Every upstream question carried DO.
+        #expect(world.transport.questions.allSatisfy { $0.dnssecOK })
+        #expect(resolver.validator.currentStatistics.secure >= 4)
+    }
+
+    @Test func anUnsignedChildIsInsecureOnlyWhenTheParentProvesIt() async {
+        let world = DNSSECWorld()
+        let resolver = world.resolver()
+        let result = await verdict(resolver, "host.plain.example.")
+        #expect(result.state == .insecure)
+        #expect(world.transport.count("plain.example.", RRType(43)) == 1)
+    }
+
+    @Test func aTamperedSignatureIsBogusWithEDE6AndCDServesItAnyway() async {
+        let world = DNSSECWorld()
+        let resolver = world.resolver()
+        let result = await verdict(resolver, "bad.example.")
+        #expect(result.state == .bogus)
+        #expect(result.ede == 6)
+        #expect(result.reason?.contains("bad.example.") == true)
+        #expect(await verdict(resolver, "bad.example.", checkingDisabled: true).state == .bogus)
+        var trace = WalkTrace(keepingSteps: true)
+        let served = try? await resolver.walk(
+            "bad.example.", type: .a, options: WalkOptions(checkingDisabled: true), trace: &trace)
+        #expect(served != nil)
+        #expect(resolver.validator.currentStatistics.lastBogusName == "bad.example.")
+    }
+
+    @Test func strippedSignaturesInASignedZoneAreEDE10() async {
+        let world = DNSSECWorld()
+        let result = await verdict(world.resolver(), "stripped.example.")
+        #expect(result.state == .bogus)
+        #expect(result.ede == 10)
+    }
+
+    @Test func anExpiredSignatureIsEDE7AndOneNotYetValidEDE8() async {
+        let world = DNSSECWorld()
+        let resolver = world.resolver()
+        #expect(await verdict(resolver, "old.example.").ede == 7)
+        #expect(await verdict(resolver, "future.example.").ede == 8)
+    }
+
+    @Test func aKeyThatCannotBeFetchedFailsTheQuestionWithoutCachingAVerdict() async {
+        let world = DNSSECWorld()
+        world.transport.remove("example.", RRType(48))
+        let resolver = world.resolver()
+        let result = await verdict(resolver, "www.example.")
+        #expect(result.ede == 22)
+        #expect(resolver.cache.lookup(CacheKey(name: "www.example.", type: 1)) == .miss)
+        world.transport.set("example.", RRType(48), reply(world.parent.signed([world.parent.dnskey])))
+        #expect(await verdict(resolver, "www.example.").state == .secure)
+    }
+
+    @Test func signedDenialsAreSecureAndAnUnprovenOneIsEDE12() async {
+        let world = DNSSECWorld()
+        let resolver = world.resolver()
+        #expect(await verdict(resolver, "nope.example.").state == .secure)
+        #expect(await verdict(resolver, "www.example.", .aaaa).state == .secure)
+        let unproven = await verdict(resolver, "unproven.example.")
+        #expect(unproven.state == .bogus)
+        #expect(unproven.ede == 12)
+    }
+
+    @Test func aWildcardAnswerNeedsItsProof() async {
+        let world = DNSSECWorld()
+        let resolver = world.resolver()
+        #expect(await verdict(resolver, "x.wild.example.").state == .secure)
+        let bare = await verdict(resolver, "y.wild.example.")
+        #expect(bare.state == .bogus)
+        #expect(bare.ede == 12)
+    }
+
+    @Test func eachLinkOfACNAMEChainIsValidated() async {
+        let world = DNSSECWorld()
+        // The alias is signed, its target lies in the unsigned child: insecure, the weaker of the two.
+        #expect(await verdict(world.resolver(), "alias.example.").state == .insecure)
+    }
+
+    @Test func namesOutsideTheAnchorsOrUnderANegativeAnchorAreInsecure() async {
+        let world = DNSSECWorld()
+        world.transport.set("www.example.org.", .a, reply([DNSSECRecords.a("www.example.org.", [192, 0, 2, 9])]))
+        #expect(await verdict(world.resolver(), "www.example.org.").state == .insecure)
+        // A negative anchor below the positive one turns validation off there (bad.example. is tampered).
+        var anchors = TrustAnchors(positive: ["example.": [world.parent.ds]])
+        anchors.negative.insert("bad.example.")
+        #expect(await verdict(world.resolver(anchors: anchors), "bad.example.").state == .insecure)
+    }
+
+    @Test func aDSOfAnUnsupportedAlgorithmMakesTheZoneInsecure() async {
+        let world = DNSSECWorld()
+        var ds = world.parent.ds
+        ds.rdata[2] = 5  // RSASHA1: not validated here (RFC 8624 allows it; we follow RFC 4035 §5.2)
+        let resolver = world.resolver(anchors: TrustAnchors(positive: ["example.": [ds]]))
+        #expect(await verdict(resolver, "www.example.").state == .insecure)
+        // A DS that matches no key is bogus with EDE 9.
+        var wrong = world.parent.ds
+        wrong.rdata[wrong.rdata.count - 1] ^= 0xFF
+        #expect(await verdict(world.resolver(anchors: TrustAnchors(positive: ["example.": [wrong]])), "www.example.").ede == 9)
+    }
+
+    @Test func expiredSecureDataIsIndeterminateAndNeverServedPastItsSignatures() async {
+        let world = DNSSECWorld()
+        let resolver = world.resolver()
+        #expect(await verdict(resolver, "www.example.").state == .secure)
+        // Past the TTL (300 s), the network gone: the stale answer stands in, no longer secure.
+        world.transport.remove("www.example.", .a)
+        world.clock.advance(400)
+        var trace = WalkTrace(keepingSteps: true)
+        _ = try? await resolver.walk("www.example.", type: .a, options: WalkOptions(dnssecOK: true), trace: &trace)
+        #expect(trace.dnssec == .indeterminate)
+        // Past the signatures' expiry (a day): not served at all.
+        world.clock.advance(86_400)
+        var late = WalkTrace(keepingSteps: true)
+        let served = try? await resolver.walk(
+            "www.example.", type: .a, options: WalkOptions(dnssecOK: true), trace: &late)
+        #expect(served == nil)
+    }
+
+    @Test func allowDowngradeValidatesUntilAProbeShowsTheUpstreamsStripDNSSEC() async {
+        let world = DNSSECWorld()
+        let resolver = world.resolver(mode: .allowDowngrade)
+        // Before any evidence: no validation, nothing asked with DO.
+        world.transport.remove("example.", RRType(48))
+        var trace = WalkTrace(keepingSteps: false)
+        _ = try? await resolver.walk("www.sub.example.", type: .a, options: WalkOptions(), trace: &trace)
+        #expect(trace.dnssec == .insecure)
+        #expect(world.transport.questions.contains { !$0.dnssecOK && $0.name == "www.sub.example." })
+        #expect(!world.transport.questions.contains { $0.dnssecOK })
+        // A probe that gets no reply changes nothing.
+        await resolver.probeDNSSEC()
+        #expect(resolver.validator.upstreamCapability == .unknown)
+        // A probe answered with signed keys: validation as with `yes`.
+        world.transport.set("example.", RRType(48), reply(world.parent.signed([world.parent.dnskey])))
+        await resolver.probeDNSSEC()
+        #expect(resolver.validator.upstreamCapability == .capable)
+        #expect(await verdict(resolver, "stripped.example.").ede == 10)
+        // A probe answered without RRSIGs: the upstreams strip DNSSEC data; answers become insecure.
+        world.transport.set("example.", RRType(48), reply([world.parent.dnskey]))
+        await resolver.probeDNSSEC()
+        #expect(resolver.validator.upstreamCapability == .incapable)
+        world.transport.set("fresh.example.", .a, reply([DNSSECRecords.a("fresh.example.", [192, 0, 2, 8])]))
+        #expect(await verdict(resolver, "fresh.example.").state == .insecure)
+        // And back, on the next probe with signatures.
+        world.transport.set("example.", RRType(48), reply(world.parent.signed([world.parent.dnskey])))
+        await resolver.probeDNSSEC()
+        #expect(resolver.validator.upstreamCapability == .capable)
+    }
+
+    @Test func validationOffMarksEverythingInsecure() async {
+        let world = DNSSECWorld()
+        let resolver = world.resolver(mode: .no)
+        #expect(await verdict(resolver, "bad.example.").state == .insecure)
+    }
+}
+
+@Suite("Trust anchors")
+struct TrustAnchorTests {
+    @Test func theBuiltInRootAnchorsParseAndTheClosestAnchorDecides() throws {
+        #expect(TrustAnchors.rootDS.count == 2)
+        #expect(TrustAnchors.rootDS.allSatisfy { $0.name == "." && $0.type.rawValue == 43 })
+        let anchors = TrustAnchors.builtIn
+        guard case .positive(let zone, _) = anchors.closest("www.example.com.") else {
+            Issue.record("expected the root anchor")
+            return
+        }
+        #expect(zone == ".")
+        #expect(anchors.closest("printer.local.") == .negative(zone: "local."))
+        #expect(anchors.closest("1.168.192.in-addr.arpa.") == .negative(zone: "168.192.in-addr.arpa."))
+        var lab = anchors
+        lab.add(try TrustAnchors.parse("dnssec.test. IN DS 2371 13 2 " + String(repeating: "AB", count: 32), source: "x", line: 1))
+        guard case .positive(let labZone, _) = lab.closest("www.dnssec.test.") else {
+            Issue.record("expected the lab anchor below the negative test.")
+            return
+        }
+        #expect(labZone == "dnssec.test.")
+        #expect(lab.closest("other.test.") == .negative(zone: "test."))
+    }
+
+    @Test func resolvedsFilesAreReadWithFileAndLineInErrors() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("anchors-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try "; lab\nexample. IN DS 12345 13 2 \(String(repeating: "0A", count: 32))\n"
+            .write(to: directory.appendingPathComponent("lab.positive"), atomically: true, encoding: .utf8)
+        try "broken.example\n\ncorp.example ; a comment\n"
+            .write(to: directory.appendingPathComponent("off.negative"), atomically: true, encoding: .utf8)
+        var anchors = TrustAnchors()
+        try anchors.load(directory: directory.path)
+        #expect(anchors.positive["example."]?.count == 1)
+        #expect(anchors.negative == ["broken.example.", "corp.example."])
+        try "example. IN A 192.0.2.1\n".write(to: directory.appendingPathComponent("bad.positive"), atomically: true, encoding: .utf8)
+        var again = TrustAnchors()
+        #expect(throws: TrustAnchorError.self) { try again.load(directory: directory.path) }
+        do {
+            try again.load(directory: directory.path)
+        } catch {
+            #expect(error.description.hasSuffix("bad.positive:1: a trust anchor is a DS or DNSKEY record"))
+        }
+    }
+}
