@@ -136,7 +136,7 @@ public final class StubResponder: Sendable {
             return .reply(reply)
         }
         let state = access.withLock { $0 }
-        // Read through `state` (one reference), not copied out: the hot path copies no state.settings.
+        // Settings are read through `state` (one reference), never copied out: the hot path copies no StubSettings.
         let allowed = state.allows(client)
         let limit = StubReply.sizeLimit(for: query, overTCP: overTCP)
         guard allowed else {
