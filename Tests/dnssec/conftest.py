@@ -14,23 +14,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import dnsseclab  # noqa: E402
 
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+from stubkit import labkit  # noqa: E402  (dnsseclab put Tests/stub on the path)
 
-
-def missing(reason: str):
-    """Skip locally, fail in CI: CI must never silently skip the lab."""
-    if IN_CI:
-        pytest.fail(f"lab prerequisite missing (CI=true): {reason}", pytrace=False)
-    pytest.skip(reason)
-
-
-def read_env(path: Path) -> dict:
-    env = {}
-    for line in path.read_text().splitlines():
-        if "=" in line and not line.startswith("#"):
-            k, v = line.split("=", 1)
-            env[k.strip()] = v.strip()
-    return env
+IN_CI, missing, read_env = labkit.IN_CI, labkit.missing, labkit.read_env
 
 
 @pytest.fixture(scope="session")

@@ -14,11 +14,10 @@ inside a lab namespace (dlab-a by default): nothing leaves the lab.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import socket
 import subprocess
-import threading
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -146,33 +145,11 @@ class Answer:
 
 # ------------------------------------------------------------------ queries from inside a lab namespace
 
-_libc = ctypes.CDLL(None, use_errno=True)
-CLONE_NEWNET = 0x40000000
+# The lab's own helpers (Tests/lab/conftest.py, loaded once as `labkit` by stubkit): one netns_socket for every suite.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "stub"))
+from stubkit import labkit  # noqa: E402
 
-
-def netns_socket(ns: str, family: int, type_: int) -> socket.socket:
-    """A socket created inside network namespace NS by a short-lived thread (setns is per thread)."""
-    result = {}
-
-    def work():
-        try:
-            with open(f"/run/netns/{ns}") as f:
-                if _libc.setns(f.fileno(), CLONE_NEWNET) != 0:
-                    e = ctypes.get_errno()
-                    raise OSError(e, f"setns({ns}): {os.strerror(e)}")
-            here = os.readlink(f"/proc/self/task/{threading.get_native_id()}/ns/net")
-            if here != f"net:[{os.stat(f'/run/netns/{ns}').st_ino}]":
-                raise RuntimeError(f"thread is in {here}, not in {ns}")
-            result["sock"] = socket.socket(family, type_)
-        except BaseException as e:  # noqa: BLE001 - re-raised in the caller
-            result["error"] = e
-
-    t = threading.Thread(target=work)
-    t.start()
-    t.join()
-    if "error" in result:
-        raise result["error"]
-    return result["sock"]
+netns_socket = labkit.netns_socket
 
 
 def ask(server: str, name: str, rdtype: str = "A", *, dnssec_ok: bool = True, ad: bool = True, cd: bool = False,
