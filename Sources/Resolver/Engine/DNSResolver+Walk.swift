@@ -113,8 +113,16 @@ extension DNSResolver {
         }
         switch first {
         case .positive(let rrset)?:
-            if !rrset.dnssecOK, let head = rrset.records.first, head.type == type, head.name == firstKey.name {
-                return RRsetResult(answer: .records(rrset.records, owner: firstKey.name), cnames: [], memo: rrset.memo)
+            if let head = rrset.records.first, head.type == type, head.name == firstKey.name {
+                if !rrset.dnssecOK {
+                    return RRsetResult(answer: .records(rrset.records, owner: firstKey.name), cnames: [], memo: rrset.memo)
+                }
+                // A signed entry also holds its RRSIGs: without an alias in it, the answer is the records of the
+                // type at the name, as `cnameStep` would find them (and a validating resolver's hits stay here).
+                if !rrset.records.contains(where: { $0.type == .cname || $0.type == ReplyScrubber.dname }) {
+                    let records = rrset.records.filter { $0.type == type && $0.name == firstKey.name }
+                    return RRsetResult(answer: .records(records, owner: firstKey.name), cnames: [], memo: rrset.memo)
+                }
             }
         // A negative first hop ends the walk as `cnameStep` would end it, without building a chain.
         case .nxdomain?: return RRsetResult(answer: .nxdomain, cnames: [])
