@@ -9,9 +9,10 @@ import NIOCore
 /// and is padded to a multiple of 128 bytes (RFC 7830, RFC 8467 §4.1); the timeout the server gives back in its
 /// keepalive option bounds how long the pool keeps the connection idle.
 ///
-/// The queries sent during one event-loop tick go out together: their frames are gathered in one buffer that is
-/// written and flushed once the tick's other tasks have run, so a burst costs one TLS record and one `write`
-/// instead of one of each per query (RFC 7766 §6.2.1.1 allows any number of queries in one segment).
+/// The queries sent during one event-loop tick go out together: each is written (one TLS record per query, so
+/// every record's size shows its padding) and the connection is flushed once the tick's other tasks have run, so a
+/// burst costs one `write` instead of one per query (RFC 7766 §6.2.1.1 allows any number of queries in one
+/// segment).
 final class DoTSession: TLSSession, @unchecked Sendable {
     // @unchecked Sendable: every `var` is read and written only on its pool's event loop.
     static let sendsKeepalive = true
@@ -19,9 +20,8 @@ final class DoTSession: TLSSession, @unchecked Sendable {
     private let logger: Logger
     /// The tries waiting for their reply, by message ID.
     private var pending: [UInt16: (query: PendingQuery, promise: EventLoopPromise<ExchangeOutcome>)] = [:]
-    /// Frames of this tick not written yet, and the tries they carry (they fail if the write fails).
-    private var outgoing: ByteBuffer?
-    private var outgoingTries: [EventLoopPromise<ExchangeOutcome>] = []
+    /// Queries were written in this tick and a flush is scheduled.
+    private var flushPending = false
     private(set) var serverKeepalive: TimeAmount?
 
     init(logger: Logger) {
@@ -46,24 +46,17 @@ final class DoTSession: TLSSession, @unchecked Sendable {
                 self.pending[id] = nil
             }
         }
-        if outgoing == nil {
-            outgoing = channel.allocator.buffer(capacity: 1024)
-            // Runs after the tasks already queued on the loop: the other queries of this tick join the buffer.
-            channel.eventLoop.execute { self.writeOutgoing(on: channel) }
-        }
-        outgoing!.writeInteger(UInt16(truncatingIfNeeded: query.wire.count))
-        outgoing!.writeBytes(query.wire)
-        outgoingTries.append(promise)
-    }
-
-    /// Writes and flushes the frames gathered during this tick.
-    private func writeOutgoing(on channel: any Channel) {
-        guard let frames = outgoing else { return }
-        let tries = outgoingTries
-        outgoing = nil
-        outgoingTries = []
-        channel.writeAndFlush(frames).whenFailure { error in
-            for promise in tries { promise.succeed(.failed("send: \(error)")) }
+        var frame = channel.allocator.buffer(capacity: query.wire.count + 2)
+        frame.writeInteger(UInt16(truncatingIfNeeded: query.wire.count))
+        frame.writeBytes(query.wire)
+        channel.write(frame).whenFailure { error in promise.succeed(.failed("send: \(error)")) }
+        if !flushPending {
+            flushPending = true
+            // Runs after the tasks already queued on the loop: the other queries of this tick are written by then.
+            channel.eventLoop.execute {
+                self.flushPending = false
+                channel.flush()
+            }
         }
     }
 
