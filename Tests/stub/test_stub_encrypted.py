@@ -1,7 +1,8 @@
 """Encrypted upstreams (#16) with real servers: Unbound 1.17 serving DoT (853) and DoH (443, HTTP/2) in dlab-dns
-with certificates of the lab CA ($LAB/ca), a Python DoH server that misbehaves on purpose (lab/dohfault.py),
-kdig and dnspython as independent clients of the same servers, and tcpdump in dlab-dns proving what is on the
-wire. discoverd runs in dlab-a; its stub listens on 127.0.0.1 ports of its own.
+with certificates of the lab CA ($LAB/ca), dnsdist 1.7 as a second implementation of both (OpenSSL for DoT, h2o
+for DoH; the core cases run against each: the `server` fixture), a Python DoH server that misbehaves on purpose
+(lab/dohfault.py), kdig and dnspython as independent clients of the same servers, and tcpdump in dlab-dns proving
+what is on the wire. discoverd runs in dlab-a; its stub listens on 127.0.0.1 ports of its own.
 
 Nothing here touches the machine's trust store: discoverd is given the lab CA with `ca-file`.
 """
@@ -31,6 +32,10 @@ from stubkit import (EDE_NETWORK_ERROR, EDE_STALE, LAB_DIR, LAB_SCRIPT, REPO, Fa
 CA = LAB_DIR / "ca" / "ca.pem"
 NAME = "dns.lab.test"
 GOOD, EXPIRED, ROGUE, WRONG, FAULT = "192.0.2.63", "192.0.2.64", "192.0.2.65", "192.0.2.66", "192.0.2.67"
+DNSDIST = "192.0.2.68"
+# Two implementations of DoT and DoH with the same certificate name, the same backend (the fault server, relaying
+# Knot) and the lab CA: unbound-tls and dnsdist (lab/encrypted.sh).
+SERVERS = {"unbound": GOOD, "dnsdist": DNSDIST}
 DISCOVER = Path(os.environ.get("DISCOVERD_BIN_DIR", REPO / ".build" / "debug")) / "discover"
 
 
@@ -44,6 +49,15 @@ def tls_lab(lab):
     if not wait_until(lambda: _dot_ok(GOOD), 10):
         missing("unbound-tls does not answer DoT on 192.0.2.63 (Scripts/lab status)")
     return lab
+
+
+@pytest.fixture(params=list(SERVERS))
+def server(request, tls_lab):
+    """The address of a good DoT/DoH server, once each implementation: Unbound 1.17, dnsdist 1.7."""
+    address = SERVERS[request.param]
+    if not wait_until(lambda: _dot_ok(address), 10):
+        missing(f"{request.param} does not answer DoT on {address} (Scripts/lab status)")
+    return address
 
 
 def _dot_ok(server: str) -> bool:
@@ -147,38 +161,38 @@ def tls_records(stream: bytes) -> list[tuple[int, int]]:
 # ---------------------------------------------------------------- DoT
 
 
-def test_dot_strict_answers_and_status_says_tls(tls_lab, workdir):
-    d = daemon(workdir, f"{GOOD}#{NAME}")
+def test_dot_strict_answers_and_status_says_tls(server, workdir):
+    d = daemon(workdir, f"{server}#{NAME}")
     try:
         r = ask("h3.lab.test", "A", server="127.0.0.1", port=d.port)
         assert r.rcode == "NOERROR" and r.texts("A"), r.msg
         [up] = upstream_status(d)
-        assert up["server"] == f"tls://{GOOD}:853#{NAME}"
+        assert up["server"] == f"tls://{server}:853#{NAME}"
         assert up["transport"] == "tls" and up["origin"] == "configured"
         assert up["tlsVersion"] == "TLSv1.3" and up["verifiedName"] == NAME
         assert up["connectionsOpened"] == 1 and up["handshakes"] == 1 and up["queries"] >= 1
         assert up["p50Ms"] is not None and up["failures"] == 0
         text = run([DISCOVER, "--socket", d.socket_path, "status"]).stdout
-        assert f"tls://{GOOD}:853#{NAME}: tls (configured), TLSv1.3 verified {NAME}" in text, text
+        assert f"tls://{server}:853#{NAME}: tls (configured), TLSv1.3 verified {NAME}" in text, text
     finally:
         d.stop()
 
 
-def test_dot_without_name_verifies_the_ip_san(tls_lab, workdir):
-    d = daemon(workdir, f"tls://{GOOD}")
+def test_dot_without_name_verifies_the_ip_san(server, workdir):
+    d = daemon(workdir, f"tls://{server}")
     try:
         r = ask("h3.lab.test", "A", server="127.0.0.1", port=d.port)
         assert r.rcode == "NOERROR", r.msg
-        assert upstream_status(d)[0]["verifiedName"] == GOOD
+        assert upstream_status(d)[0]["verifiedName"] == server
     finally:
         d.stop()
 
 
-def test_privacy_no_lab_name_on_port_53_and_queries_padded_to_128(tls_lab, workdir):
+def test_privacy_no_lab_name_on_port_53_and_queries_padded_to_128(server, workdir):
     # From before the daemon starts: what it sends at start-up (DDR, the DNSSEC probe) is seen too.
     cap = Capture(workdir / "dot.pcap")
     try:
-        d = daemon(workdir, f"{GOOD}#{NAME}")
+        d = daemon(workdir, f"{server}#{NAME}")
     except BaseException:
         cap.stop()
         raise
@@ -207,8 +221,8 @@ def test_privacy_no_lab_name_on_port_53_and_queries_padded_to_128(tls_lab, workd
     assert all((n - 2 - 1 - 16) % 128 == 0 for n in queries), queries
 
 
-def test_thousand_queries_one_connection_one_handshake(tls_lab, workdir):
-    d = daemon(workdir, f"{GOOD}#{NAME}")
+def test_thousand_queries_one_connection_one_handshake(server, workdir):
+    d = daemon(workdir, f"{server}#{NAME}")
     try:
         names = [uniq("many") for _ in range(1000)]
 
@@ -500,8 +514,8 @@ def test_server_killed_mid_stream_reconnects_and_serves_stale_meanwhile(tls_lab,
 # ---------------------------------------------------------------- DoH
 
 
-def test_doh_strict_answers_over_http2(tls_lab, workdir):
-    d = daemon(workdir, f"https://{NAME}/dns-query#{GOOD}")
+def test_doh_strict_answers_over_http2(server, workdir):
+    d = daemon(workdir, f"https://{NAME}/dns-query#{server}")
     try:
         names = [uniq("doh") for _ in range(50)]
         codes = parallel(*[lambda n=n: ask(n, "A", server="127.0.0.1", port=d.port).rcode for n in names])
@@ -597,25 +611,25 @@ def test_doh_get_against_unbound_and_the_fault_server(dohfault):
 # ---------------------------------------------------------------- peers on the same servers
 
 
-def test_peers_kdig_and_dnspython_agree_with_discover_query(tls_lab):
+def test_peers_kdig_and_dnspython_agree_with_discover_query(server):
     want = sorted(kdig("+short", f"@192.0.2.53", "multi.lab.test", "A").text.split())
     assert want
-    dot = kdig(f"+tls-ca={CA}", f"+tls-hostname={NAME}", f"@{GOOD}", "multi.lab.test", "A")
+    dot = kdig(f"+tls-ca={CA}", f"+tls-hostname={NAME}", f"@{server}", "multi.lab.test", "A")
     assert dot.status == "NOERROR" and sorted(r[4] for r in dot.records("ANSWER", "A")) == want
-    doh = kdig(f"+https=/dns-query", f"+tls-ca={CA}", f"+tls-hostname={NAME}", f"@{GOOD}", "multi.lab.test", "A")
+    doh = kdig(f"+https=/dns-query", f"+tls-ca={CA}", f"+tls-hostname={NAME}", f"@{server}", "multi.lab.test", "A")
     assert doh.status == "NOERROR" and sorted(r[4] for r in doh.records("ANSWER", "A")) == want
     script = f"""
 import ssl, dns.message, dns.query
 ctx = ssl.create_default_context(cafile={str(CA)!r})
 q = dns.message.make_query("multi.lab.test", "A")
-t = dns.query.tls(q, {GOOD!r}, ssl_context=ctx, server_hostname={NAME!r}, timeout=5)
-h = dns.query.https(q, "https://{NAME}/dns-query", bootstrap_address={GOOD!r}, verify={str(CA)!r}, timeout=5, http_version=dns.query.HTTPVersion.H2)
+t = dns.query.tls(q, {server!r}, ssl_context=ctx, server_hostname={NAME!r}, timeout=5)
+h = dns.query.https(q, "https://{NAME}/dns-query", bootstrap_address={server!r}, verify={str(CA)!r}, timeout=5, http_version=dns.query.HTTPVersion.H2)
 for m in (t, h):
     print(" ".join(sorted(rd.address for rs in m.answer for rd in rs)))
 """
     out = lab_exec("a", str(REPO / ".venv" / "bin" / "python"), "-c", script, timeout=30).stdout.split("\n")
     assert out[0].split() == want and out[1].split() == want, out
-    for upstream in (f"{GOOD}#{NAME}", f"https://{NAME}/dns-query#{GOOD}"):
+    for upstream in (f"{server}#{NAME}", f"https://{NAME}/dns-query#{server}"):
         text = lab_exec("a", str(DISCOVER), "query", "multi.lab.test", "A", "--upstream", upstream,
                         "--ca-file", str(CA), timeout=30).stdout
         assert "TLSv1.3 verified dns.lab.test" in text and "status: NOERROR" in text, text
