@@ -545,12 +545,12 @@ def test_ddr_designation_failing_verification(tls_lab, workdir, encryption):
         d.stop()
 
 
-def test_server_killed_mid_stream_reconnects_and_serves_stale_meanwhile(tls_lab, workdir):
-    d = daemon(workdir, f"{GOOD}#{NAME}")
+def test_server_killed_mid_stream_reconnects_and_serves_stale_meanwhile(server, workdir):
+    d = daemon(workdir, f"{server}#{NAME}")
     try:
         first = ask("stale.lab.test", "A", server="127.0.0.1", port=d.port)
         assert first.rcode == "NOERROR" and first.texts("A")
-        run([LAB_SCRIPT, "kill", "unbound-tls"], timeout=30)
+        run([LAB_SCRIPT, "kill", {GOOD: "unbound-tls", DNSDIST: "dnsdist"}[server]], timeout=30)
         time.sleep(3)  # the 2 s TTL runs out
         r = ask("stale.lab.test", "A", server="127.0.0.1", port=d.port, timeout=6)
         assert r.rcode == "NOERROR" and r.texts("A") == first.texts("A")
@@ -654,11 +654,12 @@ def test_doh_server_refusing_post_is_asked_with_get_and_remembered(dohfault, wor
     assert methods[0] == "POST" and set(methods[1:]) == {"GET"} and len(methods) - 1 >= 6, methods
 
 
-def test_doh_get_against_unbound_and_the_fault_server(dohfault):
+def test_doh_get_against_unbound_dnsdist_and_the_fault_server(dohfault):
     want = sorted(kdig("+short", "@192.0.2.53", "multi.lab.test", "A").text.split())
     log = LAB_DIR / "logs" / f"dohfault-{os.getpid()}.log"
     before = len(_getonly_log(log))
-    for upstream in (f"https://{NAME}/dns-query#{GOOD}", f"https://{NAME}/getonly#{dohfault}"):
+    for upstream in (f"https://{NAME}/dns-query#{GOOD}", f"https://{NAME}/dns-query#{DNSDIST}",
+                     f"https://{NAME}/getonly#{dohfault}"):
         text = lab_exec("a", str(DISCOVER), "query", "multi.lab.test", "A", "--upstream", upstream, "--https-get",
                         "--ca-file", str(CA), timeout=30).stdout
         assert "status: NOERROR" in text, text
