@@ -43,9 +43,11 @@ import Testing
         listen: ["udp 127.0.0.153:53"], queries: stubQueries, cacheAnswers: 1, staleAnswers: 2, forwarded: 3, local: 4,
         refused: 5, truncated: 6, formatErrors: 7, serverFailures: 8)
 
+    static let dnssecUpstream = DNSSECUpstreamState(
+        server: "192.0.2.53:53", state: "capable", evidence: "DNSKEY . with RRSIGs", sinceSeconds: 5)
     static let dnssecStatus = DNSSECValidationStatus(
         mode: "allow-downgrade", upstreams: "capable", secure: 1, insecure: 2, bogus: 3, lastBogusName: "bad.example.",
-        lastBogusReason: "bad.example. A: signature expired")
+        lastBogusReason: "bad.example. A: signature expired", upstreamStates: [dnssecUpstream])
 
     /// IDL type name → a value of the Swift type that carries it.
     static func pinnedTypes() throws -> [String: any Encodable] {
@@ -65,6 +67,7 @@ import Testing
             "io.discoverd.Daemon.UpstreamQueries": upstreamQueries,
             "io.discoverd.Daemon.UpstreamServer": upstreamServer,
             "io.discoverd.Daemon.DNSSECStatus": dnssecStatus,
+            "io.discoverd.Daemon.DNSSECUpstreamState": dnssecUpstream,
         ]
     }
 
@@ -109,7 +112,7 @@ import Testing
             Methods.connectionPlan,
             reply: ConnectionPlanReply(
                 host: "a.", port: 443, h3: true, h3Source: "https", endpoints: [endpoint], source: .cache,
-                timing: timing)),
+                timing: timing, echAuthentication: .dnssec)),
         MethodPin(
             Methods.reportAltSvc,
             reply: ReportAltSvcReply(
