@@ -214,6 +214,9 @@ def test_allow_downgrade_does_not_flap_on_lost_or_garbage_replies(daemon, clean)
     assert after["upstreams"] == "capable" and states_by_server(after) == expected, after
     arrived = [a for a in answers if a is not None]
     lost = len(answers) - len(arrived)
+    print(f"no-flap run: {reached} upstream queries for 1000 names, {len(samples)} Status samples, "
+          f"{sum(1 for a in arrived if a.rcode == 'NOERROR')} validated answers, {lost} lost, "
+          f"{sum(1 for a in arrived if a.rcode != 'NOERROR')} failed")
     assert lost <= 50, f"{lost} of 1000 look-ups got no reply at all"
     noerror = [a for a in arrived if a.rcode == "NOERROR"]
     assert all(a.ad and a.answer for a in noerror), [a for a in noerror if not (a.ad and a.answer)][:3]
