@@ -324,6 +324,9 @@ class Rule:
             self.types = tuple(qtype_code(t) for t in types) if types else STRIP_TYPES
         if self.name.startswith("*.") and len(self.name) < 3:
             raise ValueError("bad zone rule name")
+        # only queries that arrived on this local address (one of --listen); None: every listener
+        listener = spec.get("listener")
+        self.listener = str(listener).strip("[]") if listener else None
         self.hits = 0
 
     def to_json(self) -> dict:
@@ -344,6 +347,8 @@ class Rule:
             d["rtype"] = qtype_name(self.rtype)
         if self.percent is not None:
             d["percent"] = self.percent
+        if self.listener:
+            d["listener"] = self.listener
         return d
 
 
@@ -362,7 +367,7 @@ class FaultServer:
 
     # ----------------------------------------------------------- rules
 
-    def match(self, q: Question) -> Rule | None:
+    def match(self, q: Question, listener: str | None = None) -> Rule | None:
         keys = [(q.name, q.qtype), (q.name, None)]
         labels = [] if q.name == "." else q.name.split(".")
         for i in range(len(labels)):
@@ -373,8 +378,12 @@ class FaultServer:
             stack = self.rules.get(key)
             if not stack:
                 continue
+            if all(r.listener is not None and r.listener != listener for r in stack):
+                continue   # rules for other listeners only: the less specific names decide for this one
             for r in reversed(stack):
                 if r.times is not None and r.times <= 0:
+                    continue
+                if r.listener is not None and r.listener != listener:
                     continue
                 if r.percent is not None and random.random() * 100 >= r.percent:
                     continue
@@ -443,8 +452,8 @@ class FaultServer:
 
     # ----------------------------------------------------------- queries
 
-    async def handle(self, wire: bytes, transport: str):
-        """Answer bytes, or DROP for no answer."""
+    async def handle(self, wire: bytes, transport: str, listener: str | None = None):
+        """Answer bytes, or DROP for no answer. `listener`: the local address the query arrived on."""
         q = parse_question(wire)
         if q is None:
             if len(wire) < 12:
@@ -452,7 +461,7 @@ class FaultServer:
             return await self.forward(wire, transport, None) or DROP
         key = (q.name, qtype_name(q.qtype), transport)
         self.counts[key] = self.counts.get(key, 0) + 1
-        rule = self.match(q)
+        rule = self.match(q, listener)
         mode = rule.mode if rule else "pass"
         self.recent.append({"t": time.time(), "name": q.name, "qtype": qtype_name(q.qtype),
                             "transport": transport, "mode": mode})
@@ -511,7 +520,10 @@ class FaultServer:
             if req.get("stack"):
                 self.rules.setdefault((r.name, r.qtype), []).append(r)
             else:
-                self.rules[(r.name, r.qtype)] = [r]
+                # replaces the rules for this name and type on the same listener (or all, without one)
+                kept = [x for x in self.rules.get((r.name, r.qtype), [])
+                        if r.listener is not None and x.listener is not None and x.listener != r.listener]
+                self.rules[(r.name, r.qtype)] = kept + [r]
             log.info("rule set: %s", json.dumps(r.to_json()))
             return {"ok": True, "rule": r.to_json()}
         if cmd == "clear":
@@ -571,8 +583,9 @@ class FaultServer:
 
 
 class UDPProto(asyncio.DatagramProtocol):
-    def __init__(self, server: FaultServer):
+    def __init__(self, server: FaultServer, listener: str | None = None):
         self.server = server
+        self.listener = listener
         self.transport = None
 
     def connection_made(self, transport):
@@ -583,7 +596,7 @@ class UDPProto(asyncio.DatagramProtocol):
 
     async def _answer(self, data, addr):
         try:
-            resp = await self.server.handle(data, "udp")
+            resp = await self.server.handle(data, "udp", self.listener)
         except Exception:  # noqa: BLE001
             log.exception("udp query from %s", addr)
             return
@@ -591,13 +604,14 @@ class UDPProto(asyncio.DatagramProtocol):
             self.transport.sendto(resp, addr)
 
 
-async def tcp_client(server: FaultServer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+async def tcp_client(server: FaultServer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                     listener: str | None = None):
     lock = asyncio.Lock()
     tasks = set()
 
     async def answer(msg):
         try:
-            resp = await server.handle(msg, "tcp")
+            resp = await server.handle(msg, "tcp", listener)
         except Exception:  # noqa: BLE001
             log.exception("tcp query")
             return
@@ -631,10 +645,11 @@ async def main_async(args) -> None:
     closers = []
     for addr in args.listen:
         fam = socket.AF_INET6 if ":" in addr else socket.AF_INET
-        tr, _ = await loop.create_datagram_endpoint(lambda: UDPProto(server), local_addr=(addr, args.port), family=fam)
+        tr, _ = await loop.create_datagram_endpoint(lambda a=addr: UDPProto(server, a), local_addr=(addr, args.port),
+                                                    family=fam)
         closers.append(tr.close)
-        srv = await asyncio.start_server(lambda r, w: tcp_client(server, r, w), addr, args.port, family=fam,
-                                         reuse_address=True)
+        srv = await asyncio.start_server(lambda r, w, a=addr: tcp_client(server, r, w, a), addr, args.port,
+                                         family=fam, reuse_address=True)
         closers.append(srv.close)
         log.info("listening on %s port %d (udp, tcp)", addr, args.port)
     if args.ctl:

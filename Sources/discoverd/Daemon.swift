@@ -50,7 +50,7 @@ struct Daemon {
                 trustAnchors: (try? configuration.trustAnchors()) ?? .builtIn),
             logger: logger)
         // allow-downgrade's evidence: one probe now, and again on Reload (docs/DNSSEC.md).
-        Task { await resolver.probeDNSSEC() }
+        Task { await resolver.probeDNSSECUntilKnown() }
         // Unicast DNS-SD reads through the same optimistic cache; leftovers of a crashed run go first.
         let wideArea = UnicastDNSSD(
             source: ResolverRecordSource(resolver: resolver), settings: configuration.wideAreaSettings,

@@ -73,7 +73,12 @@ final class DaemonState: DaemonControl {
         return DNSSECValidationStatus(
             mode: stats.mode.rawValue, upstreams: stats.upstreams.rawValue, secure: Int(stats.secure),
             insecure: Int(stats.insecure), bogus: Int(stats.bogus), lastBogusName: stats.lastBogusName,
-            lastBogusReason: stats.lastBogusReason)
+            lastBogusReason: stats.lastBogusReason,
+            upstreamStates: stats.upstreamStates.entries.map {
+                DNSSECUpstreamState(
+                    server: $0.server, state: $0.capability.rawValue, evidence: $0.evidence,
+                    sinceSeconds: $0.since.map { max(0, Int(Date().timeIntervalSince($0))) })
+            })
     }
 
     /// Every upstream as the transport reports it.

@@ -79,7 +79,7 @@ struct FastEncoderCoverageTests {
                         address: "2001:db8::1", port: 443, transport: "quic", alpn: ["h3"], target: "h.", priority: 1,
                         ech: "AA==")
                 ],
-                source: .cache, timing: Self.timing))
+                source: .cache, timing: Self.timing, echAuthentication: .encryptedTransport))
     }
 
     @Test func browseReplyWritesEveryField() throws {

@@ -47,9 +47,11 @@ import Testing
         refused: 5, truncated: 6, formatErrors: 7, serverFailures: 8, limits: stubLimits, tcpConnections: 9,
         tcpRefused: 10, nearestToCaps: [stubAddressUsage])
 
+    static let dnssecUpstream = DNSSECUpstreamState(
+        server: "192.0.2.53:53", state: "capable", evidence: "DNSKEY . with RRSIGs", sinceSeconds: 5)
     static let dnssecStatus = DNSSECValidationStatus(
         mode: "allow-downgrade", upstreams: "capable", secure: 1, insecure: 2, bogus: 3, lastBogusName: "bad.example.",
-        lastBogusReason: "bad.example. A: signature expired")
+        lastBogusReason: "bad.example. A: signature expired", upstreamStates: [dnssecUpstream])
 
     /// IDL type name → a value of the Swift type that carries it.
     static func pinnedTypes() throws -> [String: any Encodable] {
@@ -71,6 +73,7 @@ import Testing
             "io.discoverd.Daemon.UpstreamQueries": upstreamQueries,
             "io.discoverd.Daemon.UpstreamServer": upstreamServer,
             "io.discoverd.Daemon.DNSSECStatus": dnssecStatus,
+            "io.discoverd.Daemon.DNSSECUpstreamState": dnssecUpstream,
         ]
     }
 
@@ -115,7 +118,7 @@ import Testing
             Methods.connectionPlan,
             reply: ConnectionPlanReply(
                 host: "a.", port: 443, h3: true, h3Source: "https", endpoints: [endpoint], source: .cache,
-                timing: timing)),
+                timing: timing, echAuthentication: .dnssec)),
         MethodPin(
             Methods.reportAltSvc,
             reply: ReportAltSvcReply(

@@ -1,6 +1,7 @@
 import CLDNS
 import DNSCore
 import Foundation
+import Synchronization
 import Testing
 
 @testable import Resolver
@@ -312,5 +313,185 @@ struct TrustAnchorTests {
         } catch {
             #expect(error.description.hasSuffix("bad.positive:1: a trust anchor is a DS or DNSKEY record"))
         }
+    }
+}
+
+/// Two upstreams behind one transport: `query` goes to the one named by `primary` (as failover would), `queryEach`
+/// asks both; every reply is credited to the upstream that sent it, as `UpstreamClient` does.
+final class TwoUpstreams: DNSTransport {
+    let upstreams: [String: ReplyTransport]
+    let primary: Mutex<String>
+
+    init(_ upstreams: [String: ReplyTransport], primary: String) {
+        self.upstreams = upstreams
+        self.primary = Mutex(primary)
+    }
+
+    var upstreamNames: [String] { upstreams.keys.sorted() }
+
+    func query(_ question: DNSQuestion) async throws(DNSTransportError) -> DNSExchange {
+        try await query(question, dnssecOK: false)
+    }
+
+    func query(_ question: DNSQuestion, dnssecOK: Bool) async throws(DNSTransportError) -> DNSExchange {
+        let name = primary.withLock { $0 }
+        return try await Self.credited(upstreams[name]!, name, question, dnssecOK)
+    }
+
+    func queryEach(_ question: DNSQuestion, dnssecOK: Bool) async -> [UpstreamReply] {
+        var replies: [UpstreamReply] = []
+        for name in upstreamNames {
+            let exchange = try? await Self.credited(upstreams[name]!, name, question, dnssecOK)
+            replies.append(UpstreamReply(server: name, message: exchange?.message))
+        }
+        return replies
+    }
+
+    static func credited(_ transport: ReplyTransport, _ name: String, _ question: DNSQuestion, _ dnssecOK: Bool)
+        async throws(DNSTransportError) -> DNSExchange
+    {
+        var exchange = try await transport.query(question, dnssecOK: dnssecOK)
+        for index in exchange.attempts.indices { exchange.attempts[index].server = name }
+        return exchange
+    }
+}
+
+@Suite("allow-downgrade decides per upstream")
+struct UpstreamDNSSECStatesTests {
+    static let now = Date(timeIntervalSince1970: 1_800_000_000)
+
+    @Test func probeRepliesGiveEvidenceAndNothingElseDoes() {
+        let key = DNSSECRecords.a("example.", [192, 0, 2, 1])
+        let world = DNSSECWorld()
+        let signed = reply(world.parent.signed([world.parent.dnskey]))
+        let stripped = reply([world.parent.dnskey])
+        let empty = reply([])
+        let cases: [(DNSMessage?, DNSSECProbeEvidence?)] = [
+            (signed, .signed), (stripped, .stripped), (empty, .stripped), (reply([key]), .stripped),
+            (reply([], rcode: .servFail), nil), (reply([], rcode: .refused), nil), (reply([], rcode: .nxDomain), nil),
+            (nil, nil),
+        ]
+        for (message, expected) in cases { #expect(DNSSECProbeEvidence.of(message) == expected) }
+        #expect(DNSSECProbeEvidence.combined([nil, .stripped, .signed]) == .signed)
+        #expect(DNSSECProbeEvidence.combined([nil, .stripped]) == .stripped)
+        #expect(DNSSECProbeEvidence.combined([nil, nil]) == nil)
+        #expect(DNSSECProbeEvidence.combined([]) == nil)
+    }
+
+    @Test func eachUpstreamHasItsStateAndOnlyEvidenceChangesIt() {
+        var states = UpstreamDNSSECStates()
+        states.configure(["a", "b"])
+        #expect(states.summary == .unknown && states.unknown == ["a", "b"] && !states.anyCapable)
+        let decidedA = states.record("a", .signed, detail: "signed", at: Self.now)
+        let decidedB = states.record("b", .stripped, detail: "stripped", at: Self.now)
+        #expect(decidedA && decidedB)
+        #expect(states.capability(of: "a") == .capable && states.capability(of: "b") == .incapable)
+        #expect(states.summary == .mixed && states.anyCapable && states.unknown.isEmpty)
+        // No usable reply (timeout, SERVFAIL, garbage) never changes a state, however often.
+        var changes = 0
+        for _ in 0..<1000 {
+            if states.record("a", nil, detail: "timeout", at: Self.now) { changes += 1 }
+            if states.record("b", nil, detail: "garbage", at: Self.now) { changes += 1 }
+        }
+        #expect(changes == 0)
+        #expect(states.capability(of: "a") == .capable && states.capability(of: "b") == .incapable)
+        // The same evidence again is no change; other evidence is.
+        let same = states.record("a", .signed, detail: "signed", at: Self.now)
+        let other = states.record("b", .signed, detail: "signed", at: Self.now)
+        #expect(!same && other)
+        #expect(states.summary == .capable)
+        // An upstream nobody probed, or no upstream named: unknown, so its answers are not validated.
+        #expect(states.capability(of: "c") == .unknown && states.capability(of: nil) == .unknown)
+    }
+
+    @Test func aReconfigurationKeepsWhatItKeepsAndStartsNewOnesUnknown() {
+        var states = UpstreamDNSSECStates()
+        states.configure(["a", "b"])
+        states.record("a", .signed, detail: "signed", at: Self.now)
+        states.record("b", .stripped, detail: "stripped", at: Self.now)
+        states.configure(["c", "a"])
+        #expect(states.entries.map(\.server) == ["c", "a"])
+        #expect(states.capability(of: "a") == .capable && states.capability(of: "c") == .unknown)
+        #expect(states.capability(of: "b") == .unknown)
+        #expect(states.summary == .mixed && states.unknown == ["c"])
+        states.configure([])
+        #expect(states.summary == .unknown)
+    }
+
+    @Test func answersAreValidatedOnlyFromTheUpstreamShownCapable() async {
+        let world = DNSSECWorld()
+        // b strips DNSSEC data: its DNSKEY reply has no RRSIGs, and it answers without them.
+        let stripping = ReplyTransport()
+        stripping.set("example.", RRType(48), reply([world.parent.dnskey]))
+        let transport = TwoUpstreams(["a": world.transport, "b": stripping], primary: "a")
+        let resolver = DNSResolver(
+            transport: transport,
+            configuration: .init(
+                dnssec: .allowDowngrade, trustAnchors: TrustAnchors(positive: ["example.": [world.parent.ds]])),
+            clock: world.clock)
+        await resolver.probeDNSSEC()
+        let states = resolver.validator.upstreamStates
+        #expect(states.capability(of: "a") == .capable && states.capability(of: "b") == .incapable)
+        #expect(resolver.validator.upstreamCapability == .mixed)
+        #expect(resolver.validator.active)
+        // From a (capable): validated; secure, and an unsigned answer in the signed zone is bogus.
+        #expect(await verdict(resolver, "www.example.").state == .secure)
+        #expect(await verdict(resolver, "stripped.example.").ede == 10)
+        // From b (incapable), a name not cached yet: not validated, insecure, not SERVFAIL.
+        transport.primary.withLock { $0 = "b" }
+        stripping.set("other.example.", .a, reply([DNSSECRecords.a("other.example.", [192, 0, 2, 9])]))
+        #expect(await verdict(resolver, "other.example.").state == .insecure)
+        // A probe round where b gives nothing and a is lost changes neither.
+        stripping.remove("example.", RRType(48))
+        world.transport.remove("example.", RRType(48))
+        await resolver.probeDNSSEC()
+        #expect(resolver.validator.upstreamStates == states)
+    }
+}
+
+@Suite("A plan says whether its ECH came from an authenticated answer")
+struct ECHAuthenticationTests {
+    /// HTTPS `1 . alpn=h2 ipv4hint=192.0.2.7 ech=AQID`.
+    static func httpsWithECH(_ name: String) -> ResourceRecord {
+        let alpn: [UInt8] = [0, 1, 0, 3, 2] + Array("h2".utf8)
+        let hint: [UInt8] = [0, 4, 0, 4, 192, 0, 2, 7]
+        let ech: [UInt8] = [0, 5, 0, 3, 1, 2, 3]
+        return ResourceRecord(name: name, type: .https, ttl: 300, rdata: [0, 1, 0] + alpn + hint + ech)
+    }
+
+    @Test func theRule() {
+        #expect(ECHAuthentication.of(dnssec: .secure, authenticatedTransport: false) == .dnssec)
+        #expect(ECHAuthentication.of(dnssec: .secure, authenticatedTransport: true) == .dnssec)
+        for state in [DNSSECState.insecure, .indeterminate, .bogus] {
+            #expect(ECHAuthentication.of(dnssec: state, authenticatedTransport: true) == .encryptedTransport)
+            #expect(ECHAuthentication.of(dnssec: state, authenticatedTransport: false) == .unauthenticated)
+        }
+    }
+
+    @Test func securePlainAndEncryptedTransport() async throws {
+        let world = DNSSECWorld()
+        let t = world.transport
+        t.set("ech.example.", .https, reply(world.parent.signed([Self.httpsWithECH("ech.example.")])))
+        t.set("ech.plain.example.", .https, reply([Self.httpsWithECH("ech.plain.example.")]))
+        t.set("tls.plain.example.", .https, reply([Self.httpsWithECH("tls.plain.example.")]))
+        let resolver = world.resolver()
+        let secure = try await resolver.connectionPlan(host: "ech.example.")
+        #expect(secure.plan.endpoints.contains { $0.ech == "AQID" })
+        #expect(secure.echAuthentication == .dnssec)
+        let plain = try await resolver.connectionPlan(host: "ech.plain.example.")
+        #expect(plain.plan.endpoints.contains { $0.ech == "AQID" })
+        #expect(plain.echAuthentication == .unauthenticated)
+        // Over a verified encrypted upstream: authenticated by the transport, also when served from the cache.
+        t.authenticated.store(true, ordering: .relaxed)
+        let encrypted = try await resolver.connectionPlan(host: "tls.plain.example.")
+        #expect(encrypted.echAuthentication == .encryptedTransport)
+        t.authenticated.store(false, ordering: .relaxed)
+        let cached = try await resolver.connectionPlan(host: "tls.plain.example.")
+        #expect(cached.echAuthentication == .encryptedTransport)
+        // No ECH, nothing said about it.
+        t.set("noech.plain.example.", .https, reply([httpsRecord("noech.plain.example.", priority: 1, target: ".", alpn: ["h2"])]))
+        t.set("noech.plain.example.", .a, reply([DNSSECRecords.a("noech.plain.example.", [192, 0, 2, 9])]))
+        let none = try await resolver.connectionPlan(host: "noech.plain.example.")
+        #expect(none.echAuthentication == nil)
     }
 }

@@ -16,6 +16,8 @@ final class ReplyTransport: DNSTransport {
 
     private let replies: Mutex<[String: DNSMessage]>
     private let asked = Mutex<[Asked]>([])
+    /// Replies count as from a verified DoT/DoH upstream (``DNSExchange/authenticatedTransport``).
+    let authenticated = Atomic<Bool>(false)
     private let held = Mutex<(closed: Bool, waiting: [CheckedContinuation<Void, Never>])>((false, []))
 
     init(_ replies: [String: DNSMessage] = [:]) { self.replies = Mutex(replies) }
@@ -62,7 +64,8 @@ final class ReplyTransport: DNSTransport {
             throw DNSTransportError(code: .timeout, message: "no answer", attempts: [attempt])
         }
         message.questions = [question]
-        return DNSExchange(message: message, attempts: [attempt])
+        return DNSExchange(
+            message: message, attempts: [attempt], authenticatedTransport: authenticated.load(ordering: .relaxed))
     }
 }
 

@@ -80,6 +80,7 @@ CASES: list[Case] = [
     Case("www.dnssec.test", "AAAA", SECURE, why="signed AAAA"),
     Case("www.dnssec.test", "TXT", SECURE, answer=False, why="NODATA proven by NSEC"),
     Case("svc.dnssec.test", "HTTPS", SECURE, why="signed HTTPS 1 . alpn=h3,h2"),
+    Case("ech.dnssec.test", "HTTPS", SECURE, why="signed HTTPS with ech"),
     Case("alias.dnssec.test", "A", SECURE, why="CNAME www, both links signed"),
     Case("foo.wild.dnssec.test", "A", SECURE, why="wildcard *.wild, NSEC proves no closer match"),
     Case("wild.dnssec.test", "A", SECURE, answer=False, why="empty non-terminal: NODATA by NSEC"),
@@ -96,6 +97,7 @@ CASES: list[Case] = [
     Case("www.nsec3iter.dnssec.test", "A", SECURE, why="positive answers need no NSEC3"),
     # insecure
     Case("www.unsigned.dnssec.test", "A", INSECURE, why="delegation without DS, proven by NSEC in dnssec.test"),
+    Case("ech.unsigned.dnssec.test", "HTTPS", INSECURE, why="HTTPS with ech in the unsigned child"),
     Case("nothere.unsigned.dnssec.test", "A", INSECURE, rcode="NXDOMAIN", answer=False, why="unsigned zone"),
     Case("alias-insecure.dnssec.test", "A", INSECURE, why="secure CNAME to an insecure name"),
     Case("nothere.nsec3iter.dnssec.test", "A", INSECURE, rcode="NXDOMAIN", answer=False,

@@ -174,7 +174,7 @@ class StubDaemon:
     listen: list[str]
     config: str = ""
     host: str = "a"
-    upstream: str = UPSTREAM
+    upstream: str | list[str] = UPSTREAM     # one, or several in failover order
     name: str = field(default_factory=lambda: f"stubtest-{os.getpid()}-{uuid.uuid4().hex[:4]}")
 
     @property
@@ -217,7 +217,9 @@ class StubDaemon:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text(self.config)
         cmd = [DISCOVERD_BIN, "--config", self.config_path, "--socket", self.socket_path,
-               "--state-dir", self.workdir / "state", "--upstream", self.upstream]
+               "--state-dir", self.workdir / "state"]
+        for upstream in [self.upstream] if isinstance(self.upstream, str) else self.upstream:
+            cmd += ["--upstream", upstream]
         for address in self.listen:
             cmd += ["--stub-listen", address]
         run([LAB_SCRIPT, "spawn", self.host, self.name, *cmd], timeout=30)

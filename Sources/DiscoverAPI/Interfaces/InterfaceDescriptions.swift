@@ -191,6 +191,10 @@ public enum InterfaceDescriptions {
         )
 
         # Endpoints in the order a Happy Eyeballs v3 client should try them.
+        # echAuthentication, present when an endpoint has ech, says whether the
+        # HTTPS answers its ECH configurations came from were authenticated:
+        # dnssec (validated secure), encryptedTransport (DoT or DoH with a
+        # verified certificate) or none.
         method ConnectionPlan(host: string, port: ?int, optimistic: ?bool, assumeH3: ?bool) -> (
           host: string,
           port: int,
@@ -199,7 +203,8 @@ public enum InterfaceDescriptions {
           endpoints: []Endpoint,
           source: Source,
           timing: Timing,
-          dnssec: DNSSEC
+          dnssec: DNSSEC,
+          echAuthentication: ?(dnssec, encryptedTransport, none)
         )
 
         # An Alt-Svc alternative that was not recorded, and why.
@@ -399,15 +404,21 @@ public enum InterfaceDescriptions {
           calls: int
         )
 
-        # Upstream work against [limits]: distinct queries in flight now and at
-        # most, sockets open, questions refused (at the total, at a client's
-        # limit, for want of a socket), questions that joined one in flight, the
-        # client with the most in flight, and records the bailiwick rules dropped
-        # from upstream replies.
+        # One upstream's DNSSEC state (allow-downgrade decides per upstream):
+        # unknown until a probe reply shows something, then capable (its answers
+        # are validated) or incapable (they are not); the probe reply that
+        # decided it and how long ago.
+        type DNSSECUpstreamState (
+          server: string,
+          state: string,
+          evidence: ?string,
+          sinceSeconds: ?int
+        )
+
         # DNSSEC validation (docs/DNSSEC.md): the mode ([resolver] dnssec), what
-        # the probe found about the upstreams (unknown, capable, incapable),
-        # answers stored as secure, insecure and bogus since start, and the last
-        # bogus name with its reason.
+        # the probe found about the upstreams in one word (unknown, capable,
+        # incapable, mixed) and per upstream, answers stored as secure, insecure
+        # and bogus since start, and the last bogus name with its reason.
         type DNSSECStatus (
           mode: string,
           upstreams: string,
@@ -415,9 +426,15 @@ public enum InterfaceDescriptions {
           insecure: int,
           bogus: int,
           lastBogusName: ?string,
-          lastBogusReason: ?string
+          lastBogusReason: ?string,
+          upstreamStates: ?[]DNSSECUpstreamState
         )
 
+        # Upstream work against [limits]: distinct queries in flight now and at
+        # most, sockets open, questions refused (at the total, at a client's
+        # limit, for want of a socket), questions that joined one in flight, the
+        # client with the most in flight, and records the bailiwick rules dropped
+        # from upstream replies.
         type UpstreamQueries (
           limit: int,
           perClientLimit: int,

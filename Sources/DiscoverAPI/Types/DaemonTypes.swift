@@ -177,9 +177,11 @@ public struct StatusReply: Codable, Equatable, Sendable {
 public struct DNSSECValidationStatus: Codable, Equatable, Sendable {
     /// `[resolver] dnssec`: yes, allow-downgrade or no.
     public var mode: String
-    /// What the probe found about the upstreams: unknown, capable (they pass DNSSEC data) or incapable (in
-    /// allow-downgrade, answers are then not validated).
+    /// What the probe found about the upstreams, in one word: unknown, capable (they pass DNSSEC data), incapable
+    /// (in allow-downgrade, their answers are not validated), or mixed (they differ: see ``upstreamStates``).
     public var upstreams: String
+    /// What the probe found about each upstream (allow-downgrade decides per upstream).
+    public var upstreamStates: [DNSSECUpstreamState]?
     /// Answers stored with each verdict since start (one per upstream answer, not per answer served).
     public var secure: Int
     public var insecure: Int
@@ -190,15 +192,35 @@ public struct DNSSECValidationStatus: Codable, Equatable, Sendable {
 
     public init(
         mode: String, upstreams: String, secure: Int, insecure: Int, bogus: Int, lastBogusName: String? = nil,
-        lastBogusReason: String? = nil
+        lastBogusReason: String? = nil, upstreamStates: [DNSSECUpstreamState]? = nil
     ) {
         self.mode = mode
         self.upstreams = upstreams
+        self.upstreamStates = upstreamStates
         self.secure = secure
         self.insecure = insecure
         self.bogus = bogus
         self.lastBogusName = lastBogusName
         self.lastBogusReason = lastBogusReason
+    }
+}
+
+/// One upstream's DNSSEC state in `Status` (docs/DNSSEC.md, "Modes and allow-downgrade").
+public struct DNSSECUpstreamState: Codable, Equatable, Sendable {
+    /// As in ``UpstreamServerStatus/server``.
+    public var server: String
+    /// unknown (no probe reply yet), capable or incapable.
+    public var state: String
+    /// The probe reply that decided it.
+    public var evidence: String?
+    /// Seconds since the state was decided.
+    public var sinceSeconds: Int?
+
+    public init(server: String, state: String, evidence: String? = nil, sinceSeconds: Int? = nil) {
+        self.server = server
+        self.state = state
+        self.evidence = evidence
+        self.sinceSeconds = sinceSeconds
     }
 }
 

@@ -8,6 +8,15 @@ public enum DNSSECStatus: String, Codable, Sendable {
     case secure, insecure, bogus, indeterminate
 }
 
+/// Why a connection plan's ECH configurations can be trusted (docs/DNSSEC.md): `dnssec` (the HTTPS answers were
+/// validated secure), `encryptedTransport` (they came over DoT or DoH with a verified certificate), `none`
+/// (neither: anyone on the path could have altered or removed them).
+public enum ECHAuthenticationStatus: String, Codable, Sendable {
+    case dnssec
+    case encryptedTransport
+    case none
+}
+
 public enum AnswerSource: String, Codable, Sendable {
     /// A fresh cache entry.
     case cache
@@ -387,12 +396,16 @@ public struct ConnectionPlanReply: Codable, Equatable, Sendable {
     public var timing: Timing
     /// The DNSSEC state of the HTTPS and address answers the plan used.
     public var dnssec: DNSSECStatus
+    /// Whether the ECH configurations of the endpoints came from an authenticated answer, and how; absent when no
+    /// endpoint has one.
+    public var echAuthentication: ECHAuthenticationStatus?
 
     public init(
         host: String, port: Int, h3: Bool, h3Source: String?, endpoints: [PlanEndpoint], source: AnswerSource,
-        timing: Timing, dnssec: DNSSECStatus = .insecure
+        timing: Timing, dnssec: DNSSECStatus = .insecure, echAuthentication: ECHAuthenticationStatus? = nil
     ) {
         self.dnssec = dnssec
+        self.echAuthentication = echAuthentication
         self.host = host
         self.port = port
         self.h3 = h3
@@ -414,6 +427,7 @@ extension ConnectionPlanReply: JSONWritable {
         writer.field("source", source.rawValue)
         writer.field("timing", timing)
         writer.field("dnssec", dnssec.rawValue)
+        writer.field("echAuthentication", echAuthentication?.rawValue)
         writer.endObject()
     }
 }

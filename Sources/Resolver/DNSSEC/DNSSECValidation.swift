@@ -81,20 +81,25 @@ public struct DNSSECValidation: Sendable, Codable, Hashable {
     }
 }
 
-/// Whether the upstreams pass DNSSEC data, from the probe only (``DNSSECValidator/recordProbe(_:)``).
+/// Whether an upstream passes DNSSEC data, from the probe only (``UpstreamDNSSECStates``).
 public enum UpstreamDNSSECCapability: String, Sendable {
-    /// No probe has answered yet.
+    /// No probe reply has shown anything yet.
     case unknown
     /// The probe's reply carried RRSIGs.
     case capable
-    /// The probe's reply arrived without RRSIGs: in allow-downgrade, answers are not validated.
+    /// The probe's reply arrived without RRSIGs: in allow-downgrade, its answers are not validated.
     case incapable
+    /// Only as the summary of several upstreams: they are not all in the same state.
+    case mixed
 }
 
 /// Counters for Status.
 public struct DNSSECStatistics: Sendable {
     public var mode: DNSSECMode
-    public var upstreams: UpstreamDNSSECCapability
+    /// The summary of ``upstreamStates``.
+    public var upstreams: UpstreamDNSSECCapability { upstreamStates.summary }
+    /// Each upstream's state.
+    public var upstreamStates = UpstreamDNSSECStates()
     public var secure: UInt64 = 0
     public var insecure: UInt64 = 0
     public var bogus: UInt64 = 0

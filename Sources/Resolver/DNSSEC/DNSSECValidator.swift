@@ -20,13 +20,12 @@ public final class DNSSECValidator: Sendable {
         var anchors: TrustAnchors
     }
     private let settings: Mutex<Settings>
-    private let capability = Mutex<UpstreamDNSSECCapability>(.unknown)
     private let statistics: Mutex<DNSSECStatistics>
     private let now: @Sendable () -> Date
 
     public init(mode: DNSSECMode, anchors: TrustAnchors = .builtIn, now: @escaping @Sendable () -> Date = { Date() }) {
         settings = Mutex(Settings(mode: mode, anchors: anchors))
-        statistics = Mutex(DNSSECStatistics(mode: mode, upstreams: .unknown))
+        statistics = Mutex(DNSSECStatistics(mode: mode))
         self.now = now
     }
 
@@ -35,13 +34,13 @@ public final class DNSSECValidator: Sendable {
     /// Whether answers get a verdict at all.
     public var enabled: Bool { mode != .no }
 
-    /// Whether answers are validated now (upstream queries then carry DO): `yes`, or `allow-downgrade` once the
-    /// probe has shown the upstreams pass DNSSEC data. Until then allow-downgrade changes nothing on the wire, so
-    /// an upstream that cannot do DNSSEC never costs a name.
+    /// Whether upstream queries carry DO: `yes`, or `allow-downgrade` once the probe has shown some upstream passes
+    /// DNSSEC data. Until then allow-downgrade changes nothing on the wire, so an upstream that cannot do DNSSEC
+    /// never costs a name. Which answers are validated is decided per answer (``validate(_:name:type:upstream:fetcher:)``).
     public var active: Bool {
         switch mode {
         case .yes: true
-        case .allowDowngrade: upstreamCapability == .capable
+        case .allowDowngrade: statistics.withLock { $0.upstreamStates.anyCapable }
         case .no: false
         }
     }
@@ -53,15 +52,24 @@ public final class DNSSECValidator: Sendable {
         statistics.withLock { $0.mode = mode }
     }
 
-    /// The probe's evidence: a reply with RRSIGs (`true`), one without (`false`). A probe that got no usable reply
-    /// is not recorded at all: one lost or odd reply never changes the upstreams' state.
-    public func recordProbe(signed: Bool) {
-        let value: UpstreamDNSSECCapability = signed ? .capable : .incapable
-        capability.withLock { $0 = value }
-        statistics.withLock { $0.upstreams = value }
+    /// The upstreams in use (start, Reload): kept ones keep their state, new ones start unknown.
+    public func configureUpstreams(_ servers: [String]) {
+        statistics.withLock { $0.upstreamStates.configure(servers) }
     }
 
-    public var upstreamCapability: UpstreamDNSSECCapability { capability.withLock { $0 } }
+    /// One upstream's probe evidence (``UpstreamDNSSECStates/record(_:_:detail:at:)``): nil changes nothing, so
+    /// one lost or odd reply never changes an upstream's state. Returns whether the state changed.
+    @discardableResult
+    public func recordProbe(server: String, _ evidence: DNSSECProbeEvidence?, detail: String) -> Bool {
+        let now = self.now()
+        return statistics.withLock { $0.upstreamStates.record(server, evidence, detail: detail, at: now) }
+    }
+
+    /// Every upstream's state.
+    public var upstreamStates: UpstreamDNSSECStates { statistics.withLock { $0.upstreamStates } }
+
+    /// The summary of the upstreams' states (``UpstreamDNSSECStates/summary``).
+    public var upstreamCapability: UpstreamDNSSECCapability { upstreamStates.summary }
 
     public var currentStatistics: DNSSECStatistics { statistics.withLock { $0 } }
 
@@ -82,13 +90,19 @@ public final class DNSSECValidator: Sendable {
     // MARK: - Entry point
 
     /// The verdict for an upstream answer to (name, type).
-    func validate(_ answer: CacheAnswer<CachedRRset>, name: String, type: RRType, fetcher: any DNSSECFetcher) async
-        -> DNSSECValidation
-    {
+    /// - Parameter upstream: the upstream that sent it (`QueryAttempt.server`): in allow-downgrade, only answers
+    ///   from an upstream the probe showed `capable` are validated.
+    func validate(
+        _ answer: CacheAnswer<CachedRRset>, name: String, type: RRType, upstream: String?, fetcher: any DNSSECFetcher
+    ) async -> DNSSECValidation {
         let mode = self.mode
         if mode == .no { return .insecure("validation is off") }
-        if mode == .allowDowngrade && upstreamCapability != .capable {
-            return .insecure("allow-downgrade: the upstreams are not shown to pass DNSSEC data")
+        if mode == .allowDowngrade {
+            let capability = statistics.withLock { $0.upstreamStates.capability(of: upstream) }
+            if capability != .capable {
+                return .insecure(
+                    "allow-downgrade: upstream \(upstream ?? "?") is \(capability.rawValue) (not shown to pass DNSSEC data)")
+            }
         }
         let verdict: DNSSECValidation
         switch answer {

@@ -186,7 +186,7 @@ extension DNSResolver {
                     isRefresh: false, client: options.client)
                 switch await task.value {
                 case .answer(let answer, let ttl, let attempts):
-                    trace.provenance.addDNSSEC(answer.payload?.validation, stale: false)
+                    trace.provenance.addDNSSEC(answer.payload, stale: false)
                     trace.provenance.sources.insert(.network)
                     trace.provenance.ttl = min(trace.provenance.ttl, ttl)
                     trace.provenance.attempts += attempts
@@ -209,7 +209,7 @@ extension DNSResolver {
                         error.attempts = trace.provenance.attempts
                         throw error
                     }
-                    trace.provenance.addDNSSEC(stale.payload?.validation, stale: true)
+                    trace.provenance.addDNSSEC(stale.payload, stale: true)
                     trace.provenance.sources.insert(.expiredCache)
                     trace.provenance.ttl = min(trace.provenance.ttl, staleTTL)
                     trace.provenance.staleSeconds = max(trace.provenance.staleSeconds ?? 0, seconds)
@@ -252,7 +252,7 @@ extension DNSResolver {
         if options.dnssecOK, let answer = lookup.answer, !(answer.payload?.dnssecOK ?? false) { return nil }
         switch lookup {
         case .fresh(let answer, let remaining):
-            trace.provenance.addDNSSEC(answer.payload?.validation, stale: false)
+            trace.provenance.addDNSSEC(answer.payload, stale: false)
             trace.provenance.sources.insert(.cache)
             trace.provenance.ttl = min(trace.provenance.ttl, remaining)
             trace.provenance.cacheLookups += 1
@@ -265,7 +265,7 @@ extension DNSResolver {
         case .stale(let answer, let staleSeconds, let answerTTL, let shouldRefresh):
             // Validated data is never served past its signatures' expiry: a miss, fetched again.
             if Self.signaturesExpired(answer, now: cache.clock.now()) { return nil }
-            trace.provenance.addDNSSEC(answer.payload?.validation, stale: true)
+            trace.provenance.addDNSSEC(answer.payload, stale: true)
             trace.provenance.sources.insert(.expiredCache)
             trace.provenance.ttl = min(trace.provenance.ttl, answerTTL)
             trace.provenance.staleSeconds = max(trace.provenance.staleSeconds ?? 0, staleSeconds)

@@ -57,6 +57,8 @@ public final class DNSResolver: Sendable {
     public let validator: DNSSECValidator
     /// Records dropped from upstream replies by the bailiwick rules (``ReplyScrubber``).
     private let scrubbedRecords = Atomic<UInt64>(0)
+    /// Bumped by every probe loop started (start, Reload): an older loop stops retrying.
+    private let probeGeneration = Atomic<UInt64>(0)
     /// Recent negative-answer payloads (SOA and proofs), shared by every entry that carries the same one.
     private let negativePayloads = Mutex<[CachedRRset: CachedRRset]>([:])
 
@@ -259,9 +261,11 @@ public final class DNSResolver: Sendable {
         var provenance = Provenance()
         var bindings: [ServiceBinding] = []
         var fallback = hostName
+        var httpsAnswers = Provenance()
         switch httpsOutcome {
         case .success(let (resolution, httpsProvenance)):
             provenance.merge(httpsProvenance)
+            httpsAnswers = httpsProvenance
             bindings = resolution.bindings
             fallback = resolution.fallbackTarget
         case .failure(let error):
@@ -329,9 +333,16 @@ public final class DNSResolver: Sendable {
             host: hostName, port: port, bindings: bindings, addresses: known, assumeH3: assumeH3,
             altSvc: alternatives.map { ConnectionPlanner.Alternative(alpn: $0.protocolID, host: $0.host, port: Int($0.port)) },
             fallbackTarget: fallback)
+        // The ECH configurations come from the HTTPS answers alone: they decide whether they can be trusted.
+        let echAuthentication =
+            plan.endpoints.contains { $0.ech != nil }
+            ? ECHAuthentication.of(
+                dnssec: httpsAnswers.reportedDNSSEC, authenticatedTransport: httpsAnswers.authenticatedTransport ?? false)
+            : nil
         return PlanResolution(
             plan: plan, source: provenance.source, attempts: provenance.attempts,
-            elapsedMilliseconds: Self.milliseconds(since: start), dnssec: provenance.reportedDNSSEC)
+            elapsedMilliseconds: Self.milliseconds(since: start), dnssec: provenance.reportedDNSSEC,
+            echAuthentication: echAuthentication)
     }
 
     /// The plan of an address literal: the address itself, QUIC first when assumed or when Alt-Svc for the origin
@@ -725,7 +736,7 @@ public final class DNSResolver: Sendable {
                 CachedRRset(
                     records: scrubbed.answer,
                     authority: dnssecOK ? scrubbed.authority.filter { EncodedSections.isDNSSEC($0.type) } : [],
-                    dnssecOK: dnssecOK))
+                    dnssecOK: dnssecOK, authenticatedTransport: exchange.authenticatedTransport))
             ttl = scrubbed.answer.map(\.ttl).min() ?? 0
         } else {
             let authority = negativeAuthority(scrubbed.authority, dnssecOK: dnssecOK)
@@ -734,7 +745,10 @@ public final class DNSResolver: Sendable {
         }
         if validator.enabled {
             // Validated once, here, on store: every hit reads the verdict (docs/DNSSEC.md).
-            let validation = await validator.validate(answer, name: key.name, type: type, fetcher: self)
+            // The upstream that sent this reply (the last try's): allow-downgrade validates it only when the probe
+            // showed that upstream passes DNSSEC data.
+            let validation = await validator.validate(
+                answer, name: key.name, type: type, upstream: exchange.attempts.last?.server, fetcher: self)
             if validation.isUnreachable {
                 return .failure(
                     ResolverError(
@@ -769,26 +783,59 @@ public final class DNSResolver: Sendable {
         }
     }
 
-    /// Probes whether the upstreams pass DNSSEC data (allow-downgrade's evidence, docs/DNSSEC.md): DNSKEY of the
-    /// closest positive anchor's zone with DO. A reply decides; no reply (timeout, SERVFAIL) changes nothing.
-    public func probeDNSSEC() async {
+    /// Probes each upstream once: does it pass DNSSEC data (allow-downgrade's evidence, docs/DNSSEC.md)? Asks every
+    /// upstream on its own for DNSKEY of each positive anchor's zone, with DO; a reply decides that upstream's
+    /// state, no reply (timeout, SERVFAIL, garbage) changes nothing.
+    /// - Parameter only: record evidence only for these upstreams (nil: all).
+    public func probeDNSSEC(only: Set<String>? = nil) async {
         guard validator.mode != .no else { return }
-        // Every positive anchor's zone (the root and the operator's): signed keys from any of them show the
-        // upstreams pass DNSSEC data; keys without RRSIGs, or no keys (NOERROR, empty) where an anchor says there
-        // are some, show they strip it. REFUSED, SERVFAIL, a timeout or garbage show nothing.
-        var stripped = false
+        let names = transport.upstreamNames
+        if !names.isEmpty { validator.configureUpstreams(names) }
+        // Signed keys from any anchor's zone show the upstream passes DNSSEC data; keys without RRSIGs, or no keys
+        // (NOERROR, empty) where an anchor says there are some, show it strips it.
+        var evidence: [String: [(DNSSECProbeEvidence?, String)]] = [:]
         for zone in validator.anchors.positive.keys.sorted() {
-            guard let exchange = try? await transport.query(DNSQuestion(name: zone, type: RRType(48)), dnssecOK: true),
-                exchange.message.rcode == .noError
-            else { continue }
-            let answer = exchange.message.answer
-            if answer.contains(where: { $0.type.rawValue == 46 }) && answer.contains(where: { $0.type.rawValue == 48 }) {
-                validator.recordProbe(signed: true)
-                return
+            for reply in await transport.queryEach(DNSQuestion(name: zone, type: RRType(48)), dnssecOK: true) {
+                let found = DNSSECProbeEvidence.of(reply.message)
+                let detail: String
+                switch found {
+                case .signed: detail = "DNSKEY \(zone) with RRSIGs"
+                case .stripped: detail = "DNSKEY \(zone) without RRSIGs (\(reply.message?.answer.count ?? 0) records)"
+                case nil: detail = "DNSKEY \(zone): no usable reply"
+                }
+                evidence[reply.server, default: []].append((found, detail))
             }
-            stripped = true
         }
-        if stripped { validator.recordProbe(signed: false) }
+        for (server, replies) in evidence where only?.contains(server) ?? true {
+            let combined = DNSSECProbeEvidence.combined(replies.map(\.0))
+            let detail = replies.first { $0.0 == combined }?.1 ?? replies.first?.1 ?? ""
+            if validator.recordProbe(server: server, combined, detail: detail) {
+                logger.info(
+                    "DNSSEC: upstream state decided by the probe",
+                    metadata: [
+                        "dns.server": "\(server)",
+                        "dnssec.upstream": "\(validator.upstreamStates.capability(of: server).rawValue)",
+                        "reason": "\(detail)",
+                    ])
+            }
+        }
+    }
+
+    /// The probe at start and on Reload: one round for every upstream, then again only for those still unknown
+    /// (no usable reply yet), after 1, 2, 4, 8, 16, 30, 30... s, for about ten minutes. A later call (the next
+    /// Reload) ends this one's retries.
+    public func probeDNSSECUntilKnown() async {
+        let generation = probeGeneration.add(1, ordering: .relaxed).newValue
+        await probeDNSSEC()
+        var delay = 1
+        for _ in 0..<24 {
+            let unknown = validator.upstreamStates.unknown
+            guard !unknown.isEmpty, validator.mode != .no else { return }
+            try? await Task.sleep(for: .seconds(delay))
+            guard probeGeneration.load(ordering: .relaxed) == generation, !Task.isCancelled else { return }
+            await probeDNSSEC(only: Set(unknown))
+            delay = min(delay * 2, 30)
+        }
     }
 
     /// RFC 2308 §5: the negative TTL is the smaller of the SOA's TTL and its MINIMUM field.

@@ -30,6 +30,8 @@ struct Provenance: Sendable {
     var cacheLookups = 0
     /// The weakest DNSSEC state of the entries used (``DNSSECState/insecure`` when nothing was validated).
     var dnssec: DNSSECState?
+    /// Whether every entry used came over an authenticated encrypted transport (nil: no entry yet).
+    var authenticatedTransport: Bool?
 
     var source: ResolutionSource {
         if sources.contains(.expiredCache) { return .expiredCache }
@@ -45,10 +47,15 @@ struct Provenance: Sendable {
         staleKeys += other.staleKeys
         cacheLookups += other.cacheLookups
         if let other = other.dnssec { dnssec = dnssec.map { $0.combined(with: other) } ?? other }
+        if let other = other.authenticatedTransport {
+            authenticatedTransport = (authenticatedTransport ?? true) && other
+        }
     }
 
-    /// Adds one entry's verdict (stale secure data is indeterminate: not proven now).
-    mutating func addDNSSEC(_ validation: DNSSECValidation?, stale: Bool) {
+    /// Adds one entry's verdict (stale secure data is indeterminate: not proven now) and how it travelled.
+    mutating func addDNSSEC(_ entry: CachedRRset?, stale: Bool) {
+        authenticatedTransport = (authenticatedTransport ?? true) && (entry?.authenticatedTransport ?? false)
+        let validation = entry?.validation
         var state = validation?.state ?? .insecure
         if stale && state == .secure { state = .indeterminate }
         dnssec = dnssec.map { $0.combined(with: state) } ?? state
@@ -141,6 +148,24 @@ public struct PlanResolution: Sendable, Hashable {
     public var elapsedMilliseconds: Double
     /// The weakest DNSSEC state of the HTTPS and address answers the plan used.
     public var dnssec: DNSSECState = .insecure
+    /// Why the plan's ECH configurations can be trusted; nil when no endpoint has one.
+    public var echAuthentication: ECHAuthentication? = nil
+}
+
+/// Whether the HTTPS answer a plan's ECH configurations came from was authenticated (issue #17), and how.
+public enum ECHAuthentication: String, Sendable, Hashable, CaseIterable {
+    /// Every HTTPS record used (aliases included) validated `secure`.
+    case dnssec
+    /// Not secure, but every one came over DNS over TLS or HTTPS with a verified certificate.
+    case encryptedTransport
+    /// Neither: anyone on the path to the upstream could have altered or removed it.
+    case unauthenticated = "none"
+
+    /// The rule, from the HTTPS answers' DNSSEC state and transport: secure beats transport.
+    public static func of(dnssec: DNSSECState, authenticatedTransport: Bool) -> ECHAuthentication {
+        if dnssec == .secure { return .dnssec }
+        return authenticatedTransport ? .encryptedTransport : .unauthenticated
+    }
 }
 
 /// Why a resolution failed; the codes map 1:1 onto the errors of `io.discoverd.Resolver`.
@@ -224,15 +249,18 @@ public struct CachedRRset: Sendable, Codable, Hashable {
     public let memo = CacheEntryMemo()
     /// The DNSSEC verdict, computed once when the answer was stored (docs/DNSSEC.md); nil when not validated.
     public let validation: DNSSECValidation?
+    /// It came over DNS over TLS or HTTPS with a verified certificate (``DNSExchange/authenticatedTransport``).
+    public let authenticatedTransport: Bool
 
     public init(
         records: [ResourceRecord], authority: [ResourceRecord] = [], dnssecOK: Bool = false,
-        validation: DNSSECValidation? = nil
+        validation: DNSSECValidation? = nil, authenticatedTransport: Bool = false
     ) {
         self.records = records
         self.authority = authority
         self.dnssecOK = dnssecOK
         self.validation = validation
+        self.authenticatedTransport = authenticatedTransport
         self.wire = EncodedSections(answer: records, authority: authority)
     }
 
@@ -244,9 +272,10 @@ public struct CachedRRset: Sendable, Codable, Hashable {
         self.dnssecOK = other.dnssecOK
         self.wire = other.wire
         self.validation = validation ?? other.validation
+        self.authenticatedTransport = other.authenticatedTransport
     }
 
-    private enum CodingKeys: String, CodingKey { case records, authority, dnssecOK, validation }
+    private enum CodingKeys: String, CodingKey { case records, authority, dnssecOK, validation, authenticatedTransport }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -254,7 +283,8 @@ public struct CachedRRset: Sendable, Codable, Hashable {
             records: try container.decode([ResourceRecord].self, forKey: .records),
             authority: try container.decodeIfPresent([ResourceRecord].self, forKey: .authority) ?? [],
             dnssecOK: try container.decodeIfPresent(Bool.self, forKey: .dnssecOK) ?? false,
-            validation: try container.decodeIfPresent(DNSSECValidation.self, forKey: .validation))
+            validation: try container.decodeIfPresent(DNSSECValidation.self, forKey: .validation),
+            authenticatedTransport: try container.decodeIfPresent(Bool.self, forKey: .authenticatedTransport) ?? false)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -263,6 +293,7 @@ public struct CachedRRset: Sendable, Codable, Hashable {
         if !authority.isEmpty { try container.encode(authority, forKey: .authority) }
         if dnssecOK { try container.encode(dnssecOK, forKey: .dnssecOK) }
         if let validation { try container.encode(validation, forKey: .validation) }
+        if authenticatedTransport { try container.encode(authenticatedTransport, forKey: .authenticatedTransport) }
     }
 
     public static func == (lhs: CachedRRset, rhs: CachedRRset) -> Bool {

@@ -38,10 +38,14 @@ public struct DNSExchange: Sendable {
     /// The response: it matched the query's ID, name, type and class.
     public var message: DNSMessage
     public var attempts: [QueryAttempt]
+    /// The response came over DNS over TLS or HTTPS whose certificate was verified (a configured encrypted
+    /// upstream, or a verified DDR designation; not the opportunistic profile): nobody on the path could alter it.
+    public var authenticatedTransport: Bool
 
-    public init(message: DNSMessage, attempts: [QueryAttempt]) {
+    public init(message: DNSMessage, attempts: [QueryAttempt], authenticatedTransport: Bool = false) {
         self.message = message
         self.attempts = attempts
+        self.authenticatedTransport = authenticatedTransport
     }
 }
 
@@ -89,11 +93,43 @@ public protocol DNSTransport: Sendable {
     func query(_ question: DNSQuestion) async throws(DNSTransportError) -> DNSExchange
     /// The same with the DO bit (RFC 3225) set as given, so DNSSEC records come back for clients that ask.
     func query(_ question: DNSQuestion, dnssecOK: Bool) async throws(DNSTransportError) -> DNSExchange
+    /// The upstreams, named as `QueryAttempt.server` names them, in failover order.
+    var upstreamNames: [String] { get }
+    /// The question to every upstream on its own (no failover between them), for evidence about each one
+    /// (allow-downgrade's probe, docs/DNSSEC.md): one reply per upstream, nil where it gave nothing usable.
+    func queryEach(_ question: DNSQuestion, dnssecOK: Bool) async -> [UpstreamReply]
+}
+
+/// One upstream's reply to ``DNSTransport/queryEach(_:dnssecOK:)``.
+public struct UpstreamReply: Sendable {
+    /// As `QueryAttempt.server`.
+    public var server: String
+    /// The reply (any response code), or nil: a timeout, a refused connection, only garbage or mismatched replies.
+    public var message: DNSMessage?
+
+    public init(server: String, message: DNSMessage?) {
+        self.server = server
+        self.message = message
+    }
 }
 
 extension DNSTransport {
     /// Transports that cannot set the DO bit answer without DNSSEC records.
     public func query(_ question: DNSQuestion, dnssecOK: Bool) async throws(DNSTransportError) -> DNSExchange {
         try await query(question)
+    }
+
+    /// A transport that cannot list its upstreams names none.
+    public var upstreamNames: [String] { [] }
+
+    /// A transport that cannot address its upstreams one by one: one query, the reply credited to the upstream
+    /// that sent it (the last attempt's server).
+    public func queryEach(_ question: DNSQuestion, dnssecOK: Bool) async -> [UpstreamReply] {
+        do {
+            let exchange = try await query(question, dnssecOK: dnssecOK)
+            return [UpstreamReply(server: exchange.attempts.last?.server ?? "", message: exchange.message)]
+        } catch {
+            return []
+        }
     }
 }

@@ -335,7 +335,9 @@ public final class UpstreamClient: DNSTransport, Sendable {
                 if Task.isCancelled { throw cancelled(request, attempts) }
                 switch await ask(target, request, configuration, &attempts) {
                 case .final(let message):
-                    return DNSExchange(message: message, attempts: attempts)
+                    return DNSExchange(
+                        message: message, attempts: attempts,
+                        authenticatedTransport: Self.authenticated(target, last: attempts.last))
                 case .failover(let message):
                     // RFC 1035 §7.2 / RFC 8499: a server failure is local to that server; ask the next one.
                     lastFailure = message
@@ -363,6 +365,53 @@ public final class UpstreamClient: DNSTransport, Sendable {
             code: .timeout,
             message: "no acceptable response for \(request.question) from \(targets.map(\.server.description))",
             attempts: attempts)
+    }
+
+    /// Every upstream as `QueryAttempt.server` names it, in failover order.
+    public var upstreamNames: [String] { setup.withLock { $0.targets.map(\.server.description) } }
+
+    /// `question` to every upstream at once, each on its own (its own rounds of tries, no failover): what each one
+    /// answered, nil where nothing usable came (allow-downgrade's probe).
+    public func queryEach(_ question: DNSQuestion, dnssecOK: Bool) async -> [UpstreamReply] {
+        let (targets, configuration) = setup.withLock { ($0.targets, $0.configuration) }
+        guard let name = try? DNSName(question.name),
+            let template = try? DNSQuery.make(
+                name: name, type: question.type, class: question.class, id: 0, dnssecOK: dnssecOK,
+                ednsBufferSize: configuration.ednsBufferSize)
+        else { return targets.map { UpstreamReply(server: $0.server.description, message: nil) } }
+        let request = Request(
+            question: DNSQuestion(name: name.text, type: question.type, class: question.class), template: template,
+            nameLength: name.wire.count)
+        return await withTaskGroup(of: (Int, DNSMessage?).self) { group in
+            for (index, target) in targets.enumerated() {
+                group.addTask {
+                    var attempts: [QueryAttempt] = []
+                    for _ in 0..<max(1, configuration.attempts) {
+                        switch await self.ask(target, request, configuration, &attempts) {
+                        case .final(let message), .failover(let message): return (index, message)
+                        case .nothing: continue
+                        case .insecure, .cancelled: return (index, nil)
+                        }
+                    }
+                    return (index, nil)
+                }
+            }
+            var replies = targets.map { UpstreamReply(server: $0.server.description, message: nil) }
+            for await (index, message) in group { replies[index].message = message }
+            return replies
+        }
+    }
+
+    /// Whether a reply from `target` on the try `last` came over a verified encrypted connection: DoT or DoH (not a
+    /// plain fallback) to a configured encrypted upstream or a verified DDR designation, never the opportunistic
+    /// profile (RFC 7858 §4.1: encrypted, but nothing about the certificate was verified).
+    private static func authenticated(_ target: Target, last: QueryAttempt?) -> Bool {
+        guard let last, last.transport == .tls || last.transport == .https else { return false }
+        switch target.now.origin {
+        case .configured: return target.server.isEncrypted
+        case .ddrVerified: return true
+        case .ddrOpportunistic: return false
+        }
     }
 
     /// Response codes that say "this server cannot help", so the next upstream is asked.

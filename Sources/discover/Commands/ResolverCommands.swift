@@ -139,7 +139,9 @@ struct PlanCommand: AsyncParsableCommand {
         commandName: "plan",
         abstract: "Show the endpoints to try, in Happy Eyeballs v3 order.",
         discussion: """
-            An address is its own plan (no DNS); Alt-Svc reported for it adds QUIC.
+            An address is its own plan (no DNS); Alt-Svc reported for it adds QUIC. When an endpoint has ECH, \
+            ech-authenticated says whether its configuration came from an authenticated answer: DNSSEC-secure, \
+            or over an encrypted upstream with a verified certificate (docs/DNSSEC.md).
 
             Examples:
               discover plan example.com
@@ -173,6 +175,7 @@ struct PlanCommand: AsyncParsableCommand {
             Output.line(
                 "\(origin)  h3=\(plan.h3 ? "yes" : "no")\(plan.h3Source.map { " (\($0))" } ?? "")"
                     + "  source=\(plan.source.rawValue)  dnssec=\(plan.dnssec.rawValue)"
+                    + (plan.echAuthentication.map { "  ech-authenticated=\(Self.describe($0))" } ?? "")
                     + "  \(String(format: "%.1f", plan.timing.totalMs)) ms")
             for (index, endpoint) in plan.endpoints.enumerated() {
                 let address = HostPort(host: endpoint.address, port: endpoint.port)
@@ -183,6 +186,14 @@ struct PlanCommand: AsyncParsableCommand {
             }
             if plan.endpoints.isEmpty { Output.line("  (no endpoints)") }
             return 0
+        }
+    }
+    /// `yes (dnssec)`, `yes (encrypted transport)` or `no`.
+    static func describe(_ authentication: ECHAuthenticationStatus) -> String {
+        switch authentication {
+        case .dnssec: "yes (dnssec)"
+        case .encryptedTransport: "yes (encrypted transport)"
+        case .none: "no"
         }
     }
 }

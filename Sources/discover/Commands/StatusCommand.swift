@@ -76,6 +76,12 @@ struct StatusCommand: AsyncParsableCommand {
                     line += "; last bogus: \(name)\(dnssec.lastBogusReason.map { " (\($0))" } ?? "")"
                 }
                 Output.line(line)
+                for upstream in dnssec.upstreamStates ?? [] {
+                    var detail = [upstream.evidence, upstream.sinceSeconds.map { "since \(Self.duration($0)) ago" }]
+                        .compactMap { $0 }.joined(separator: ", ")
+                    if !detail.isEmpty { detail = " (\(detail))" }
+                    Output.line("            \(upstream.server): \(upstream.state)\(detail)")
+                }
             }
             Output.line(
                 "clients:    \(status.connections) connections, \(status.subscriptions) streams, "

@@ -120,7 +120,7 @@ final class RunningConfiguration: Sendable {
         // expire or `discover flush`.
         components.resolver.validator.update(mode: next.dnssec, anchors: (try? next.trustAnchors()) ?? .builtIn)
         let resolver = components.resolver
-        Task { await resolver.probeDNSSEC() }
+        Task { await resolver.probeDNSSECUntilKnown() }
         components.resolverOptions.optimistic = next.optimistic
         components.server.updateLimits(
             maxConnections: next.maxConnections, connection: next.connectionLimits, perUID: next.perUID)

@@ -119,6 +119,16 @@ extension PlanResolution {
                     target: $0.target, priority: $0.priority, ech: $0.ech)
             },
             source: source.wire, timing: Timing(attempts: attempts, milliseconds: elapsedMilliseconds),
-            dnssec: dnssec.wire)
+            dnssec: dnssec.wire, echAuthentication: echAuthentication?.wire)
+    }
+}
+
+extension ECHAuthentication {
+    var wire: ECHAuthenticationStatus {
+        switch self {
+        case .dnssec: .dnssec
+        case .encryptedTransport: .encryptedTransport
+        case .unauthenticated: .none
+        }
     }
 }
