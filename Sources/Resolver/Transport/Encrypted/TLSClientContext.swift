@@ -63,10 +63,15 @@ struct TLSClientContext: Sendable {
                 file, identity == .unauthenticated ? 0 : 1, alpnBytes.baseAddress, alpnBytes.count, &error,
                 error.count)
         }
-        guard let made else { throw TLSClientError.setup(String(cString: error)) }
+        guard let made else { throw TLSClientError.setup(TLSClientContext.text(error)) }
         self.shared = Shared(made)
         self.identity = identity
         self.serverName = identity == .configured ? serverName.flatMap { UpstreamServer.isIPAddress($0) ? nil : $0 } : nil
+    }
+
+    /// The text of a NUL-terminated C buffer the shim filled.
+    static func text(_ buffer: [CChar]) -> String {
+        String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// ALPN protocol names in the wire format of RFC 7301 §3.1 (each prefixed by its length).

@@ -59,7 +59,7 @@ final class TLSClientHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case .none: break
         }
         let made = ctls_connection_new(shared.pointer, serverName, host, ip, &error, error.count)
-        guard let made else { throw TLSClientError.setup(String(cString: error)) }
+        guard let made else { throw TLSClientError.setup(TLSClientContext.text(error)) }
         connection = made
     }
 
@@ -129,15 +129,15 @@ final class TLSClientHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     private func advanceHandshake(context: ChannelHandlerContext) {
         guard let connection else { return }
-        switch ctls_handshake(connection) {
-        case 1:
-            sendCiphertext(context: context)
-            handshakeCompleted(context: context, connection: connection)
-        case 0:
-            sendCiphertext(context: context)
-        default:
+        let result = ctls_handshake(connection)
+        if result < 0 {
             failed(context: context, failure(connection, verification: true))
+            return
         }
+        // Sending may close the channel (a write error) and free the connection: look again after it.
+        sendCiphertext(context: context)
+        guard result == 1, state == .handshaking, let connection = self.connection else { return }
+        handshakeCompleted(context: context, connection: connection)
     }
 
     private func handshakeCompleted(context: ChannelHandlerContext, connection: OpaquePointer) {
@@ -145,7 +145,7 @@ final class TLSClientHandler: ChannelDuplexHandler, RemovableChannelHandler {
         tlsVersion = ctls_version(connection).map { String(cString: $0) }
         resumed = ctls_session_reused(connection) != 0
         var alpn = [CChar](repeating: 0, count: 256)
-        negotiatedProtocol = ctls_alpn(connection, &alpn, alpn.count) > 0 ? String(cString: alpn) : nil
+        negotiatedProtocol = ctls_alpn(connection, &alpn, alpn.count) > 0 ? TLSClientContext.text(alpn) : nil
         context.fireUserInboundEventTriggered(TLSUserEvent.handshakeCompleted(negotiatedProtocol: negotiatedProtocol))
         // The event may have closed the channel (a server without HTTP/2).
         guard state == .ready else { return }
@@ -172,17 +172,20 @@ final class TLSClientHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 context.fireChannelRead(wrapInboundOut(buffer))
                 continue
             }
-            // Post-handshake messages (a key update) may need an answer.
+            if result == -1 {
+                failed(context: context, failure(connection, verification: false))
+                break
+            }
+            // Post-handshake messages (a key update) may need an answer. Sending may close the channel and free
+            // the connection: look again after it.
             sendCiphertext(context: context)
-            if result == -2 {
+            if result == -2, state == .ready, let connection = self.connection {
                 // The server's close_notify: answer it and close.
                 ctls_shutdown(connection)
                 sendCiphertext(context: context)
                 state = .closed
                 failWaiting(ChannelError.ioOnClosedChannel)
                 context.close(promise: nil)
-            } else if result == -1 {
-                failed(context: context, failure(connection, verification: false))
             }
             break
         }
@@ -275,17 +278,17 @@ final class TLSClientHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let code = ctls_verify_error(connection)
         if verification, code != 0 {
             return .verification(
-                code: code, text: String(cString: text), subject: String(cString: subject),
-                detail: String(cString: detail))
+                code: code, text: TLSClientContext.text(text), subject: TLSClientContext.text(subject),
+                detail: TLSClientContext.text(detail))
         }
-        return verification ? .handshake(String(cString: detail)) : .failed(String(cString: detail))
+        return verification ? .handshake(TLSClientContext.text(detail)) : .failed(TLSClientContext.text(detail))
     }
 
     private func failed(context: ChannelHandlerContext, _ error: TLSClientError) {
         guard state != .closed else { return }
+        state = .closed
         // The alert OpenSSL queued for the server goes out before the close.
         sendCiphertext(context: context)
-        state = .closed
         failWaiting(error)
         context.fireErrorCaught(error)
         context.close(promise: nil)
