@@ -28,8 +28,10 @@ import Testing
         (18, .configured, "certificate not signed by a trusted CA (CN=x)"),
         (62, .configured, "certificate does not match the expected name or address (CN=x)"),
         (64, .configured, "certificate does not match the expected name or address (CN=x)"),
-        (64, .address("192.0.2.1"),
-         "certificate does not name the plain upstream's address 192.0.2.1 (RFC 9462 §4.2) (CN=x)"),
+        (
+            64, .address("192.0.2.1"),
+            "certificate does not name the plain upstream's address 192.0.2.1 (RFC 9462 §4.2) (CN=x)"
+        ),
         (23, .configured, "certificate refused: certificate revoked (CN=x)"),
     ])
     func refusedCertificatesAreExplained(_ code: Int, _ identity: TLSClientContext.Identity, _ text: String) {
@@ -98,7 +100,9 @@ import Testing
             return
         }
         #expect(!detail.isEmpty)
-        #expect(TLSClientContext.outcome(for: error, identity: .configured).described == Described.insecure("TLS handshake failed: \(detail)"))
+        #expect(
+            TLSClientContext.outcome(for: error, identity: .configured).described
+                == Described.insecure("TLS handshake failed: \(detail)"))
     }
 
     @Test func serverClosingMidHandshakeIsAnUncleanShutdown() throws {

@@ -66,7 +66,8 @@ struct TLSClientContext: Sendable {
         guard let made else { throw TLSClientError.setup(TLSClientContext.text(error)) }
         self.shared = Shared(made)
         self.identity = identity
-        self.serverName = identity == .configured ? serverName.flatMap { UpstreamServer.isIPAddress($0) ? nil : $0 } : nil
+        self.serverName =
+            identity == .configured ? serverName.flatMap { UpstreamServer.isIPAddress($0) ? nil : $0 } : nil
     }
 
     /// The text of a NUL-terminated C buffer the shim filled.
@@ -173,7 +174,7 @@ enum TLSClientError: Error, Equatable, CustomStringConvertible {
         case .verification(_, let text, let subject, _): "certificate verify failed: \(text) (\(subject))"
         case .handshake(let detail): "TLS handshake failed: \(detail)"
         case .uncleanShutdown: "unclean TLS shutdown"
-        case .setup(let detail): "TLS set-up: \(detail)"
+        case .setup(let detail): detail
         case .failed(let detail): "TLS: \(detail)"
         }
     }

@@ -223,7 +223,9 @@ final class TLSConnectionPool<Session: TLSSession>: EncryptedConnection, @unchec
         }
     }
 
-    private func handshakeCompleted(_ link: Link, version: String?, resumed: Bool, alpn: String?, channel: any Channel) {
+    private func handshakeCompleted(
+        _ link: Link, version: String?, resumed: Bool, alpn: String?, channel: any Channel
+    ) {
         backoff.succeeded()
         statistics.handshake(version: version, verifiedName: server.tlsName ?? server.host, resumed: resumed)
         do {
