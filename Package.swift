@@ -26,8 +26,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
-        // DNS over TLS and DNS over HTTPS upstreams (README "Encrypted upstreams": why these and not a libssl shim).
-        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        // DNS over HTTPS upstreams: HTTP/2 (TLS is system OpenSSL through CTLSShim, README "Encrypted upstreams").
         .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.46.0"),
     ],
     targets: [
@@ -36,6 +35,9 @@ let package = Package(
         .target(name: "CStubIO"),
         .target(name: "CBenchIO"),
         .systemLibrary(name: "CLDNS", pkgConfig: "ldns", providers: [.apt(["libldns-dev"])]),
+        // TLS client of the DoT and DoH upstreams over system OpenSSL (libssl-dev) with memory BIOs and session
+        // resumption.
+        .target(name: "CTLSShim", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]),
 
         // Wire types and varlink framing: no C, no NIO, usable by any client.
         .target(name: "DiscoverAPI", dependencies: ["DNSSDModel"], swiftSettings: strict),
@@ -47,11 +49,10 @@ let package = Package(
         .target(
             name: "Resolver",
             dependencies: [
-                "CLDNS", "DNSCore",
+                "CLDNS", "CTLSShim", "DNSCore",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOTLS", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "Logging", package: "swift-log"),
@@ -164,7 +165,15 @@ let package = Package(
         .testTarget(name: "DiscoverAPITests", dependencies: ["DiscoverAPI", "DNSSDModel"], swiftSettings: strict),
         .testTarget(name: "DNSCoreTests", dependencies: ["DNSCore"], swiftSettings: strict),
         // DNSStub too: the DNSSEC suite checks AD, CD and EDE through the stub with the same signed test zones.
-        .testTarget(name: "ResolverTests", dependencies: ["CLDNS", "DNSCore", "DNSStub", "Resolver"], swiftSettings: strict),
+        .testTarget(
+            name: "ResolverTests",
+            dependencies: [
+                "CLDNS", "DNSCore", "DNSStub", "Resolver",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+            ],
+            swiftSettings: strict),
         .testTarget(name: "DNSStubTests", dependencies: ["DNSCore", "DNSStub", "Resolver"], swiftSettings: strict),
         .testTarget(name: "DNSSDModelTests", dependencies: ["DNSSDModel"], swiftSettings: strict),
         .testTarget(name: "DNSSDTests", dependencies: ["DNSSD", "DNSSDModel"], swiftSettings: strict),

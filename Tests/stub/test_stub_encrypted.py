@@ -181,6 +181,46 @@ def test_dot_strict_answers_and_status_says_tls(server, workdir):
         d.stop()
 
 
+@pytest.mark.parametrize("upstream,port", [(f"{GOOD}#{NAME}", 853), (f"https://{NAME}/dns-query#{GOOD}", 443)],
+                         ids=["dot", "doh"])
+def test_reconnect_after_idle_close_resumes_the_tls_session(tls_lab, workdir, upstream, port):
+    # discoverd closes the connection after 1 s without queries; the next query reconnects and offers the session
+    # ticket Unbound gave on the first connection (TLS 1.3, RFC 8446 §2.2): a resumed handshake, so the server's
+    # flight carries no certificate chain and no CertificateVerify.
+    # The capture starts first: the daemon's first connection (its start-up DNSSEC probe) is the full handshake.
+    cap = Capture(workdir / "resume.pcap", f"tcp port {port}")
+    try:
+        d = daemon(workdir, upstream, extra="idle-timeout = 1\n")
+    except BaseException:
+        cap.stop()
+        raise
+    try:
+        # Two reconnects after idle closes (the start-up probe's connection may still be open for the first query).
+        for i in range(2):
+            assert wait_until(lambda: upstream_status(d)[0]["connectionsOpen"] == 0, 10), upstream_status(d)
+            assert ask(uniq(f"resume{i}"), "A", server="127.0.0.1", port=d.port).rcode == "NXDOMAIN"
+        [up] = upstream_status(d)
+        # One full handshake, the first; every later one resumed.
+        assert up["connectionsOpened"] >= 2 and up["handshakes"] == up["connectionsOpened"], up
+        assert up["resumptions"] == up["handshakes"] - 1, up
+        assert up["tlsVersion"] == "TLSv1.3" and up["verifiedName"] == NAME and up["failures"] == 0, up
+        text = run([DISCOVER, "--socket", d.socket_path, "status"]).stdout
+        assert f"{up['handshakes']} handshakes ({up['resumptions']} resumed)" in text, text
+    finally:
+        packets = cap.stop()
+        d.stop()
+    # Bytes the server sent on each connection (by the client's port), in the order the connections opened.
+    received: dict[int, int] = {}
+    for src, sport, dst, dport, payload, *_ in packets:
+        if src == GOOD and sport == port:
+            received[dport] = received.get(dport, 0) + len(payload)
+    assert len(received) == up["connectionsOpened"], received
+    full, *resumed = received.values()
+    print(f"server bytes per connection: full handshake {full}, resumed {resumed}")
+    # The lab's certificate (one P-256 leaf) and its CertificateVerify are about 550 bytes.
+    assert all(r < full - 300 for r in resumed), received
+
+
 def test_dot_without_name_verifies_the_ip_san(server, workdir):
     d = daemon(workdir, f"tls://{server}")
     try:

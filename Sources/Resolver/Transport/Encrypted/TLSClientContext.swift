@@ -1,13 +1,18 @@
+import CTLSShim
 import Foundation
 import NIOCore
-import NIOSSL
-import Synchronization
 
-/// The TLS client set-up of one encrypted upstream: trust store, name to verify, ALPN.
+/// The TLS client set-up of one encrypted upstream: trust store, name to verify, ALPN, and the session kept for
+/// resumption.
 ///
 /// Verification is always full (RFC 8310 §8.1 strict privacy profile for configured names): the chain against
 /// the trust store (Debian's `/etc/ssl/certs/ca-certificates.crt`, or `[resolver] ca-file`), then the name, or
 /// without a name the connected address as an IP subjectAltName. TLS 1.2 is the minimum; TLS 1.3 is offered first.
+///
+/// TLS is system OpenSSL through `CTLSShim` (``TLSClientHandler``): one context per upstream keeps the latest
+/// session its server gave (a TLS 1.3 NewSessionTicket, RFC 8446 §4.6.1) and the next connection offers it once,
+/// so a reconnect after an idle close or a server restart is a resumed handshake without the certificate chain.
+/// A session only ever comes from a connection of the same context, verified against the same identity.
 struct TLSClientContext: Sendable {
     /// The system trust store of Debian and its derivatives.
     static let systemTrustStore = "/etc/ssl/certs/ca-certificates.crt"
@@ -24,7 +29,18 @@ struct TLSClientContext: Sendable {
         case unauthenticated
     }
 
-    let context: NIOSSLContext
+    /// The OpenSSL context (`SSL_CTX` and its session slot), freed with the last connection that uses it.
+    final class Shared: @unchecked Sendable {
+        // @unchecked Sendable: the shim's context is thread-safe (its session slot has a mutex); the pointer is
+        // only freed in deinit.
+        let pointer: OpaquePointer
+        init(_ pointer: OpaquePointer) { self.pointer = pointer }
+        deinit { ctls_context_free(pointer) }
+        /// Whether a session waits for the next connection.
+        var hasSession: Bool { ctls_context_has_session(pointer) != 0 }
+    }
+
+    let shared: Shared
     /// The SNI name and the name checked; nil: the address is checked.
     let serverName: String?
     let identity: Identity
@@ -35,64 +51,56 @@ struct TLSClientContext: Sendable {
     ///   - alpn: protocols to offer (`h2` for DoH; none for DoT, RFC 7858 predates ALPN `dot`).
     ///   - identity: what is checked besides the chain (``Identity``).
     init(caFile: String?, serverName: String?, alpn: [String], identity: Identity = .configured) throws {
-        var configuration = TLSConfiguration.makeClientConfiguration()
-        configuration.minimumTLSVersion = .tlsv12
-        configuration.trustRoots = .file(caFile ?? Self.systemTrustStore)
-        switch identity {
-        case .configured: configuration.certificateVerification = .fullVerification
-        // The chain is still verified by BoringSSL; the address is checked on the leaf in `handler(reasons:)`.
-        case .address: configuration.certificateVerification = .noHostnameVerification
-        case .unauthenticated: configuration.certificateVerification = .none
+        let file = caFile ?? Self.systemTrustStore
+        // OpenSSL reads a missing file as "no roots" only when a connection fails; say it now, as a set-up error.
+        guard FileManager.default.isReadableFile(atPath: file) else {
+            throw TLSClientError.setup("cannot read the CA file \(file)")
         }
-        configuration.applicationProtocols = alpn
-        self.context = try NIOSSLContext(configuration: configuration)
+        let wire = Self.alpnWire(alpn)
+        var error = [CChar](repeating: 0, count: 256)
+        let made = wire.withUnsafeBufferPointer { alpnBytes in
+            ctls_context_new(
+                file, identity == .unauthenticated ? 0 : 1, alpnBytes.baseAddress, alpnBytes.count, &error,
+                error.count)
+        }
+        guard let made else { throw TLSClientError.setup(TLSClientContext.text(error)) }
+        self.shared = Shared(made)
         self.identity = identity
-        self.serverName = identity == .configured ? serverName.flatMap { UpstreamServer.isIPAddress($0) ? nil : $0 } : nil
+        self.serverName =
+            identity == .configured ? serverName.flatMap { UpstreamServer.isIPAddress($0) ? nil : $0 } : nil
     }
 
-    /// A handler for one new connection; `reasons` receives why a certificate of the chain was refused.
-    func handler(reasons: VerificationReasons) throws -> NIOSSLClientHandler {
-        // The (deprecated) per-certificate callback is the only public hook that sees BoringSSL's verdict while
-        // keeping its verification; it notes a reason, and for ``Identity/address(_:)`` refuses a leaf (the one
-        // certificate of a valid chain that is not a CA) without that address.
-        let identity = self.identity
-        return try NIOSSLClientHandler(
-            context: context, serverHostname: serverName,
-            verificationCallback: { preverify, certificate in
-                if case .failed = preverify {
-                    reasons.note(Self.explain(certificate))
-                    return preverify
-                }
-                if case .address(let address) = identity, !Self.isCA(certificate),
-                    !Self.names(certificate, address: address)
-                {
-                    reasons.note(
-                        "certificate does not name the plain upstream's address \(address) (RFC 9462 §4.2) "
-                            + "(\(certificate.description))")
-                    return .failed
-                }
-                return preverify
-            })
+    /// The text of a NUL-terminated C buffer the shim filled.
+    static func text(_ buffer: [CChar]) -> String {
+        String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
-    /// Whether `certificate` says it is a CA (basicConstraints cA TRUE). A leaf that claims to be a CA and was
-    /// issued by a trusted root is an intermediate that could issue itself any address anyway.
-    static func isCA(_ certificate: NIOSSLCertificate) -> Bool {
-        guard let basicConstraints = NIOSSLObjectIdentifier("2.5.29.19") else { return false }
-        for item in certificate._extensions where item.objectIdentifier == basicConstraints {
-            // BasicConstraints ::= SEQUENCE { cA BOOLEAN DEFAULT FALSE, ... }: 30 LL 01 01 FF when cA is TRUE.
-            let bytes = Array(item.data)
-            return bytes.count >= 5 && bytes[0] == 0x30 && bytes[2] == 0x01 && bytes[3] == 0x01 && bytes[4] != 0
+    /// ALPN protocol names in the wire format of RFC 7301 §3.1 (each prefixed by its length).
+    static func alpnWire(_ names: [String]) -> [UInt8] {
+        names.flatMap { name -> [UInt8] in
+            let bytes = Array(name.utf8.prefix(255))
+            return [UInt8(bytes.count)] + bytes
         }
-        return false
     }
 
-    /// Whether `certificate` has `address` as an iPAddress subjectAltName (RFC 5280 §4.2.1.6).
-    static func names(_ certificate: NIOSSLCertificate, address: String) -> Bool {
-        guard let wanted = addressBytes(address) else { return false }
-        return certificate._subjectAlternativeNames().contains { name in
-            name.nameType == .ipAddress && Array(name.contents) == wanted
+    /// A handler for one new connection to `remote`: SNI and the name checked, or the address as an IP SAN (the
+    /// connected one for ``Identity/configured`` without a name, the designation's original one for
+    /// ``Identity/address(_:)``).
+    func handler(remote: SocketAddress) throws -> TLSClientHandler {
+        let check: TLSClientHandler.Check
+        switch identity {
+        case .configured:
+            if let serverName {
+                check = .name(serverName)
+            } else if let ip = remote.ipAddress {
+                check = .address(ip)
+            } else {
+                throw TLSClientError.setup("no address to verify the certificate against")
+            }
+        case .address(let address): check = .address(address)
+        case .unauthenticated: check = .none
         }
+        return try TLSClientHandler(context: shared, serverName: serverName, check: check)
     }
 
     /// The 4 or 16 bytes of a numeric address.
@@ -105,50 +113,69 @@ struct TLSClientContext: Sendable {
         return nil
     }
 
-    /// Why BoringSSL refused `certificate` in the chain (it does not say): expired, not yet valid, or untrusted.
-    private static func explain(_ certificate: NIOSSLCertificate) -> String {
-        let now = time(nil)
-        let subject = certificate.description
-        if certificate.notValidAfter < now { return "certificate expired (\(subject))" }
-        if certificate.notValidBefore > now { return "certificate not yet valid (\(subject))" }
-        return "certificate not signed by a trusted CA (\(subject))"
-    }
-
-    /// `TLSv1.3`.
-    static func describe(_ version: TLSVersion) -> String {
-        switch version {
-        case .tlsv1: "TLSv1.0"
-        case .tlsv11: "TLSv1.1"
-        case .tlsv12: "TLSv1.2"
-        case .tlsv13: "TLSv1.3"
-        }
-    }
-
     /// What a pipeline error means for the tries on the connection: a TLS failure is ``ExchangeOutcome/insecure(_:)``
     /// (never retried in clear text), anything else a network failure.
-    static func outcome(for error: any Error, reasons: VerificationReasons) -> ExchangeOutcome {
-        if let extra = error as? NIOSSLExtraError {
-            if extra == .failedToValidateHostname {
-                return .insecure("certificate does not match the expected name or address (\(extra))")
-            }
-            return .insecure("TLS: \(extra)")
+    func outcome(for error: any Error) -> ExchangeOutcome {
+        Self.outcome(for: error, identity: identity)
+    }
+
+    static func outcome(for error: any Error, identity: Identity) -> ExchangeOutcome {
+        guard let tls = error as? TLSClientError else { return .failed("\(error)") }
+        switch tls {
+        case .verification(let code, let text, let subject, let detail):
+            // Without authentication OpenSSL's verdict on the certificate is not ours to enforce (it is not
+            // enforced either): the handshake failed for another reason.
+            if identity == .unauthenticated { return .insecure("TLS handshake failed: \(detail)") }
+            return .insecure(explain(code: code, text: text, subject: subject, identity: identity))
+        case .handshake(let detail): return .insecure("TLS handshake failed: \(detail)")
+        case .uncleanShutdown: return .failed("the server closed the TLS connection uncleanly")
+        case .setup(let detail): return .insecure("TLS set-up: \(detail)")
+        case .failed(let detail): return .insecure("TLS: \(detail)")
         }
-        if let ssl = error as? NIOSSLError {
-            if let reason = reasons.first { return .insecure(reason) }
-            switch ssl {
-            case .handshakeFailed(let inner): return .insecure("TLS handshake failed: \(inner)")
-            case .uncleanShutdown: return .failed("the server closed the TLS connection uncleanly")
-            default: return .insecure("TLS: \(ssl)")
+    }
+
+    /// Why a certificate was refused, in the words of the log and `discover status`, from OpenSSL's X.509
+    /// verification error (`X509_V_ERR_*`) and the subject of the certificate it concerns.
+    static func explain(code: Int, text: String, subject: String, identity: Identity) -> String {
+        let about = subject.isEmpty ? "" : " (\(subject))"
+        switch code {
+        case 10: return "certificate expired\(about)"  // X509_V_ERR_CERT_HAS_EXPIRED
+        case 9: return "certificate not yet valid\(about)"  // X509_V_ERR_CERT_NOT_YET_VALID
+        case 2, 18, 19, 20, 21:
+            // UNABLE_TO_GET_ISSUER_CERT, DEPTH_ZERO_SELF_SIGNED_CERT, SELF_SIGNED_CERT_IN_CHAIN,
+            // UNABLE_TO_GET_ISSUER_CERT_LOCALLY, UNABLE_TO_VERIFY_LEAF_SIGNATURE
+            return "certificate not signed by a trusted CA\(about)"
+        case 62, 64:  // X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH
+            if case .address(let address) = identity {
+                return "certificate does not name the plain upstream's address \(address) (RFC 9462 §4.2)\(about)"
             }
+            return "certificate does not match the expected name or address\(about)"
+        default: return "certificate refused: \(text)\(about)"
         }
-        return .failed("\(error)")
     }
 }
 
-/// The first reason a certificate was refused during one handshake (written by the verification callback, which
-/// runs on the connection's event loop, read after the handshake failed).
-final class VerificationReasons: Sendable {
-    private let reason = Mutex<String?>(nil)
-    func note(_ text: String) { reason.withLock { if $0 == nil { $0 = text } } }
-    var first: String? { reason.withLock { $0 } }
+/// Why a TLS connection failed, as ``TLSClientHandler`` fires it through `errorCaught`.
+enum TLSClientError: Error, Equatable, CustomStringConvertible {
+    /// The certificate was refused: OpenSSL's X.509 error code and text, the certificate's subject, and the
+    /// OpenSSL error line.
+    case verification(code: Int, text: String, subject: String, detail: String)
+    /// The handshake failed for another reason (OpenSSL's error line: no shared cipher, an alert, garbage).
+    case handshake(String)
+    /// The connection closed without a close_notify.
+    case uncleanShutdown
+    /// A context or connection could not be made.
+    case setup(String)
+    /// Reading or writing on the established connection failed.
+    case failed(String)
+
+    var description: String {
+        switch self {
+        case .verification(_, let text, let subject, _): "certificate verify failed: \(text) (\(subject))"
+        case .handshake(let detail): "TLS handshake failed: \(detail)"
+        case .uncleanShutdown: "unclean TLS shutdown"
+        case .setup(let detail): detail
+        case .failed(let detail): "TLS: \(detail)"
+        }
+    }
 }

@@ -2,7 +2,6 @@ import DNSCore
 import Logging
 import NIOCore
 import NIOPosix
-import NIOSSL
 import NIOTLS
 
 /// What runs on one established TLS connection of an encrypted upstream: the DoT framing (``DoTSession``) or
@@ -52,7 +51,8 @@ struct TLSPoolPolicy: Sendable {
 ///   allows less (then at 90% of the server's timeout). A connection the server closed is reopened by the next query.
 /// - A failed connect or handshake starts a back-off (``ReconnectBackoff``: 250 ms doubling up to 8 s) during
 ///   which tries fail at once with the same reason, so the resolver serves stale answers instead of waiting.
-/// - Bookkeeping: connections opened and open, handshakes, failures with their reason (``UpstreamStatistics``).
+/// - Bookkeeping: connections opened and open, handshakes and resumed ones, failures with their reason
+///   (``UpstreamStatistics``).
 final class TLSConnectionPool<Session: TLSSession>: EncryptedConnection, @unchecked Sendable {
     // @unchecked Sendable: every `var` below (and every `Link`) is read and written only on `loop` (each entry
     // point hops there first; `preconditionInEventLoop` guards `start`).
@@ -177,10 +177,10 @@ final class TLSConnectionPool<Session: TLSSession>: EncryptedConnection, @unchec
     private func connect(timeout: TimeAmount) -> Link {
         let link = Link(session: makeSession())
         links.append(link)
-        let reasons = VerificationReasons()
         let tls = self.tls
+        let address = self.address
         statistics.connectionOpened()
-        let events = TLSLinkEvents(reasons: reasons) { [weak self, link] event in
+        let events = TLSLinkEvents { [weak self, link] event in
             self?.linkEvent(event, link: link)
         }
         let connected = ClientBootstrap(group: loop)
@@ -188,9 +188,9 @@ final class TLSConnectionPool<Session: TLSSession>: EncryptedConnection, @unchec
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    let handler: NIOSSLClientHandler
+                    let handler: TLSClientHandler
                     do {
-                        handler = try tls.handler(reasons: reasons)
+                        handler = try tls.handler(remote: address)
                     } catch {
                         throw TLSSetupError(underlying: error)
                     }
@@ -207,7 +207,7 @@ final class TLSConnectionPool<Session: TLSSession>: EncryptedConnection, @unchec
                 channel.closeFuture.whenComplete { _ in self.closed(link) }
             case .failure(let error as TLSSetupError):
                 self.retire(link)
-                self.connectFailed(link, .insecure("TLS set-up: \(error.underlying)"))
+                self.connectFailed(link, tls.outcome(for: error.underlying))
             case .failure(let error):
                 self.retire(link)
                 self.connectFailed(link, .failed("connect: \(error)"))
@@ -218,10 +218,10 @@ final class TLSConnectionPool<Session: TLSSession>: EncryptedConnection, @unchec
 
     private func linkEvent(_ event: TLSLinkEvents.Event, link: Link) {
         switch event {
-        case .handshakeCompleted(let version, let alpn, let channel):
-            handshakeCompleted(link, version: version, alpn: alpn, channel: channel)
-        case .error(let error, let reasons, let channel):
-            let outcome = TLSClientContext.outcome(for: error, reasons: reasons)
+        case .handshakeCompleted(let version, let resumed, let alpn, let channel):
+            handshakeCompleted(link, version: version, resumed: resumed, alpn: alpn, channel: channel)
+        case .error(let error, let channel):
+            let outcome = tls.outcome(for: error)
             if !link.ready {
                 connectFailed(link, outcome)
             } else {
@@ -232,9 +232,11 @@ final class TLSConnectionPool<Session: TLSSession>: EncryptedConnection, @unchec
         }
     }
 
-    private func handshakeCompleted(_ link: Link, version: String?, alpn: String?, channel: any Channel) {
+    private func handshakeCompleted(
+        _ link: Link, version: String?, resumed: Bool, alpn: String?, channel: any Channel
+    ) {
         backoff.succeeded()
-        statistics.handshake(version: version, verifiedName: server.tlsName ?? server.host, resumed: false)
+        statistics.handshake(version: version, verifiedName: server.tlsName ?? server.host, resumed: resumed)
         do {
             try link.session.handshakeCompleted(alpn: alpn, channel: channel)
         } catch {
@@ -325,28 +327,28 @@ final class TLSLinkEvents: ChannelInboundHandler, RemovableChannelHandler, @unch
     typealias InboundOut = ByteBuffer
 
     enum Event {
-        case handshakeCompleted(version: String?, alpn: String?, channel: any Channel)
-        case error(any Error, VerificationReasons, channel: any Channel)
+        case handshakeCompleted(version: String?, resumed: Bool, alpn: String?, channel: any Channel)
+        case error(any Error, channel: any Channel)
     }
 
-    private let reasons: VerificationReasons
     private let report: (Event) -> Void
 
-    init(reasons: VerificationReasons, report: @escaping (Event) -> Void) {
-        self.reasons = reasons
+    init(report: @escaping (Event) -> Void) {
         self.report = report
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if case TLSUserEvent.handshakeCompleted(let alpn) = event {
-            let version = try? context.pipeline.syncOperations.handler(type: NIOSSLClientHandler.self).tlsVersion
-            report(.handshakeCompleted(version: version.map(TLSClientContext.describe), alpn: alpn, channel: context.channel))
+            let tls = try? context.pipeline.syncOperations.handler(type: TLSClientHandler.self)
+            report(
+                .handshakeCompleted(
+                    version: tls?.tlsVersion, resumed: tls?.resumed ?? false, alpn: alpn, channel: context.channel))
         }
         context.fireUserInboundEventTriggered(event)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        report(.error(error, reasons, channel: context.channel))
+        report(.error(error, channel: context.channel))
     }
 }
 

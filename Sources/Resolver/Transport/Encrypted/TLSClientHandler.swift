@@ -1,0 +1,306 @@
+import CTLSShim
+import NIOCore
+import NIOTLS
+
+/// TLS client on one channel, over system OpenSSL through `CTLSShim` (memory BIOs: the socket stays NIO's).
+///
+/// - The handshake starts when the channel is active (or at once when it already is); plaintext written before
+///   it completes waits and goes out right after it. Completion fires `TLSUserEvent.handshakeCompleted` with the
+///   agreed ALPN protocol, as NIO's TLS handlers do, so HTTP/2 and the pool's ``TLSLinkEvents`` see the usual event.
+/// - Writes are encrypted as they come and sent as one buffer per flush; their promises complete with that write.
+/// - A failure (a refused certificate, a broken handshake, garbage) is fired as a ``TLSClientError`` and closes the
+///   channel; the server's close_notify closes it cleanly; an end without one is ``TLSClientError/uncleanShutdown``.
+/// - Our close sends close_notify first. The OpenSSL connection is freed when the channel goes inactive or the
+///   handler is removed, on the event loop, and never used after.
+///
+/// Not Sendable: made in the channel initializer and used on the channel's event loop only.
+final class TLSClientHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+    typealias OutboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    /// What the certificate must carry besides a chain to a trusted root.
+    enum Check: Equatable {
+        case name(String)
+        case address(String)
+        /// Nothing, not even the chain (``TLSClientContext/Identity/unauthenticated``).
+        case none
+    }
+
+    private enum State {
+        case idle, handshaking, ready
+        /// Closed by either side or failed: nothing more is read or written.
+        case closed
+    }
+
+    private let shared: TLSClientContext.Shared
+    private var connection: OpaquePointer?
+    private var state = State.idle
+    /// Plaintext written before the handshake completed, and whether a flush was asked for it.
+    private var waiting: [(ByteBuffer, EventLoopPromise<Void>?)] = []
+    private var flushAsked = false
+    /// Promises of plaintext encrypted since the last flush.
+    private var unflushed: [EventLoopPromise<Void>] = []
+
+    /// After the handshake: the protocol version (`TLSv1.3`), whether the session was resumed, the ALPN protocol.
+    private(set) var tlsVersion: String?
+    private(set) var resumed = false
+    private(set) var negotiatedProtocol: String?
+
+    init(context shared: TLSClientContext.Shared, serverName: String?, check: Check) throws {
+        self.shared = shared
+        var error = [CChar](repeating: 0, count: 256)
+        var host: String?
+        var ip: String?
+        switch check {
+        case .name(let name): host = name
+        case .address(let address): ip = address
+        case .none: break
+        }
+        let made = ctls_connection_new(shared.pointer, serverName, host, ip, &error, error.count)
+        guard let made else { throw TLSClientError.setup(TLSClientContext.text(error)) }
+        connection = made
+    }
+
+    deinit {
+        // Normally freed on the event loop already (channelInactive, handlerRemoved); a handler that never joined
+        // a pipeline is freed here.
+        if let connection { ctls_connection_free(connection) }
+    }
+
+    // MARK: Life
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { startHandshake(context: context) }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        state = .closed
+        failWaiting(ChannelError.ioOnClosedChannel)
+        release()
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        startHandshake(context: context)
+        context.fireChannelActive()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        let unclean = state == .handshaking || state == .ready
+        state = .closed
+        failWaiting(unclean ? TLSClientError.uncleanShutdown : ChannelError.ioOnClosedChannel)
+        release()
+        if unclean { context.fireErrorCaught(TLSClientError.uncleanShutdown) }
+        context.fireChannelInactive()
+    }
+
+    private func release() {
+        if let connection {
+            ctls_connection_free(connection)
+            self.connection = nil
+        }
+    }
+
+    // MARK: Inbound
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let buffer = unwrapInboundIn(data)
+        guard let connection, state == .handshaking || state == .ready else { return }
+        let fed = buffer.withUnsafeReadableBytes { bytes in
+            ctls_feed(connection, bytes.bindMemory(to: UInt8.self).baseAddress, bytes.count)
+        }
+        guard fed == 0 else {
+            failed(context: context, TLSClientError.failed("out of memory"))
+            return
+        }
+        if state == .handshaking {
+            advanceHandshake(context: context)
+        } else {
+            readPlaintext(context: context)
+        }
+    }
+
+    private func startHandshake(context: ChannelHandlerContext) {
+        guard state == .idle, connection != nil else { return }
+        state = .handshaking
+        advanceHandshake(context: context)
+    }
+
+    private func advanceHandshake(context: ChannelHandlerContext) {
+        guard let connection else { return }
+        let result = ctls_handshake(connection)
+        if result < 0 {
+            failed(context: context, failure(connection, verification: true))
+            return
+        }
+        // Sending may close the channel (a write error) and free the connection: look again after it.
+        sendCiphertext(context: context)
+        guard result == 1, state == .handshaking, let connection = self.connection else { return }
+        handshakeCompleted(context: context, connection: connection)
+    }
+
+    private func handshakeCompleted(context: ChannelHandlerContext, connection: OpaquePointer) {
+        state = .ready
+        tlsVersion = ctls_version(connection).map { String(cString: $0) }
+        resumed = ctls_session_reused(connection) != 0
+        var alpn = [CChar](repeating: 0, count: 256)
+        negotiatedProtocol = ctls_alpn(connection, &alpn, alpn.count) > 0 ? TLSClientContext.text(alpn) : nil
+        context.fireUserInboundEventTriggered(TLSUserEvent.handshakeCompleted(negotiatedProtocol: negotiatedProtocol))
+        // The event may have closed the channel (a server without HTTP/2).
+        guard state == .ready else { return }
+        let queued = waiting
+        waiting = []
+        for (buffer, promise) in queued { encrypt(buffer, promise: promise) }
+        if flushAsked {
+            flushAsked = false
+            sendCiphertext(context: context)
+        }
+        // Application data (or a session ticket) may have come with the last handshake flight.
+        readPlaintext(context: context)
+    }
+
+    private func readPlaintext(context: ChannelHandlerContext) {
+        while state == .ready, let connection {
+            var buffer = context.channel.allocator.buffer(capacity: 16_384)
+            var result: Int32 = 0
+            buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: 16_384) { space in
+                result = ctls_read(connection, space.bindMemory(to: UInt8.self).baseAddress, space.count)
+                return Int(max(result, 0))
+            }
+            if result > 0 {
+                context.fireChannelRead(wrapInboundOut(buffer))
+                continue
+            }
+            if result == -1 {
+                failed(context: context, failure(connection, verification: false))
+                break
+            }
+            // Post-handshake messages (a key update) may need an answer. Sending may close the channel and free
+            // the connection: look again after it.
+            sendCiphertext(context: context)
+            if result == -2, state == .ready, let connection = self.connection {
+                // The server's close_notify: answer it and close.
+                ctls_shutdown(connection)
+                sendCiphertext(context: context)
+                state = .closed
+                failWaiting(ChannelError.ioOnClosedChannel)
+                context.close(promise: nil)
+            }
+            break
+        }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        context.fireChannelReadComplete()
+    }
+
+    // MARK: Outbound
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        let buffer = unwrapOutboundIn(data)
+        switch state {
+        case .idle, .handshaking: waiting.append((buffer, promise))
+        case .ready: encrypt(buffer, promise: promise)
+        case .closed: promise?.fail(ChannelError.ioOnClosedChannel)
+        }
+    }
+
+    func flush(context: ChannelHandlerContext) {
+        switch state {
+        case .idle, .handshaking: flushAsked = true
+        case .ready: sendCiphertext(context: context)
+        case .closed: break
+        }
+    }
+
+    func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+        if mode == .all, state == .ready, let connection {
+            ctls_shutdown(connection)
+            sendCiphertext(context: context)
+        }
+        if mode == .all, state != .closed {
+            state = .closed
+            failWaiting(ChannelError.ioOnClosedChannel)
+        }
+        context.close(mode: mode, promise: promise)
+    }
+
+    private func encrypt(_ buffer: ByteBuffer, promise: EventLoopPromise<Void>?) {
+        guard let connection else {
+            promise?.fail(ChannelError.ioOnClosedChannel)
+            return
+        }
+        if buffer.readableBytes > 0 {
+            let written = buffer.withUnsafeReadableBytes { bytes in
+                ctls_write(connection, bytes.bindMemory(to: UInt8.self).baseAddress, bytes.count)
+            }
+            guard written == buffer.readableBytes else {
+                promise?.fail(failure(connection, verification: false))
+                return
+            }
+        }
+        if let promise { unflushed.append(promise) }
+    }
+
+    /// Sends every byte of ciphertext OpenSSL has for the server as one write; the promises of the plaintext in it
+    /// complete with that write.
+    private func sendCiphertext(context: ChannelHandlerContext) {
+        let promises = unflushed
+        unflushed = []
+        guard let connection, ctls_pending(connection) > 0 else {
+            for promise in promises { promise.succeed(()) }
+            return
+        }
+        let pending = ctls_pending(connection)
+        var buffer = context.channel.allocator.buffer(capacity: pending)
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: pending) { space in
+            ctls_take(connection, space.bindMemory(to: UInt8.self).baseAddress, space.count)
+        }
+        var sent: EventLoopPromise<Void>?
+        if !promises.isEmpty {
+            let promise = context.eventLoop.makePromise(of: Void.self)
+            promise.futureResult.whenComplete { result in
+                for each in promises { each.completeWith(result) }
+            }
+            sent = promise
+        }
+        context.writeAndFlush(wrapOutboundOut(buffer), promise: sent)
+    }
+
+    // MARK: Failure
+
+    private func failure(_ connection: OpaquePointer, verification: Bool) -> TLSClientError {
+        var text = [CChar](repeating: 0, count: 256)
+        var subject = [CChar](repeating: 0, count: 256)
+        var detail = [CChar](repeating: 0, count: 256)
+        ctls_failure(connection, &text, text.count, &subject, subject.count, &detail, detail.count)
+        let code = ctls_verify_error(connection)
+        if verification, code != 0 {
+            return .verification(
+                code: code, text: TLSClientContext.text(text), subject: TLSClientContext.text(subject),
+                detail: TLSClientContext.text(detail))
+        }
+        return verification ? .handshake(TLSClientContext.text(detail)) : .failed(TLSClientContext.text(detail))
+    }
+
+    private func failed(context: ChannelHandlerContext, _ error: TLSClientError) {
+        guard state != .closed else { return }
+        state = .closed
+        // The alert OpenSSL queued for the server goes out before the close.
+        sendCiphertext(context: context)
+        failWaiting(error)
+        context.fireErrorCaught(error)
+        context.close(promise: nil)
+    }
+
+    private func failWaiting(_ error: any Error) {
+        let queued = waiting
+        waiting = []
+        flushAsked = false
+        for (_, promise) in queued { promise?.fail(error) }
+        let promises = unflushed
+        unflushed = []
+        for promise in promises { promise.fail(error) }
+    }
+}

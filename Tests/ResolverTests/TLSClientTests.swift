@@ -1,0 +1,148 @@
+import Foundation
+import NIOCore
+import NIOEmbedded
+import NIOTLS
+import Testing
+
+@testable import Resolver
+
+/// The TLS client over OpenSSL (`CTLSShim`, ``TLSClientHandler``): what it sends before any server speaks, what it
+/// does with garbage, and the words for a refused certificate. Real handshakes, resumption and refusals run against
+/// Unbound in the lab (Tests/stub/test_stub_encrypted.py).
+@Suite struct TLSClientTests {
+    /// A trust store for contexts that never see a server: any readable PEM file will do for OpenSSL, even one
+    /// without a certificate; the system store is there on every Debian machine that has ca-certificates.
+    static let trust = TLSClientContext.systemTrustStore
+
+    @Test func alpnIsLengthPrefixed() {
+        #expect(TLSClientContext.alpnWire(["h2"]) == [2, 0x68, 0x32])
+        #expect(TLSClientContext.alpnWire(["h2", "dot"]) == [2, 0x68, 0x32, 3, 0x64, 0x6F, 0x74])
+        #expect(TLSClientContext.alpnWire([]).isEmpty)
+    }
+
+    @Test(arguments: [
+        (10, TLSClientContext.Identity.configured, "certificate expired (CN=x)"),
+        (9, .configured, "certificate not yet valid (CN=x)"),
+        (20, .configured, "certificate not signed by a trusted CA (CN=x)"),
+        (19, .configured, "certificate not signed by a trusted CA (CN=x)"),
+        (18, .configured, "certificate not signed by a trusted CA (CN=x)"),
+        (62, .configured, "certificate does not match the expected name or address (CN=x)"),
+        (64, .configured, "certificate does not match the expected name or address (CN=x)"),
+        (
+            64, .address("192.0.2.1"),
+            "certificate does not name the plain upstream's address 192.0.2.1 (RFC 9462 §4.2) (CN=x)"
+        ),
+        (23, .configured, "certificate refused: certificate revoked (CN=x)"),
+    ])
+    func refusedCertificatesAreExplained(_ code: Int, _ identity: TLSClientContext.Identity, _ text: String) {
+        let error = TLSClientError.verification(
+            code: code, text: code == 23 ? "certificate revoked" : "t", subject: "CN=x", detail: "d")
+        #expect(TLSClientContext.outcome(for: error, identity: identity).described == Described.insecure(text))
+    }
+
+    @Test func otherFailuresKeepTheirKind() {
+        #expect(
+            TLSClientContext.outcome(for: TLSClientError.uncleanShutdown, identity: .configured).described
+                == Described.failed("the server closed the TLS connection uncleanly"))
+        #expect(
+            TLSClientContext.outcome(for: TLSClientError.handshake("alert"), identity: .configured).described
+                == Described.insecure("TLS handshake failed: alert"))
+        // Without authentication a certificate verdict is not what failed.
+        let verification = TLSClientError.verification(code: 10, text: "t", subject: "s", detail: "wrong version")
+        #expect(
+            TLSClientContext.outcome(for: verification, identity: .unauthenticated).described
+                == Described.insecure("TLS handshake failed: wrong version"))
+        #expect(
+            TLSClientContext.outcome(for: ChannelError.ioOnClosedChannel, identity: .configured).described
+                == Described.failed("\(ChannelError.ioOnClosedChannel)"))
+    }
+
+    @Test func aMissingTrustStoreIsASetUpError() {
+        #expect(throws: TLSClientError.self) {
+            _ = try TLSClientContext(caFile: "/nonexistent/ca.pem", serverName: "dns.example", alpn: [])
+        }
+    }
+
+    @Test func clientHelloGoesOutOnActivationAndPlaintextWaitsForTheHandshake() throws {
+        let tls = try TLSClientContext(caFile: Self.trust, serverName: "dns.example", alpn: ["h2"])
+        let channel = EmbeddedChannel()
+        try channel.pipeline.syncOperations.addHandler(
+            try tls.handler(remote: try SocketAddress(ipAddress: "192.0.2.1", port: 853)))
+        try channel.connect(to: try SocketAddress(ipAddress: "192.0.2.1", port: 853)).wait()
+        var hello = try #require(try channel.readOutbound(as: ByteBuffer.self))
+        // A TLS handshake record (22) carrying a ClientHello (1) that names the server (SNI) and offers h2.
+        let bytes = hello.readBytes(length: hello.readableBytes) ?? []
+        #expect(bytes.first == 22 && bytes.count > 5 && bytes[5] == 1)
+        #expect(bytes.containsSubsequence(Array("dns.example".utf8)))
+        #expect(bytes.containsSubsequence([2, 0x68, 0x32]))
+        // Plaintext written now is held back, not sent in clear.
+        let sent = channel.eventLoop.makePromise(of: Void.self)
+        channel.writeAndFlush(ByteBuffer(string: "secret query"), promise: sent)
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == nil)
+        _ = try? channel.finish()
+        #expect(throws: (any Error).self) { try sent.futureResult.wait() }
+    }
+
+    @Test func garbageFromTheServerFailsTheHandshakeAndClosesTheChannel() throws {
+        let tls = try TLSClientContext(caFile: Self.trust, serverName: "dns.example", alpn: [])
+        let errors = ErrorRecorder()
+        let channel = EmbeddedChannel()
+        try channel.pipeline.syncOperations.addHandler(
+            try tls.handler(remote: try SocketAddress(ipAddress: "192.0.2.1", port: 853)))
+        try channel.pipeline.syncOperations.addHandler(errors)
+        try channel.connect(to: try SocketAddress(ipAddress: "192.0.2.1", port: 853)).wait()
+        _ = try channel.readOutbound(as: ByteBuffer.self)
+        try channel.writeInbound(ByteBuffer(string: "HTTP/1.1 400 Bad Request\r\n\r\n"))
+        #expect(!channel.isActive)
+        let error = try #require(errors.errors.first as? TLSClientError)
+        guard case .handshake(let detail) = error else {
+            Issue.record("not a handshake failure: \(error)")
+            return
+        }
+        #expect(!detail.isEmpty)
+        #expect(
+            TLSClientContext.outcome(for: error, identity: .configured).described
+                == Described.insecure("TLS handshake failed: \(detail)"))
+    }
+
+    @Test func serverClosingMidHandshakeIsAnUncleanShutdown() throws {
+        let tls = try TLSClientContext(caFile: Self.trust, serverName: "dns.example", alpn: [])
+        let errors = ErrorRecorder()
+        let channel = EmbeddedChannel()
+        try channel.pipeline.syncOperations.addHandler(
+            try tls.handler(remote: try SocketAddress(ipAddress: "192.0.2.1", port: 853)))
+        try channel.pipeline.syncOperations.addHandler(errors)
+        try channel.connect(to: try SocketAddress(ipAddress: "192.0.2.1", port: 853)).wait()
+        channel.pipeline.fireChannelInactive()
+        #expect(errors.errors.compactMap { $0 as? TLSClientError } == [.uncleanShutdown])
+    }
+}
+
+private final class ErrorRecorder: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    var errors: [any Error] = []
+    func errorCaught(context: ChannelHandlerContext, error: any Error) { errors.append(error) }
+}
+
+extension Array where Element == UInt8 {
+    fileprivate func containsSubsequence(_ needle: [UInt8]) -> Bool {
+        guard !needle.isEmpty, needle.count <= count else { return needle.isEmpty }
+        return (0...(count - needle.count)).contains { Array(self[$0..<($0 + needle.count)]) == needle }
+    }
+}
+
+/// An outcome as text with its kind, to compare (``ExchangeOutcome`` is not Equatable).
+private enum Described {
+    static func insecure(_ reason: String) -> String { "insecure: \(reason)" }
+    static func failed(_ reason: String) -> String { "failed: \(reason)" }
+}
+
+extension ExchangeOutcome {
+    fileprivate var described: String {
+        switch self {
+        case .insecure(let reason): "insecure: \(reason)"
+        case .failed(let reason): "failed: \(reason)"
+        default: "\(self)"
+        }
+    }
+}
