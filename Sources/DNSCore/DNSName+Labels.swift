@@ -128,6 +128,7 @@ extension DNSName {
     public static func canonicalText(_ labels: [[UInt8]]) -> String {
         if labels.isEmpty { return "." }
         var out: [UInt8] = []
+        out.reserveCapacity(labels.reduce(0) { $0 + $1.count + 1 })
         for label in labels {
             for octet in label {
                 switch octet {

@@ -59,7 +59,46 @@ public struct DNSName: Hashable, Sendable, CustomStringConvertible {
     /// - Throws: `InvalidNameError` for an empty name, an empty label, a label over 63 octets, a name over
     ///   255 octets, a bad escape, or a character that needs escaping (space, control, non-ASCII).
     public init(_ text: String) throws(InvalidNameError) {
+        if let labels = Self.plainLabels(text) {
+            self.labels = labels
+            return
+        }
         self.labels = try Self.parseLabels(text, syntax: .strict).map { $0.map(Self.lowercased) }
+    }
+
+    /// The lowercased labels of a name made only of letters, digits, `-` and `_` in valid labels (what
+    /// ``plainNormalized(_:)`` accepts), in one pass and one array per label; nil for anything else, which the full
+    /// parser handles. Equal to `DNSName(text).labels` whenever it is not nil.
+    private static func plainLabels(_ text: String) -> [[UInt8]]? {
+        text.utf8.withContiguousStorageIfAvailable { bytes -> [[UInt8]]? in
+            guard !bytes.isEmpty, bytes[0] != UInt8(ascii: "."),
+                bytes.count + (bytes.last == UInt8(ascii: ".") ? 1 : 2) <= maximumWireLength
+            else { return nil }
+            var labels: [[UInt8]] = []
+            var start = 0
+            var index = 0
+            while index <= bytes.count {
+                if index == bytes.count || bytes[index] == UInt8(ascii: ".") {
+                    let length = index - start
+                    if length == 0 { return index == bytes.count && index > 0 ? labels : nil }
+                    guard length <= maximumLabelLength else { return nil }
+                    labels.append(
+                        [UInt8](unsafeUninitializedCapacity: length) { label, count in
+                            for offset in 0..<length { label[offset] = lowercased(bytes[start + offset]) }
+                            count = length
+                        })
+                    start = index + 1
+                    index += 1
+                    continue
+                }
+                let byte = bytes[index]
+                guard (byte >= 0x61 && byte <= 0x7A) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x30 && byte <= 0x39)
+                    || byte == 0x2D || byte == 0x5F
+                else { return nil }
+                index += 1
+            }
+            return labels
+        } ?? nil
     }
 
     /// Reads an uncompressed wire-format name (RFC 1035 §3.1) starting at `offset`.
@@ -153,7 +192,7 @@ public struct DNSName: Hashable, Sendable, CustomStringConvertible {
 
     /// Normalises presentation text (lowercase, trailing dot) when it is a valid name, else returns it unchanged.
     package static func normalized(_ text: String) -> String {
-        (try? DNSName(text))?.text ?? text
+        plainNormalized(text) ?? (try? DNSName(text))?.text ?? text
     }
 
     package static func lowercased(_ octet: UInt8) -> UInt8 {

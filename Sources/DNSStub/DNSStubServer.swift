@@ -29,8 +29,6 @@ public final class DNSStubServer: ServiceLifecycle.Service, Sendable {
     private let responder: StubResponder
     private let listen: [HostAndPort]
     private let inherited: [InheritedSocket]
-    private let idleTimeout: Duration
-    private let maxTCPConnections: Int
     private let group: any EventLoopGroup
     private let logger: Logger
     private let channels = Mutex<[any Channel]>([])
@@ -38,7 +36,10 @@ public final class DNSStubServer: ServiceLifecycle.Service, Sendable {
     private let bound = Mutex<[String]>([])
     /// `bind()` ran (whatever it managed to bind): `run()` does not try again.
     private let didBind = Atomic<Bool>(false)
+    /// TCP connections of allowed clients open now (counted at accept, before the caps are checked).
     private let tcpConnections = Atomic<Int>(0)
+    /// TCP connections of allowed clients closed at accept because a cap (total or per address) was reached.
+    private let tcpRefused = Atomic<Int>(0)
     /// TCP connections open per client address (not loopback), for `maxTCPConnectionsPerAddress`.
     private let tcpByAddress = Mutex<[[UInt8]: Int]>([:])
     /// DNS Cookies when they are on (the responder's; Reload may turn them on or off).
@@ -51,8 +52,6 @@ public final class DNSStubServer: ServiceLifecycle.Service, Sendable {
         self.responder = responder
         self.listen = settings.listen
         self.inherited = inherited
-        self.idleTimeout = settings.tcpIdleTimeout
-        self.maxTCPConnections = settings.maxTCPConnections
         let beyondLoopback =
             settings.listen.contains { address in
                 guard let bytes = AddressRange.parseAddress(address.host) else { return true }
@@ -65,6 +64,37 @@ public final class DNSStubServer: ServiceLifecycle.Service, Sendable {
 
     /// What the stub listens on, e.g. `["udp 127.0.0.153:53", "tcp 127.0.0.153:53"]`.
     public var listening: [String] { bound.withLock { $0 } }
+
+    /// The TCP listeners' local addresses (with the port the kernel chose for port 0).
+    var tcpLocalAddresses: [SocketAddress] { channels.withLock { $0.compactMap(\.localAddress) } }
+
+    /// What the stub's TCP holds against its caps, for `Status`.
+    public struct TCPUsage: Sendable {
+        /// Connections of allowed clients open now (loopback included).
+        public var connections: Int
+        /// Connections closed at accept because `max-tcp` or `max-tcp-per-address` was reached, since start.
+        public var refused: Int
+        /// The addresses with the most connections open (loopback is exempt from the per-address cap and left
+        /// out), most first, at most `count`.
+        public var nearestToCap: [(address: String, connections: Int)]
+    }
+
+    /// The TCP connections open, refused at a cap, and the addresses nearest to the per-address cap.
+    public func tcpUsage(count: Int = 5) -> TCPUsage {
+        let nearest = tcpByAddress.withLock { counts in
+            Self.nearest(counts, count: count)
+        }
+        return TCPUsage(
+            connections: max(0, tcpConnections.load(ordering: .relaxed)), refused: tcpRefused.load(ordering: .relaxed),
+            nearestToCap: nearest.map { (AddressRange.format($0.key), $0.value) })
+    }
+
+    /// The `count` entries with the most connections, most first; ties by address bytes, so the order is stable.
+    static func nearest(_ counts: [[UInt8]: Int], count: Int) -> [(key: [UInt8], value: Int)] {
+        counts.sorted { lhs, rhs in
+            lhs.value != rhs.value ? lhs.value > rhs.value : lhs.key.lexicographicallyPrecedes(rhs.key)
+        }.prefix(count).map { $0 }
+    }
 
     /// Binds every listen address and adopts inherited sockets. Failures are logged, not thrown.
     public func bind() async {
@@ -178,9 +208,6 @@ public final class DNSStubServer: ServiceLifecycle.Service, Sendable {
 
     private func tcpBootstrap() -> ServerBootstrap {
         let responder = self.responder
-        let idle = TimeAmount.nanoseconds(
-            idleTimeout.components.seconds * 1_000_000_000 + idleTimeout.components.attoseconds / 1_000_000_000)
-        let limit = maxTCPConnections
         let server = self
         return ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.backlog, value: 256)
@@ -198,16 +225,24 @@ public final class DNSStubServer: ServiceLifecycle.Service, Sendable {
                     }
                     let open = server.tcpConnections.wrappingAdd(1, ordering: .relaxed).newValue
                     channel.closeFuture.whenComplete { _ in server.tcpConnections.wrappingSubtract(1, ordering: .relaxed) }
-                    // The per-address cap as Reload last set it.
-                    let perAddress = responder.settings.maxTCPConnectionsPerAddress
-                    guard open <= limit, server.admitTCP(client, limit: perAddress, channel: channel) else {
+                    // The caps and the idle timeout as Reload last set them (for connections accepted from now on).
+                    let settings = responder.settings
+                    guard open <= settings.maxTCPConnections,
+                        server.admitTCP(client, limit: settings.maxTCPConnectionsPerAddress, channel: channel)
+                    else {
+                        server.tcpRefused.wrappingAdd(1, ordering: .relaxed)
                         channel.close(promise: nil)
                         return
                     }
                     try channel.pipeline.syncOperations.addHandler(
-                        StubTCPHandler(responder: responder, idleTimeout: idle))
+                        StubTCPHandler(responder: responder, idleTimeout: DNSStubServer.timeAmount(settings.tcpIdleTimeout)))
                 }
             }
+    }
+
+    /// A `Duration` as NIO's `TimeAmount`.
+    static func timeAmount(_ duration: Duration) -> TimeAmount {
+        .nanoseconds(duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
     }
 
     /// Counts a TCP connection of `client` against its address's cap (loopback is exempt); the count is given back
@@ -246,6 +281,12 @@ public final class DNSStubServer: ServiceLifecycle.Service, Sendable {
         }
         await stopWorkers()
         if !serving { try? await gracefulShutdown() }
+    }
+
+    /// Closes every socket without a graceful shutdown (tests that bind without `run()`).
+    func closeAll() async {
+        for channel in channels.withLock({ $0 }) { try? await channel.close() }
+        await stopWorkers()
     }
 
     static func describe(_ address: SocketAddress) -> String {

@@ -76,6 +76,9 @@ public final class StubResponder: Sendable {
     /// stub that listens beyond loopback.
     var cookies: StubCookies? { cookiesOn.load(ordering: .relaxed) ? cookieSecret : nil }
 
+    /// Whether DNS Cookies are on now (for `Status`).
+    public var cookiesEnabled: Bool { cookiesOn.load(ordering: .relaxed) }
+
     /// Tells whether the stub listens beyond loopback, for `cookies = auto` (the listen addresses need a restart).
     func setListensBeyondLoopback(_ beyond: Bool) {
         listensBeyondLoopback.store(beyond, ordering: .relaxed)
@@ -83,8 +86,8 @@ public final class StubResponder: Sendable {
     }
 
     /// Applies new settings to the running stub (Reload): `allow`, `local`, `optimistic`, `refusals-per-second`,
-    /// `max-tcp-per-address` (for connections accepted afterwards) and `cookies`; the machine's own addresses are
-    /// read again too. `listen` needs a restart (the caller keeps the running one).
+    /// `max-tcp`, `max-tcp-per-address` and `tcp-idle-timeout` (for connections accepted afterwards: the server
+    /// reads them here at each accept) and `cookies`; the machine's own addresses are read again too. `listen` needs a restart (the caller keeps the running one).
     public func update(_ settings: StubSettings) {
         let allowed = Self.allowList(settings)
         let subnets = AddressRange.linkSubnets()

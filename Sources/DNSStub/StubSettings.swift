@@ -14,9 +14,10 @@ public struct StubSettings: Sendable, Hashable {
     public var optimistic: Bool
     /// How long a `.local` look-up collects mDNS answers.
     public var localTimeout: Duration
-    /// How long an idle TCP connection stays open (RFC 7766 §6.2.3).
+    /// How long an idle TCP connection stays open (RFC 7766 §6.2.3; `[stub] tcp-idle-timeout`, for connections
+    /// accepted afterwards when Reload changes it).
     public var tcpIdleTimeout: Duration
-    /// TCP connections served at once; more are closed at accept.
+    /// TCP connections of allowed clients served at once (`[stub] max-tcp`); more are closed at accept.
     public var maxTCPConnections: Int
     /// TCP connections one client address may have open (loopback is exempt: it is every local program); more
     /// are closed at accept.

@@ -118,7 +118,7 @@ struct Daemon {
                 access: access, staticServices: staticServices, persistence: persistence, stub: stubResponder,
                 wideArea: wideArea, logLevel: logLevel),
             logger: logger)
-        state.attach(running) { StubStatus(listening: stub.listening, statistics: stubResponder.statistics) }
+        state.attach(running) { StubStatus(server: stub, responder: stubResponder) }
 
         await staticServices.sync(directory: configuration.servicesDirectory)
 

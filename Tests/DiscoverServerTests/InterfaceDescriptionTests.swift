@@ -39,9 +39,13 @@ import Testing
         limit: 512, perClientLimit: 128, socketLimit: 1024, inflight: 1, peak: 2, socketsOpen: 1, refused: 0,
         refusedPerClient: 0, socketsRefused: 0, coalesced: 3, busiestClient: "uid 0", busiestClientInflight: 1,
         scrubbedRecords: 4)
+    static let stubLimits = StubLimits(
+        maxTcp: 1024, maxTcpPerAddress: 32, tcpIdleTimeout: 10, refusalsPerSecond: 5, cookies: true)
+    static let stubAddressUsage = StubAddressUsage(address: "192.0.2.7", connections: 3)
     static let stub = StubStatus(
         listen: ["udp 127.0.0.153:53"], queries: stubQueries, cacheAnswers: 1, staleAnswers: 2, forwarded: 3, local: 4,
-        refused: 5, truncated: 6, formatErrors: 7, serverFailures: 8)
+        refused: 5, truncated: 6, formatErrors: 7, serverFailures: 8, limits: stubLimits, tcpConnections: 9,
+        tcpRefused: 10, nearestToCaps: [stubAddressUsage])
 
     static let dnssecStatus = DNSSECValidationStatus(
         mode: "allow-downgrade", upstreams: "capable", secure: 1, insecure: 2, bogus: 3, lastBogusName: "bad.example.",
@@ -61,6 +65,8 @@ import Testing
             "io.discoverd.Daemon.Settings": settings,
             "io.discoverd.Daemon.StubStatus": stub,
             "io.discoverd.Daemon.StubQueryCounts": stubQueries,
+            "io.discoverd.Daemon.StubLimits": stubLimits,
+            "io.discoverd.Daemon.StubAddressUsage": stubAddressUsage,
             "io.discoverd.Daemon.UIDUsage": usage,
             "io.discoverd.Daemon.UpstreamQueries": upstreamQueries,
             "io.discoverd.Daemon.UpstreamServer": upstreamServer,

@@ -322,6 +322,25 @@ struct WireTests {
         }
     }
 
+    /// `DNSName(_:)` takes a one-pass path for plain names: the same labels (and errors) as the full parser.
+    @Test func plainLabelsAgreeWithTheFullParser() {
+        var generator = SystemRandomNumberGenerator()
+        let alphabet = Array("abcXYZ09-_.".utf8)
+        for _ in 0..<20_000 {
+            let count = Int.random(in: 1...80, using: &generator)
+            let text = String(decoding: (0..<count).map { _ in alphabet.randomElement(using: &generator)! }, as: UTF8.self)
+            let full = try? DNSName.parseLabels(text).map(DNSName.lowercased(label:))
+            #expect((try? DNSName(text).labels) == full, "\(text)")
+        }
+        let label63 = String(repeating: "A", count: 63)
+        for text in [label63 + ".x", label63 + "a.x", "\(label63).\(label63).\(label63).\(String(repeating: "b", count: 61))",
+            "\(label63).\(label63).\(label63).\(String(repeating: "b", count: 62))"]
+        {
+            let full = try? DNSName.parseLabels(text).map(DNSName.lowercased(label:))
+            #expect((try? DNSName(text).labels) == full, "\(text)")
+        }
+    }
+
     @Test(arguments: [
         ("www.Example.COM", "www.example.com."), ("h3.lab.test.", "h3.lab.test."), ("_443._https.x", "_443._https.x."),
     ])

@@ -295,6 +295,85 @@ def test_b_the_per_address_cap_holds_for_allowed_clients(daemon):
     assert tcp_query("dlab-r", ALLOWED_TARGET).answer
 
 
+def answered_on(s: socket.socket, name: str = "h3.lab.test") -> bool:
+    """Whether a query sent on the open connection S is answered with the name's address."""
+    tcp_send(s, make_query(name, "A").to_wire())
+    reply = dns.message.from_wire(tcp_recv(s))
+    return dns.rcode.to_text(reply.rcode()) == "NOERROR" and bool(reply.answer)
+
+
+def closed_by_peer(s: socket.socket, timeout: float) -> bool:
+    """Whether the daemon closes S (EOF or reset) within TIMEOUT seconds, reading nothing else."""
+    s.settimeout(timeout)
+    try:
+        return s.recv(1) == b""
+    except (ConnectionResetError, ConnectionAbortedError):
+        return True
+    except socket.timeout:
+        return False
+
+
+def wait_stub(v: Varlink, predicate, timeout: float = 5.0) -> dict:
+    """The stub's Status once PREDICATE holds for it (the last one seen when it never does)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        stub = v.status()["stub"]
+        if predicate(stub) or time.monotonic() > deadline:
+            return stub
+        time.sleep(0.1)
+
+
+def test_b_max_tcp_refuses_the_newcomer_and_serves_the_connections_open(daemon):
+    """`[stub] max-tcp` and `tcp-idle-timeout` from Reload: at the cap the newcomer is closed at accept, the
+    connections open go on being served, and Status (varlink and `discover status`) shows the caps and the counts."""
+    base = daemon.config
+    v = Varlink(daemon.socket_path)
+    held = []
+    try:
+        assert wait_stub(v, lambda stub: stub["tcpConnections"] == 0)["tcpConnections"] == 0, "connections left over"
+        daemon.reload(base + "max-tcp = 3\ntcp-idle-timeout = 4\n")
+        stub = v.status()["stub"]
+        assert stub["limits"] == {"maxTcp": 3, "maxTcpPerAddress": 32, "tcpIdleTimeout": 4, "refusalsPerSecond": 5,
+                                  "cookies": True}, stub["limits"]
+        refused_before = stub["tcpRefused"]
+        held = sockets_in("dlab-r", socket.AF_INET, socket.SOCK_STREAM, 3)
+        for s in held:
+            s.settimeout(5)
+            s.connect((ALLOWED_TARGET, STUB_PORT))
+            assert answered_on(s)
+        stub = wait_stub(v, lambda stub: stub["tcpConnections"] == 3)
+        assert stub["tcpConnections"] == 3, stub
+        assert stub["nearestToCaps"][0] == {"address": "198.51.100.2", "connections": 3}, stub["nearestToCaps"]
+        # The newcomer: accepted by the kernel, closed by the daemon before it can ask anything.
+        newcomer = sockets_in("dlab-r", socket.AF_INET, socket.SOCK_STREAM, 1)[0]
+        try:
+            newcomer.settimeout(5)
+            newcomer.connect((ALLOWED_TARGET, STUB_PORT))
+            assert closed_by_peer(newcomer, 5), "the connection over max-tcp was not closed"
+        finally:
+            newcomer.close()
+        assert all(answered_on(s) for s in held), "a connection open before the cap was reached is not served"
+        last_query = time.monotonic()
+        stub = v.status()["stub"]
+        assert stub["tcpRefused"] == refused_before + 1 and stub["tcpConnections"] == 3, stub
+        text = subprocess.run([DISCOVERD_BIN.parent / "discover", "--socket", daemon.socket_path, "status"],
+                              capture_output=True, text=True, timeout=30, check=True).stdout
+        assert "limits: 3 of 3 tcp connections (" in text and "idle 4s" in text, text
+        assert "busiest: 198.51.100.2: 3 tcp" in text, text
+        # tcp-idle-timeout = 4: a connection that asks nothing more is closed after about 4 s (the default is 10).
+        assert closed_by_peer(held[0], max(0.5, last_query + 9 - time.monotonic())), \
+            "the idle connection was not closed within 9 s"
+        idle_closed = time.monotonic() - last_query
+        assert idle_closed >= 3, f"closed {idle_closed:.1f} s after its last query, before the idle timeout"
+        record("b_max_tcp", {"maxTcp": 3, "newcomerClosedAtAccept": True, "heldServed": 3,
+                             "statusTcpConnections": 3, "idleTimeout": 4, "idleClosedAfterSeconds": round(idle_closed, 1)})
+    finally:
+        for s in held:
+            s.close()
+        daemon.reload(base)
+        v.close()
+
+
 # ------------------------------------------------------------------ (c) a stranger's UDP flood
 
 

@@ -351,10 +351,29 @@ public enum InterfaceDescriptions {
           tcp: int
         )
 
+        # The DNS stub's caps as [stub] sets them (tcpIdleTimeout in seconds;
+        # cookies: whether DNS Cookies are on now).
+        type StubLimits (
+          maxTcp: int,
+          maxTcpPerAddress: int,
+          tcpIdleTimeout: int,
+          refusalsPerSecond: int,
+          cookies: bool
+        )
+
+        # What one client address holds of the stub's TCP: connections open.
+        # Status lists the addresses nearest to max-tcp-per-address.
+        type StubAddressUsage (
+          address: string,
+          connections: int
+        )
+
         # The DNS stub listener: the sockets it serves ("udp 127.0.0.153:53") and
         # what it answered from fresh cache, from expired cache (RFC 8767), by
         # forwarding, through mDNS; clients refused by [stub] allow; UDP replies
-        # truncated to the client's size; malformed queries; SERVFAIL replies.
+        # truncated to the client's size; malformed queries; SERVFAIL replies;
+        # its caps; TCP connections open now and closed at accept at a cap; the
+        # addresses nearest to the per-address cap (loopback is exempt).
         type StubStatus (
           listen: []string,
           queries: StubQueryCounts,
@@ -365,7 +384,11 @@ public enum InterfaceDescriptions {
           refused: int,
           truncated: int,
           formatErrors: int,
-          serverFailures: int
+          serverFailures: int,
+          limits: ?StubLimits,
+          tcpConnections: ?int,
+          tcpRefused: ?int,
+          nearestToCaps: ?[]StubAddressUsage
         )
 
         # What one uid holds of the API: connections open, calls queued or running

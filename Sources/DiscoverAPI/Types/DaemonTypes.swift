@@ -319,11 +319,24 @@ public struct StubStatus: Codable, Equatable, Sendable {
     public var truncated: Int
     public var formatErrors: Int
     public var serverFailures: Int
+    /// The caps in effect (`[stub]` as Reload last set them).
+    public var limits: StubLimits?
+    /// TCP connections of allowed clients open now.
+    public var tcpConnections: Int?
+    /// TCP connections of allowed clients closed at accept at `max-tcp` or `max-tcp-per-address`, since start.
+    public var tcpRefused: Int?
+    /// The client addresses nearest to `max-tcp-per-address` (loopback is exempt), nearest first, at most five.
+    public var nearestToCaps: [StubAddressUsage]?
 
     public init(
         listen: [String], queries: StubQueryCounts, cacheAnswers: Int, staleAnswers: Int, forwarded: Int, local: Int,
-        refused: Int, truncated: Int, formatErrors: Int, serverFailures: Int
+        refused: Int, truncated: Int, formatErrors: Int, serverFailures: Int, limits: StubLimits? = nil,
+        tcpConnections: Int? = nil, tcpRefused: Int? = nil, nearestToCaps: [StubAddressUsage]? = nil
     ) {
+        self.limits = limits
+        self.tcpConnections = tcpConnections
+        self.tcpRefused = tcpRefused
+        self.nearestToCaps = nearestToCaps
         self.listen = listen
         self.queries = queries
         self.cacheAnswers = cacheAnswers
@@ -334,6 +347,40 @@ public struct StubStatus: Codable, Equatable, Sendable {
         self.truncated = truncated
         self.formatErrors = formatErrors
         self.serverFailures = serverFailures
+    }
+}
+
+/// The DNS stub's caps in `Status`, named as in `[stub]` of discoverd.conf.
+public struct StubLimits: Codable, Equatable, Sendable {
+    /// `max-tcp`: TCP connections of allowed clients at once.
+    public var maxTcp: Int
+    /// `max-tcp-per-address`: TCP connections one address (not loopback) holds.
+    public var maxTcpPerAddress: Int
+    /// `tcp-idle-timeout`, seconds.
+    public var tcpIdleTimeout: Int
+    /// `refusals-per-second`: bare REFUSED replies a second to one /24 or /56 outside `allow`.
+    public var refusalsPerSecond: Int
+    /// DNS Cookies are on (`cookies = yes`, or `auto` and a stub that listens beyond loopback).
+    public var cookies: Bool
+
+    public init(maxTcp: Int, maxTcpPerAddress: Int, tcpIdleTimeout: Int, refusalsPerSecond: Int, cookies: Bool) {
+        self.maxTcp = maxTcp
+        self.maxTcpPerAddress = maxTcpPerAddress
+        self.tcpIdleTimeout = tcpIdleTimeout
+        self.refusalsPerSecond = refusalsPerSecond
+        self.cookies = cookies
+    }
+}
+
+/// What one client address holds of the stub's TCP, in `Status`.
+public struct StubAddressUsage: Codable, Equatable, Sendable {
+    public var address: String
+    /// TCP connections open.
+    public var connections: Int
+
+    public init(address: String, connections: Int) {
+        self.address = address
+        self.connections = connections
     }
 }
 

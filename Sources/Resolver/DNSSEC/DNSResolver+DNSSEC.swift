@@ -14,4 +14,14 @@ extension DNSResolver: DNSSECFetcher {
         guard case .answer(let answer, _, _) = await task.value else { return nil }
         return answer
     }
+
+    func dnssecPrefetch(_ name: String, type: RRType) {
+        let key = CacheKey(name: name, type: type.rawValue, dnsClass: RRClass.in.rawValue)
+        if case .fresh(let answer, _) = cache.lookup(key, optimistic: false, counting: false, electRefresh: false),
+            answer.payload?.dnssecOK ?? false
+        {
+            return
+        }
+        _ = upstreamTask(for: key, name: name, type: type, dnssecOK: true, isRefresh: false)
+    }
 }

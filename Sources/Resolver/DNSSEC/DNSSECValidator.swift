@@ -6,6 +6,9 @@ import Synchronization
 /// validated on store). Nil when the question could not be answered.
 protocol DNSSECFetcher: Sendable {
     func dnssecFetch(_ name: String, type: RRType) async -> CacheAnswer<CachedRRset>?
+    /// Starts the fetch of an RRset the chain will need next, without waiting for it (a later `dnssecFetch` joins
+    /// it); nothing when it is cached.
+    func dnssecPrefetch(_ name: String, type: RRType)
 }
 
 /// The chain of trust (docs/DNSSEC.md): validates one scrubbed upstream answer, fetching the DS and DNSKEY RRsets
@@ -194,6 +197,9 @@ public final class DNSSECValidator: Sendable {
             guard Self.isSubdomain(signer, of: anchorZone) else {
                 return .insecure("\(owner): signed by \(signer), above the trust anchor \(anchorZone)")
             }
+            // The anchor's keys end every chain below it: ask for them beside the signer's (docs/DNSSEC.md,
+            // "Round trips").
+            if signer != anchorZone { fetcher.dnssecPrefetch(anchorZone, type: RRType(48)) }
             let keys = await trustedKeys(signer, fetcher: fetcher)
             switch keys {
             case .failure(let verdict): return verdict
@@ -223,6 +229,11 @@ public final class DNSSECValidator: Sendable {
 
     /// The DNSKEYs of `zone` proven secure, through the cache (their entry was validated on store).
     private func trustedKeys(_ zone: String, fetcher: any DNSSECFetcher) async -> KeyResult {
+        // The zone's DS (asked of its parent) proves its DNSKEYs: ask for both at once, one round trip per level
+        // instead of two. An anchor's keys need no DS.
+        if case .positive(let anchorZone, _) = anchors.closest(zone), anchorZone != zone {
+            fetcher.dnssecPrefetch(zone, type: RRType(43))
+        }
         guard let answer = await fetcher.dnssecFetch(zone, type: RRType(48)) else {
             return .failure(.unreachable("\(zone) DNSKEY"))
         }

@@ -1,4 +1,6 @@
+import CLDNS
 import DNSCore
+import Synchronization
 
 /// One query as sent on one try, and the rules for accepting a reply to it.
 ///
@@ -113,4 +115,42 @@ enum ExchangeOutcome: Sendable {
     /// The upstream could not be reached as securely as required: a TLS handshake or certificate check failed,
     /// or `encryption = strict` forbids it. Nothing was sent in clear text; the reason names what failed.
     case insecure(String)
+}
+
+/// Message IDs for tries (RFC 5452 §9.2: unpredictable), from the kernel's CSPRNG 512 bytes at a time: one
+/// `getrandom` for 256 IDs instead of one per try (as Unbound draws its IDs from an in-process arc4random).
+enum QueryID {
+    private struct Pool: ~Copyable {
+        var bytes = [UInt8](repeating: 0, count: 512)
+        var next = 512
+    }
+
+    private static let pool = Mutex(Pool())
+
+    static func random() -> UInt16 {
+        pool.withLock { state in
+            if state.next + 2 > state.bytes.count {
+                refill(&state.bytes)
+                state.next = 0
+            }
+            let id = UInt16(state.bytes[state.next]) << 8 | UInt16(state.bytes[state.next + 1])
+            state.next += 2
+            return id
+        }
+    }
+
+    private static func refill(_ bytes: inout [UInt8]) {
+        var filled = 0
+        bytes.withUnsafeMutableBytes { raw in
+            while filled < raw.count {
+                let got = getrandom(raw.baseAddress! + filled, raw.count - filled, 0)
+                if got <= 0 { break }
+                filled += got
+            }
+        }
+        guard filled < bytes.count else { return }
+        // getrandom failed (it does not, short of a kernel without it): the standard library's generator instead.
+        var generator = SystemRandomNumberGenerator()
+        for index in filled..<bytes.count { bytes[index] = generator.next() }
+    }
 }

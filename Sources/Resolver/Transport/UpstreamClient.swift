@@ -95,6 +95,8 @@ public final class UpstreamClient: DNSTransport, Sendable {
         /// DDR of a plain upstream: what it designated, once asked.
         var ddr: DDRDiscovery?
         var strict = false
+        /// `server.description`, made once at set-up: every try records it (``QueryAttempt/server``).
+        var label = ""
 
         /// Transport, origin and note as they are now (DDR may have upgraded the upstream since the set-up).
         var now: (kind: String, origin: UpstreamOrigin, note: String?) {
@@ -287,6 +289,7 @@ public final class UpstreamClient: DNSTransport, Sendable {
                 }
             }
         }
+        for index in result.targets.indices { result.targets[index].label = result.targets[index].server.description }
         return result
     }
 
@@ -375,8 +378,7 @@ public final class UpstreamClient: DNSTransport, Sendable {
 
         func pending() -> PendingQuery {
             // RFC 5452 §9.2: an unpredictable ID per try, from the system RNG (getrandom on Linux).
-            PendingQuery(
-                template: template, id: UInt16.random(in: .min ... .max), question: question, nameLength: nameLength)
+            PendingQuery(template: template, id: QueryID.random(), question: question, nameLength: nameLength)
         }
     }
 
@@ -395,9 +397,13 @@ public final class UpstreamClient: DNSTransport, Sendable {
         _ target: Target, _ request: Request, _ configuration: Configuration, _ attempts: inout [QueryAttempt]
     ) async -> UpstreamResult {
         var logger = self.logger
-        logger[metadataKey: "dns.name"] = "\(request.question.name)"
-        logger[metadataKey: "dns.type"] = "\(request.question.type)"
-        logger[metadataKey: "dns.server"] = "\(target.server)"
+        // The per-try metadata is for the debug lines of the try; below debug nothing logs it per query, and
+        // setting it costs three copies of the handler's metadata on every miss.
+        if logger.logLevel <= .debug {
+            logger[metadataKey: "dns.name"] = "\(request.question.name)"
+            logger[metadataKey: "dns.type"] = "\(request.question.type)"
+            logger[metadataKey: "dns.server"] = "\(target.label)"
+        }
         let loop = group.next()
         let outcome = await target.transport.attempt(configuration, on: loop, logger: logger) { transport, exchange in
             await timed(transport, target, request, &attempts, maxSockets: configuration.maxSockets, logger: logger,
@@ -452,7 +458,7 @@ public final class UpstreamClient: DNSTransport, Sendable {
         }
         attempts.append(
             QueryAttempt(
-                name: request.question.name, type: request.question.type, server: target.server.description,
+                name: request.question.name, type: request.question.type, server: target.label,
                 transport: transport, milliseconds: milliseconds, rcode: rcode))
         logger.debug(
             "upstream try ended",

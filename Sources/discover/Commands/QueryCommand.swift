@@ -10,8 +10,8 @@ struct QueryCommand: AsyncParsableCommand {
         commandName: "query",
         abstract: "Ask one upstream server directly (plain, DoT or DoH), without the daemon, like kdig +tls.",
         discussion: """
-            The upstream is written as in discoverd.conf. The certificate of a DoT or DoH server is verified
-            against the system trust store (or --ca-file); a failure is reported, nothing is sent in clear text.
+            The upstream is written as in discoverd.conf. The certificate of a DoT or DoH server is verified \
+            against the system trust store (or --ca-file); a failure is reported, nothing is sent in clear text. \
             Exit status 0 for NOERROR and NXDOMAIN, 1 otherwise.
 
             Examples:

@@ -4,7 +4,8 @@ import Foundation
 
 struct StatusCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "status", abstract: "Show the daemon's state: Avahi, upstreams, cache, clients.")
+        commandName: "status",
+        abstract: "Show the daemon's state: Avahi, upstreams, cache, the DNS stub, clients, and the limits in effect.")
 
     @OptionGroup var global: GlobalOptions
 
@@ -47,6 +48,11 @@ struct StatusCommand: AsyncParsableCommand {
                     "            \(stub.queries.udp) udp + \(stub.queries.tcp) tcp queries: \(stub.cacheAnswers) from cache, "
                         + "\(stub.staleAnswers) stale, \(stub.forwarded) forwarded, \(stub.local) mDNS, "
                         + "\(stub.refused) refused, \(stub.truncated) truncated, \(stub.serverFailures) SERVFAIL")
+                if let line = Self.stubLimits(stub) { Output.line(line) }
+                if let nearest = stub.nearestToCaps, !nearest.isEmpty {
+                    let text = nearest.map { "\($0.address): \($0.connections) tcp" }
+                    Output.line("            busiest: " + text.joined(separator: "; "))
+                }
             } else {
                 Output.line("dns stub:   off")
             }
@@ -86,6 +92,19 @@ struct StatusCommand: AsyncParsableCommand {
                 let text = nearest.map { "uid \($0.uid): \($0.connections) connections, \($0.calls) calls" }
                 Output.line("busiest:    " + text.joined(separator: "; "))
             }
+    }
+
+    /// `            limits: 3 of 1024 tcp connections (0 refused at a cap), 32 per address, idle 10s, 5 refusals/s per
+    /// network, cookies off`; nil when the daemon does not report the stub's caps.
+    static func stubLimits(_ stub: StubStatus) -> String? {
+        guard let limits = stub.limits else { return nil }
+        let open = stub.tcpConnections ?? 0
+        let refused = stub.tcpRefused ?? 0
+        let cookies = limits.cookies ? "on" : "off"
+        var line = "            limits: \(open) of \(limits.maxTcp) tcp connections (\(refused) refused at a cap), "
+        line += "\(limits.maxTcpPerAddress) per address, idle \(limits.tcpIdleTimeout)s, "
+        line += "\(limits.refusalsPerSecond) refusals/s per network, cookies \(cookies)"
+        return line
     }
 
     /// `  tls://192.0.2.56:853#dns.lab.test: tls (configured), TLSv1.3 verified dns.lab.test, 1 connection (1 open),

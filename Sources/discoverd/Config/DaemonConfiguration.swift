@@ -87,6 +87,10 @@ struct DaemonConfiguration: Sendable, Equatable {
     var stubLocal = true
     /// TCP connections one allowed address (not loopback) may hold.
     var stubMaxTCPPerAddress = 32
+    /// TCP connections of allowed clients open at once, in all.
+    var stubMaxTCP = 1024
+    /// Seconds a TCP connection stays open without a query (RFC 7766 §6.2.3).
+    var stubTCPIdleSeconds = 10
     /// Bare REFUSED replies a second to one /24 or /56 outside `allow`.
     var stubRefusalsPerSecond = 5
     /// DNS Cookies: nil (`auto`) when the stub listens beyond loopback.
@@ -125,6 +129,7 @@ struct DaemonConfiguration: Sendable, Equatable {
     var stubSettings: StubSettings {
         StubSettings(
             listen: stubListen, allow: stubAllow, answerLocal: stubLocal, optimistic: optimistic,
+            tcpIdleTimeout: .seconds(stubTCPIdleSeconds), maxTCPConnections: stubMaxTCP,
             proxy: DiscoveryProxySettings(
                 domains: proxyDomains, interfaceIndex: proxyInterface.map { Int32(bitPattern: if_nametoindex($0)) },
                 interfaceName: proxyInterface),
@@ -300,6 +305,8 @@ extension DaemonConfiguration {
                 }
             case ("stub", "local"): stubLocal = try Self.bool(value, context)
             case ("stub", "max-tcp-per-address"): stubMaxTCPPerAddress = try Self.int(value, context, 1...65536)
+            case ("stub", "max-tcp"): stubMaxTCP = try Self.int(value, context, 1...65536)
+            case ("stub", "tcp-idle-timeout"): stubTCPIdleSeconds = try Self.int(value, context, 1...3600)
             case ("stub", "refusals-per-second"): stubRefusalsPerSecond = try Self.int(value, context, 0...100_000)
             case ("stub", "cookies"):
                 stubCookies = value.lowercased() == "auto" ? nil : try Self.bool(value, context)
@@ -399,7 +406,10 @@ extension DaemonConfiguration {
             "no-optimistic-domain", "cache-size", "persist-interval", "encryption", "ca-file", "ddr", "bootstrap",
             "idle-timeout", "dnssec", "trust-anchor-dir", "trust-anchor", "negative-trust-anchor",
         ],
-        "stub": ["listen", "allow", "local", "max-tcp-per-address", "refusals-per-second", "cookies"],
+        "stub": [
+            "listen", "allow", "local", "max-tcp", "max-tcp-per-address", "tcp-idle-timeout", "refusals-per-second",
+            "cookies",
+        ],
         "discovery-proxy": ["domain", "interface"],
         "wide-area": ["browse-domain", "update-server", "key", "key-file", "publish-group", "ttl"],
     ]

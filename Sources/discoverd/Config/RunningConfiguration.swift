@@ -16,8 +16,8 @@ import WideAreaDiscovery
 /// the ``UpstreamClient``; the cache rules into ``OptimisticCache/updatePolicy(_:)``; `optimistic` into the Resolver
 /// adapter; the log level; the limits into the ``VarlinkServer`` (for connections accepted afterwards); the groups
 /// into ``AccessControl``; the persist interval; the static services; and the DNS stub's `[stub]` settings (its
-/// answers follow `optimistic` too; `max-tcp-per-address` applies to connections accepted afterwards, `cookies`
-/// at once). `socket`, `state-dir` and `[stub] listen` need a restart: a change is logged by
+/// answers follow `optimistic` too; `max-tcp`, `max-tcp-per-address` and `tcp-idle-timeout` apply to connections
+/// accepted afterwards, `cookies` at once). `socket`, `state-dir` and `[stub] listen` need a restart: a change is logged by
 /// name and the running value kept. A file with an error changes nothing.
 final class RunningConfiguration: Sendable {
     /// What a reload reaches.

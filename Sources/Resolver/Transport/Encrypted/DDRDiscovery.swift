@@ -282,7 +282,7 @@ final class DDRDiscovery: Sendable {
         return await plain.attempt(configuration, on: group.next(), logger: logger) { _, exchange in
             await exchange(
                 PendingQuery(
-                    template: template, id: UInt16.random(in: .min ... .max), question: question,
+                    template: template, id: QueryID.random(), question: question,
                     nameLength: wireName.wire.count))
         }
     }
@@ -413,7 +413,9 @@ struct DDRTransport: UpstreamTransport {
                 // opportunistic mode goes on in clear text, and Status says so.
                 designation.failed("DDR designation not verified: \(reason)")
                 if strict { return outcome }
-                logger.info("DDR designation not verified; using plain DNS", metadata: ["reason": "\(reason)"])
+                logger.info(
+                    "DDR designation not verified; using plain DNS",
+                    metadata: ["reason": "\(reason)", "dns.server": "\(discovery.server)"])
             } else if strict {
                 return .insecure("\(discovery.server): \(designation.verificationFailure ?? "")")
             }

@@ -80,7 +80,12 @@ final class TLSConnectionPool<Session: TLSSession>: EncryptedConnection, @unchec
         var queued: [(PendingQuery, EventLoopPromise<ExchangeOutcome>)] = []
         /// Every try on this connection not yet ended, by a serial number.
         var tries: [Int: EventLoopPromise<ExchangeOutcome>] = [:]
+        /// The idle-close timer, armed when the last try ended. A try that starts leaves it armed: when it fires
+        /// on a connection in use, or before the idle time since `idleSince` is over, it re-arms instead of
+        /// closing (no timer cancelled and made again on every query).
         var idleClose: Scheduled<Void>?
+        /// When the last try ended (meaningful while `tries` is empty).
+        var idleSince = NIODeadline.now()
 
         init(session: Session) { self.session = session }
     }
@@ -126,12 +131,13 @@ final class TLSConnectionPool<Session: TLSSession>: EncryptedConnection, @unchec
         serial &+= 1
         let number = serial
         link.tries[number] = promise
-        link.idleClose?.cancel()
-        link.idleClose = nil
         promise.futureResult.whenComplete { _ in
             deadline.cancel()
             link.tries[number] = nil
-            self.armIdleClose(link)
+            if link.tries.isEmpty {
+                link.idleSince = .now()
+                self.armIdleClose(link)
+            }
         }
         if link.ready, let channel = link.channel {
             link.session.send(padded, promise: promise, on: channel)
@@ -143,12 +149,15 @@ final class TLSConnectionPool<Session: TLSSession>: EncryptedConnection, @unchec
     /// The connection for the next try, opening one when there is none (or all are busy); nil when the try
     /// already ended (a back-off refused it).
     private func pick(timeout: TimeAmount, promise: EventLoopPromise<ExchangeOutcome>) -> Link? {
-        let ready = links.filter(\.ready)
         var best: Link?
-        for link in ready where best == nil || link.tries.count < best!.tries.count { best = link }
+        var ready = 0
+        for link in links where link.ready {
+            ready += 1
+            if best == nil || link.tries.count < best!.tries.count { best = link }
+        }
         if let best {
             if best.tries.count >= policy.busyThreshold, links.count < policy.maximumConnections,
-                links.count == ready.count, backoff.refusal() == nil
+                links.count == ready, backoff.refusal() == nil
             {
                 logger.debug(
                     "opening another connection under load",
@@ -279,18 +288,28 @@ final class TLSConnectionPool<Session: TLSSession>: EncryptedConnection, @unchec
     /// of those opened under load) or the server's keepalive, whichever is shorter.
     private func armIdleClose(_ link: Link) {
         guard link.tries.isEmpty, link.idleClose == nil, link.ready, let channel = link.channel else { return }
+        link.idleClose = loop.scheduleTask(deadline: link.idleSince + idleTime(link)) {
+            link.idleClose = nil
+            // In use again: armed anew when its last try ends.
+            guard link.tries.isEmpty, link.ready else { return }
+            let idle = self.idleTime(link)
+            guard NIODeadline.now() >= link.idleSince + idle else {
+                // Tries came and went since the timer was armed: wait for the rest of the idle time.
+                self.armIdleClose(link)
+                return
+            }
+            self.logger.debug("closing idle connection", metadata: ["dns.idle-ms": "\(idle.nanoseconds / 1_000_000)"])
+            channel.close(promise: nil)
+        }
+    }
+
+    /// How long `link` may stay without tries.
+    private func idleTime(_ link: Link) -> TimeAmount {
         var idle = links.first === link ? idleTimeout : min(idleTimeout, policy.surplusIdleTimeout)
         // RFC 7828 §3.3.2: close before the server's timeout runs out (at 90% of it), so that a query is never
         // sent just as the server closes (RFC 7766 §6.2.3).
         if let keepalive = link.session.serverKeepalive { idle = min(idle, .nanoseconds(keepalive.nanoseconds / 10 * 9)) }
-        let delay = idle
-        link.idleClose = loop.scheduleTask(in: delay) {
-            link.idleClose = nil
-            if link.tries.isEmpty {
-                self.logger.debug("closing idle connection", metadata: ["dns.idle-ms": "\(delay.nanoseconds / 1_000_000)"])
-                channel.close(promise: nil)
-            }
-        }
+        return idle
     }
 }
 
