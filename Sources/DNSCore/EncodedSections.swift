@@ -18,16 +18,26 @@ public final class EncodedSections: Sendable, Hashable {
     public let authorityTTLOffsets: [Int]
     /// Whether any record is RRSIG, NSEC, NSEC3 or DNSKEY-related (types a non-DO client must not get unasked).
     public let hasDNSSECRecords: Bool
+    /// Each section holds its other records first and its RRSIG/NSEC/NSEC3 records after them, so the reply to a
+    /// client without DO is a prefix of each section, copied as one block like any other reply: the prefix's
+    /// length in bytes and its record count. (RFC 4035 §3.1.1 asks that the RRSIGs be in the same section as the
+    /// RRset, not in any order within it.)
+    public let answerPlainBytes: Int
+    public let answerPlainCount: UInt16
+    public let authorityPlainBytes: Int
+    public let authorityPlainCount: UInt16
 
     /// Encodes `answer` and `authority`; a record whose owner name cannot be encoded is left out.
     public init(answer: [ResourceRecord], authority: [ResourceRecord]) {
         var offsets: [Int] = []
-        (self.answer, self.answerCount) = Self.encode(answer, ttlOffsets: &offsets)
+        (self.answer, self.answerCount, self.answerPlainBytes, self.answerPlainCount) =
+            Self.encode(answer, ttlOffsets: &offsets)
         self.answerTTLOffsets = offsets
         offsets = []
-        (self.authority, self.authorityCount) = Self.encode(authority, ttlOffsets: &offsets)
+        (self.authority, self.authorityCount, self.authorityPlainBytes, self.authorityPlainCount) =
+            Self.encode(authority, ttlOffsets: &offsets)
         self.authorityTTLOffsets = offsets
-        self.hasDNSSECRecords = (answer + authority).contains { Self.isDNSSEC($0.type) }
+        self.hasDNSSECRecords = answerPlainCount != answerCount || authorityPlainCount != authorityCount
     }
 
     public static func == (lhs: EncodedSections, rhs: EncodedSections) -> Bool {
@@ -68,9 +78,18 @@ public final class EncodedSections: Sendable, Hashable {
         return written
     }
 
-    private static func encode(_ records: [ResourceRecord], ttlOffsets: inout [Int]) -> ([UInt8], UInt16) {
+    /// The records without DNSSEC types, then those with: bytes, count, and the first part's bytes and count.
+    private static func encode(_ records: [ResourceRecord], ttlOffsets: inout [Int])
+        -> ([UInt8], UInt16, Int, UInt16)
+    {
         var out: [UInt8] = []
-        let count = append(records, to: &out, ttlOffsets: &ttlOffsets)
-        return (out, UInt16(clamping: count))
+        guard records.contains(where: { isDNSSEC($0.type) }) else {
+            let count = UInt16(clamping: append(records, to: &out, ttlOffsets: &ttlOffsets))
+            return (out, count, out.count, count)
+        }
+        let plain = append(records.filter { !isDNSSEC($0.type) }, to: &out, ttlOffsets: &ttlOffsets)
+        let plainBytes = out.count
+        let signed = append(records.filter { isDNSSEC($0.type) }, to: &out, ttlOffsets: &ttlOffsets)
+        return (out, UInt16(clamping: plain + signed), plainBytes, UInt16(clamping: plain))
     }
 }

@@ -65,45 +65,17 @@ public enum StubReply {
         error ede: ExtendedDNSError? = nil, authenticated: Bool = false, limit: Int
     ) -> (bytes: [UInt8], truncated: Bool) {
         let opt = query.edns.map { optRecord(code: code, dnssecOK: $0.dnssecOK, error: ede) } ?? []
-        if includeDNSSEC || !parts.contains(where: { $0.sections.hasDNSSECRecords }) {
-            return direct(to: query, code: code, parts: parts, opt: opt, authenticated: authenticated, limit: limit)
-        }
-        var answerCount = 0
-        var authorityCount = 0
-        var records: [UInt8] = []
-        var authority: [UInt8] = []
-        for part in parts {
-            let filter = part.sections.hasDNSSECRecords && !includeDNSSEC
-            answerCount += append(part.sections.answer, ttlOffsets: part.sections.answerTTLOffsets, ttl: part.ttl,
-                to: &records, count: Int(part.sections.answerCount), dropDNSSEC: filter)
-            authorityCount += append(part.sections.authority, ttlOffsets: part.sections.authorityTTLOffsets,
-                ttl: part.ttl, to: &authority, count: Int(part.sections.authorityCount), dropDNSSEC: filter)
-        }
-        var truncated = false
-        let full = 12 + query.questionWire.count + records.count + authority.count + opt.count
-        if full > limit {
-            truncated = true
-            records = []
-            authority = []
-            answerCount = 0
-            authorityCount = 0
-        }
-        var out: [UInt8] = []
-        out.reserveCapacity(12 + query.questionWire.count + records.count + authority.count + opt.count)
-        header(
-            into: &out, id: query.id, rd: query.recursionDesired, cd: query.checkingDisabled, tc: truncated,
-            ad: authenticated, rcode: UInt8(code.rawValue & 0x0F), qd: 1, an: answerCount, ns: authorityCount, ar: opt.isEmpty ? 0 : 1)
-        out.append(contentsOf: query.questionWire)
-        out.append(contentsOf: records)
-        out.append(contentsOf: authority)
-        out.append(contentsOf: opt)
-        return (out, truncated)
+        return direct(
+            to: query, code: code, parts: parts, opt: opt, includeDNSSEC: includeDNSSEC, authenticated: authenticated,
+            limit: limit)
     }
 
-    /// The common case, nothing to leave out: the stored sections are copied once into a reply of the right size
-    /// and their TTLs patched in place (one allocation per reply).
+    /// The stored sections are copied once into a reply of the right size and their TTLs patched in place (one
+    /// allocation per reply). Without DNSSEC records, each section's prefix without them is copied instead
+    /// (``EncodedSections`` stores them last).
     private static func direct(
-        to query: StubQuery, code: Code, parts: [AnswerPart], opt: [UInt8], authenticated: Bool, limit: Int
+        to query: StubQuery, code: Code, parts: [AnswerPart], opt: [UInt8], includeDNSSEC: Bool, authenticated: Bool,
+        limit: Int
     )
         -> (bytes: [UInt8], truncated: Bool)
     {
@@ -112,10 +84,11 @@ public enum StubReply {
         var answerCount = 0
         var authorityCount = 0
         for part in parts {
-            answerBytes += part.sections.answer.count
-            authorityBytes += part.sections.authority.count
-            answerCount += Int(part.sections.answerCount)
-            authorityCount += Int(part.sections.authorityCount)
+            let sections = part.sections
+            answerBytes += includeDNSSEC ? sections.answer.count : sections.answerPlainBytes
+            authorityBytes += includeDNSSEC ? sections.authority.count : sections.authorityPlainBytes
+            answerCount += Int(includeDNSSEC ? sections.answerCount : sections.answerPlainCount)
+            authorityCount += Int(includeDNSSEC ? sections.authorityCount : sections.authorityPlainCount)
         }
         let head = 12 + query.questionWire.count
         let truncated = head + answerBytes + authorityBytes + opt.count > limit
@@ -131,14 +104,30 @@ public enum StubReply {
         out.append(contentsOf: query.questionWire)
         if !truncated {
             for part in parts {
+                let sections = part.sections
                 let base = out.count
-                out.append(contentsOf: part.sections.answer)
-                for offset in part.sections.answerTTLOffsets { writeTTL(part.ttl, into: &out, at: base + offset) }
+                if includeDNSSEC || sections.answerPlainCount == sections.answerCount {
+                    out.append(contentsOf: sections.answer)
+                    for offset in sections.answerTTLOffsets { writeTTL(part.ttl, into: &out, at: base + offset) }
+                } else {
+                    out.append(contentsOf: sections.answer[0..<sections.answerPlainBytes])
+                    for offset in sections.answerTTLOffsets[0..<Int(sections.answerPlainCount)] {
+                        writeTTL(part.ttl, into: &out, at: base + offset)
+                    }
+                }
             }
             for part in parts {
+                let sections = part.sections
                 let base = out.count
-                out.append(contentsOf: part.sections.authority)
-                for offset in part.sections.authorityTTLOffsets { writeTTL(part.ttl, into: &out, at: base + offset) }
+                if includeDNSSEC || sections.authorityPlainCount == sections.authorityCount {
+                    out.append(contentsOf: sections.authority)
+                    for offset in sections.authorityTTLOffsets { writeTTL(part.ttl, into: &out, at: base + offset) }
+                } else {
+                    out.append(contentsOf: sections.authority[0..<sections.authorityPlainBytes])
+                    for offset in sections.authorityTTLOffsets[0..<Int(sections.authorityPlainCount)] {
+                        writeTTL(part.ttl, into: &out, at: base + offset)
+                    }
+                }
             }
         }
         out.append(contentsOf: opt)
@@ -190,37 +179,6 @@ public enum StubReply {
             UInt8(an >> 8), UInt8(an & 0xFF), UInt8(ns >> 8), UInt8(ns & 0xFF), UInt8(ar >> 8), UInt8(ar & 0xFF)
         )
         withUnsafeBytes(of: bytes) { out.append(contentsOf: $0) }
-    }
-
-    /// Copies encoded records with every TTL set to `ttl`; returns how many were copied.
-    private static func append(
-        _ bytes: [UInt8], ttlOffsets: [Int], ttl: UInt32, to out: inout [UInt8], count: Int, dropDNSSEC: Bool
-    ) -> Int {
-        guard !bytes.isEmpty else { return 0 }
-        if !dropDNSSEC {
-            let base = out.count
-            out.append(contentsOf: bytes)
-            for offset in ttlOffsets { writeTTL(ttl, into: &out, at: base + offset) }
-            return count
-        }
-        // Slow path: walk the records (owner names are uncompressed: type follows the root label).
-        var copied = 0
-        for (index, ttlOffset) in ttlOffsets.enumerated() {
-            let start = index == 0 ? 0 : recordEnd(bytes, ttlOffset: ttlOffsets[index - 1])
-            let type = RRType(UInt16(bytes[ttlOffset - 4]) << 8 | UInt16(bytes[ttlOffset - 3]))
-            let end = recordEnd(bytes, ttlOffset: ttlOffset)
-            if EncodedSections.isDNSSEC(type) { continue }
-            let base = out.count
-            out.append(contentsOf: bytes[start..<end])
-            writeTTL(ttl, into: &out, at: base + (ttlOffset - start))
-            copied += 1
-        }
-        return copied
-    }
-
-    private static func recordEnd(_ bytes: [UInt8], ttlOffset: Int) -> Int {
-        let length = Int(bytes[ttlOffset + 4]) << 8 | Int(bytes[ttlOffset + 5])
-        return ttlOffset + 6 + length
     }
 
     private static func writeTTL(_ ttl: UInt32, into out: inout [UInt8], at offset: Int) {

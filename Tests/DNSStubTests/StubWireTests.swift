@@ -196,6 +196,40 @@ enum Wire {
             StubReply.make(to: plain, code: .noError, parts: [part], includeDNSSEC: true, limit: 1232).bytes)
         #expect(signed.answer.map(\.type) == [.a, RRType(46)])
     }
+
+    @Test func aNonDOReplyIsEachSectionsPrefixWithoutDNSSECRecords() throws {
+        // Signed CNAME, signed target A, and a signed NSEC3 denial beside the SOA, interleaved as upstreams send
+        // them, in two parts: a DO=0 reply keeps the other records and their TTLs, a DO=1 reply keeps all.
+        let signature: [UInt8] = [0, 1, 13, 3, 0, 0, 1, 44] + [0x60, 0, 0, 0, 0x5F, 0, 0, 0, 0, 1]
+            + Wire.name(["example", "com"]) + Array(repeating: 7, count: 16)
+        let sig = { (owner: String) in ResourceRecord(name: owner, type: RRType(46), ttl: 300, rdata: signature) }
+        let cname = ResourceRecord(
+            name: "alias.example.com.", type: RRType(5), ttl: 300, rdata: Wire.name(["www", "example", "com"]))
+        let soa = ResourceRecord(
+            name: "example.com.", type: .soa, ttl: 300,
+            rdata: Wire.name(["ns", "example", "com"]) + Wire.name(["host", "example", "com"]) + Array(repeating: 0, count: 20))
+        let nsec3 = ResourceRecord(name: "abc.example.com.", type: RRType(50), ttl: 300, rdata: [1, 0, 0, 0, 0, 1, 0x11, 0])
+        let first = AnswerPart(
+            sections: EncodedSections(answer: [cname, sig("alias.example.com.")], authority: []), ttl: 40)
+        let second = AnswerPart(
+            sections: EncodedSections(
+                answer: [Self.record, sig("www.example.com.")],
+                authority: [nsec3, sig("abc.example.com."), soa, sig("example.com.")]),
+            ttl: 50)
+        #expect(first.sections.hasDNSSECRecords && second.sections.answerPlainCount == 1)
+        let query = try StubQuery.parse(Wire.query(edns: Wire.opt()))
+        let plain = try DNSMessage.parse(
+            StubReply.make(to: query, code: .noError, parts: [first, second], limit: 1232).bytes)
+        #expect(plain.answer.map(\.type) == [RRType(5), .a])
+        #expect(plain.answer.map(\.ttl) == [40, 50])
+        #expect(plain.authority.map(\.type) == [.soa])
+        #expect(plain.authority[0].ttl == 50)
+        let signed = try DNSMessage.parse(
+            StubReply.make(to: query, code: .noError, parts: [first, second], includeDNSSEC: true, limit: 1232).bytes)
+        #expect(signed.answer.map(\.type) == [RRType(5), RRType(46), .a, RRType(46)])
+        #expect(signed.authority.map(\.type) == [.soa, RRType(50), RRType(46), RRType(46)])
+        #expect(signed.authority.allSatisfy { $0.ttl == 50 } && signed.answer.map(\.ttl) == [40, 40, 50, 50])
+    }
 }
 
 @Suite struct StubAddressTests {
