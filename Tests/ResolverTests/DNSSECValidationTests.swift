@@ -495,3 +495,60 @@ struct ECHAuthenticationTests {
         #expect(none.echAuthentication == nil)
     }
 }
+
+@Suite("Signatures verified once")
+struct VerifiedSignatureMemoTests {
+    @Test func aRepeatedRRsetIsNotCheckedAgainButTamperingAndTheClockStillCount() {
+        let now = Date()
+        let t = UInt32(now.timeIntervalSince1970)
+        let key = TestZoneKey(zone: "memo.example.", inception: t - 3600, expiration: t + 3600)
+        // A fresh RRset per run (the memo is process-wide and other tests sign too).
+        let address: [UInt8] = [192, 0, 2, UInt8.random(in: 1...254)]
+        let rrset = [DNSSECRecords.a("w\(UInt32.random(in: 0...UInt32.max)).memo.example.", address)]
+        let signature = key.sign(rrset)
+        let memo = DNSSECCrypto.VerifiedSignatures.shared
+        let common = DNSSECCrypto.VerifiedSignatures.key(rrset: rrset, keys: [key.dnskey])!
+        #expect(!memo.contains(common + signature.rdata))
+        let first = DNSSECCrypto.verify(rrset: rrset, signatures: [signature], keys: [key.dnskey], now: now)
+        #expect(first == .valid(expiration: t + 3600))
+        #expect(memo.contains(common + signature.rdata))
+        // The same inputs again: the same verdict (from the memo).
+        #expect(DNSSECCrypto.verify(rrset: rrset, signatures: [signature], keys: [key.dnskey], now: now) == first)
+        // Other records under the same signature: not in the memo, and bogus.
+        let forged = [DNSSECRecords.a(rrset[0].name, [198, 51, 100, 1])]
+        guard case .bogus = DNSSECCrypto.verify(rrset: forged, signatures: [signature], keys: [key.dnskey], now: now)
+        else {
+            Issue.record("a forged RRset verified")
+            return
+        }
+        // The memo never outlives the signature: after its expiration, and before its inception, ldns decides.
+        let later = now.addingTimeInterval(7200)
+        #expect(DNSSECCrypto.verify(rrset: rrset, signatures: [signature], keys: [key.dnskey], now: later) == .expired)
+        let earlier = now.addingTimeInterval(-7200)
+        #expect(
+            DNSSECCrypto.verify(rrset: rrset, signatures: [signature], keys: [key.dnskey], now: earlier) == .notYetValid)
+        // A different key set: the memo does not apply (the key is part of the memo's key).
+        let other = TestZoneKey(zone: "memo.example.", inception: t - 3600, expiration: t + 3600)
+        guard case .bogus = DNSSECCrypto.verify(rrset: rrset, signatures: [signature], keys: [other.dnskey], now: now)
+        else {
+            Issue.record("a signature verified with a key that did not make it")
+            return
+        }
+    }
+
+    @Test func theWindowFollowsSerialNumberArithmetic() {
+        func rrsig(inception: UInt32, expiration: UInt32) -> ResourceRecord {
+            let be = { (v: UInt32) in [24, 16, 8, 0].map { UInt8(truncatingIfNeeded: v >> $0) } }
+            return ResourceRecord(
+                name: "x.example.", type: RRType(46), ttl: 300,
+                rdata: [0, 1, 13, 2] + be(300) + be(expiration) + be(inception) + [0, 1] + [0])
+        }
+        let W = DNSSECCrypto.VerifiedSignatures.self
+        #expect(W.inWindow(rrsig(inception: 100, expiration: 200), now: 150))
+        #expect(!W.inWindow(rrsig(inception: 100, expiration: 200), now: 201))
+        #expect(!W.inWindow(rrsig(inception: 100, expiration: 200), now: 99))
+        // Across the 2^32 wrap (RFC 4034 §3.1.5).
+        #expect(W.inWindow(rrsig(inception: UInt32.max - 10, expiration: 20), now: 5))
+        #expect(!W.inWindow(rrsig(inception: 200, expiration: 100), now: 150))
+    }
+}

@@ -1,6 +1,7 @@
 import CLDNS
 import DNSCore
 import Foundation
+import Synchronization
 
 /// The cryptography of DNSSEC, done by libldns (which uses libssl): signatures over RRsets (RFC 4035 §5.3), DS
 /// digests of keys (RFC 4034 §5, RFC 6605) and NSEC/NSEC3 denial (RFC 4035 §5.4, RFC 5155 §8). Pure functions
@@ -89,10 +90,19 @@ public enum DNSSECCrypto {
         if usable.isEmpty { return .bogus("no usable DNSKEY") }
         var best: SignatureCheck = .bogus("no signature")
         var earliest: UInt32?
+        let seconds = time_t(now.timeIntervalSince1970)
+        let verifiedBefore = VerifiedSignatures.key(rrset: rrset, keys: usable)
         for index in 0..<sigs.count {
-            let status = ldns_verify_rrsig_keylist_time(set.pointer, sigs.rr(index), keyList.pointer, time_t(now.timeIntervalSince1970), nil)
+            let memo = verifiedBefore.map { $0 + supported[index].rdata }
+            if let memo, VerifiedSignatures.shared.contains(memo), VerifiedSignatures.inWindow(supported[index], now: seconds) {
+                let expiration = expirationOf(supported[index]) ?? 0
+                earliest = min(earliest ?? expiration, expiration)
+                continue
+            }
+            let status = ldns_verify_rrsig_keylist_time(set.pointer, sigs.rr(index), keyList.pointer, seconds, nil)
             switch status {
             case LDNS_STATUS_OK:
+                if let memo { VerifiedSignatures.shared.insert(memo) }
                 let expiration = expirationOf(supported[index]) ?? 0
                 earliest = min(earliest ?? expiration, expiration)
             case LDNS_STATUS_CRYPTO_SIG_EXPIRED:
@@ -105,6 +115,51 @@ public enum DNSSECCrypto {
         }
         if let earliest { return .valid(expiration: earliest) }
         return best
+    }
+
+    /// Signatures verified before: RFC 4035 §5.3 is deterministic, so the same RRset, RRSIG and keys verify the
+    /// same way again, and an RRset that comes back in another answer (a zone's NSEC3 records in one wildcard or
+    /// NODATA proof after another, a DS or DNSKEY fetched again after its TTL) costs no signature check, as in
+    /// Unbound's RRset cache. Keyed by the exact bytes, not a hash that could collide: owner, type, class and
+    /// RDATA of each record (TTLs left out: the signature covers the RRSIG's original TTL), the RRSIG's RDATA, and
+    /// the RDATA of every usable key. The validity window is checked again at each use; bounded (emptied when full).
+    final class VerifiedSignatures: Sendable {
+        static let shared = VerifiedSignatures()
+        static let capacity = 1024
+        private let entries = Mutex<Set<[UInt8]>>([])
+
+        func contains(_ key: [UInt8]) -> Bool { entries.withLock { $0.contains(key) } }
+        func insert(_ key: [UInt8]) {
+            entries.withLock {
+                if $0.count >= Self.capacity { $0.removeAll(keepingCapacity: true) }
+                $0.insert(key)
+            }
+        }
+        var count: Int { entries.withLock { $0.count } }
+
+        /// The key's common part (everything but the RRSIG), nil when a record is too large to frame.
+        static func key(rrset: [ResourceRecord], keys: [ResourceRecord]) -> [UInt8]? {
+            var out: [UInt8] = []
+            for record in rrset + [ResourceRecord(name: ".", type: RRType(0), ttl: 0, rdata: [])] + keys {
+                let name = Array(record.name.lowercased().utf8)
+                guard name.count <= 0xFFFF, record.rdata.count <= 0xFFFF else { return nil }
+                out += [UInt8(name.count >> 8), UInt8(name.count & 0xFF)] + name
+                out += [UInt8(record.type.rawValue >> 8), UInt8(record.type.rawValue & 0xFF)]
+                out += [UInt8(record.class.rawValue >> 8), UInt8(record.class.rawValue & 0xFF)]
+                out += [UInt8(record.rdata.count >> 8), UInt8(record.rdata.count & 0xFF)] + record.rdata
+            }
+            return out
+        }
+
+        /// Whether `now` lies between the RRSIG's inception and expiration (RFC 4034 §3.1.5, serial number
+        /// arithmetic as ldns does it); anything else is left to ldns, which names the failure.
+        static func inWindow(_ rrsig: ResourceRecord, now: time_t) -> Bool {
+            guard rrsig.rdata.count >= 16, let expiration = expirationOf(rrsig) else { return false }
+            let inception = rrsig.rdata[12..<16].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+            let now32 = UInt32(truncatingIfNeeded: now)
+            return Int32(bitPattern: expiration &- inception) >= 0 && Int32(bitPattern: expiration &- now32) >= 0
+                && Int32(bitPattern: inception &- now32) <= 0
+        }
     }
 
     /// The signature expiration field of an RRSIG (RFC 4034 §3.1.5).
