@@ -418,7 +418,7 @@ def burst(port: int, name: str, n: int) -> int:
 
 
 def test_dot_burst_opens_more_connections_but_at_most_four(tls_lab, workdir):
-    # Every query of the burst waits 600 ms behind the fault server, so hundreds are in flight at once: once 32
+    # Every query of the burst waits 600 ms behind the fault server, so hundreds are in flight at once: once 100
     # wait on every open connection another opens, never more than 4 at a time (TLSPoolPolicy.dot); when the
     # burst is over the extra ones close after 2 s without queries and one connection stays. A 5 s try timeout
     # keeps the fault server's own queueing from turning into retries.

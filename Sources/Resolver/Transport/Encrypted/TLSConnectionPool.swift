@@ -31,9 +31,12 @@ struct TLSPoolPolicy: Sendable {
     /// How long a connection beyond the first stays open without queries.
     var surplusIdleTimeout: TimeAmount
 
-    /// DoT: one connection, up to 4 while every open one has 32 or more queries waiting; the extra ones close
-    /// after 2 s without queries.
-    static let dot = TLSPoolPolicy(maximumConnections: 4, busyThreshold: 32, surplusIdleTimeout: .seconds(2))
+    /// DoT: one connection, up to 4 while every open one has 100 or more queries waiting; the extra ones close
+    /// after 2 s without queries. One pipelined connection (RFC 7766 §6.2.1.1, replies out of order) carries a
+    /// normal load: each extra one costs a full handshake on both ends, which on a busy machine is CPU taken from
+    /// the queries (dnsperf with 64 queries in flight: 4 connections gave 7 054 misses/s, one 7 172, median of
+    /// four alternating rounds, BENCHMARKS.md); a deep queue is what another connection shortens.
+    static let dot = TLSPoolPolicy(maximumConnections: 4, busyThreshold: 100, surplusIdleTimeout: .seconds(2))
     /// DoH: one HTTP/2 connection, whose streams already run side by side.
     static let doh = TLSPoolPolicy(maximumConnections: 1, busyThreshold: .max, surplusIdleTimeout: .seconds(2))
 }
