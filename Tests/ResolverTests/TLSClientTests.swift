@@ -2,6 +2,8 @@ import Foundation
 import NIOCore
 import NIOEmbedded
 import NIOTLS
+import NIOPosix
+import Logging
 import Testing
 
 @testable import Resolver
@@ -144,5 +146,45 @@ extension ExchangeOutcome {
         case .failed(let reason): "failed: \(reason)"
         default: "\(self)"
         }
+    }
+}
+
+/// A server that accepts TCP and never answers the ClientHello: the connection must not stay counted as open.
+@Suite struct TLSHandshakeTimeoutTests {
+    /// Accepts and reads, never writes.
+    final class Silent: ChannelInboundHandler, Sendable {
+        typealias InboundIn = ByteBuffer
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
+    }
+
+    @Test func aHandshakeThatNeverFinishesFailsAndClosesTheConnection() async throws {
+        let group = MultiThreadedEventLoopGroup.singleton
+        let server = try await ServerBootstrap(group: group)
+            .childChannelInitializer { channel in channel.pipeline.addHandler(Silent()) }
+            .bind(host: "127.0.0.1", port: 0).get()
+        defer { server.close(promise: nil) }
+        let port = try #require(server.localAddress?.port)
+        let upstream = try UpstreamServer(parsing: "127.0.0.1:\(port)#dns.example.test")
+        let statistics = UpstreamStatistics()
+        let connection = try EncryptedConnections.make(
+            upstream, address: try SocketAddress(ipAddress: "127.0.0.1", port: port),
+            configuration: .init(caFile: TLSClientTests.trust), statistics: statistics, group: group,
+            logger: Logger(label: "test"))
+        let outcome = await connection.exchange(try TransportMatchingTests.pending(), timeout: .milliseconds(300))
+        guard case .timedOut = outcome else {
+            Issue.record("expected the try to time out, got \(outcome)")
+            return
+        }
+        // The handshake's own deadline closes the connection: nothing stays open, the reason is kept.
+        var open = 1
+        for _ in 0..<50 {
+            open = statistics.status(server: upstream, transport: "tls", origin: .configured, note: nil).connectionsOpen
+            if open == 0 { break }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let status = statistics.status(server: upstream, transport: "tls", origin: .configured, note: nil)
+        #expect(open == 0 && status.connectionsOpened == 1, "\(status)")
+        #expect(status.lastFailure?.contains("TLS handshake not finished") == true, "\(status)")
+        connection.shutdown()
     }
 }

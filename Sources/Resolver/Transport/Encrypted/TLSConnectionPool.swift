@@ -208,6 +208,15 @@ final class TLSConnectionPool<Session: TLSSession>: EncryptedConnection, @unchec
             case .success(let channel):
                 link.channel = channel
                 channel.closeFuture.whenComplete { _ in self.closed(link) }
+                // A server that accepts but never finishes the handshake (its accept queue full, a middlebox
+                // eating the ClientHello) must not hold a connection that counts as open and never idles out.
+                self.loop.scheduleTask(in: timeout) { [weak self, weak link] in
+                    guard let self, let link, !link.ready, !link.retired, self.links.contains(where: { $0 === link })
+                    else { return }
+                    self.connectFailed(
+                        link, .failed("TLS handshake not finished after \(timeout.nanoseconds / 1_000_000) ms"))
+                    channel.close(promise: nil)
+                }
             case .failure(let error as TLSSetupError):
                 self.retire(link)
                 self.connectFailed(link, tls.outcome(for: error.underlying))
