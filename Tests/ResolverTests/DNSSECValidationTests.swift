@@ -72,6 +72,18 @@ struct DNSSECWorld {
         var bareSignature = wildSignature
         bareSignature.name = "y.wild.example."
         t.set("y.wild.example.", .a, reply([bare, bareSignature]))
+        // Two labels below the wildcard: a.deep.wild.example. from *.wild.example. needs deep.wild.example. (the
+        // next closer name) proven absent. With deep.wild.example. an empty non-terminal (x.deep.wild.example.
+        // exists), the NSEC that covers the name does not cover the next closer name as absent: bogus. Without
+        // it (next name z.wild.example.), the same answer is secure.
+        for (owner, next) in [("a.deep.wild.example.", "x.deep.wild.example."), ("a.far.wild.example.", "z.wild.example.")] {
+            var deep = wildcard
+            deep.name = owner
+            var deepSignature = wildSignature
+            deepSignature.name = owner
+            let nsec = DNSSECRecords.nsec("*.wild.example.", next: next, types: [1, 46, 47])
+            t.set(owner, .a, reply([deep, deepSignature], authority: parent.signed([nsec])))
+        }
         // A CNAME from the signed zone into the unsigned child: each link validated on its own.
         let cname = ResourceRecord(name: "alias.example.", type: .cname, ttl: 300, rdata: try! DNSName("host.plain.example.").wire)
         t.set("alias.example.", .a, reply(parent.signed([cname]) + [a("host.plain.example.", [192, 0, 2, 3], 300)]))
@@ -185,6 +197,11 @@ struct DNSSECValidationTests {
         let bare = await verdict(resolver, "y.wild.example.")
         #expect(bare.state == .bogus)
         #expect(bare.ede == 12)
+        // RFC 4035 §5.3.4: the next closer name must be proven absent, not only the name asked.
+        #expect(await verdict(resolver, "a.far.wild.example.").state == .secure)
+        let underEmptyNonTerminal = await verdict(resolver, "a.deep.wild.example.")
+        #expect(underEmptyNonTerminal.state == .bogus)
+        #expect(underEmptyNonTerminal.ede == 12)
     }
 
     @Test func eachLinkOfACNAMEChainIsValidated() async {

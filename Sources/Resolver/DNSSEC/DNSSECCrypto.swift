@@ -299,6 +299,23 @@ public enum DNSSECCrypto {
     }
 
     /// Whether an NSEC covers `name` (owner < name < next), or an NSEC3 covers its hash, without matching it.
+    /// A wildcard expansion for `owner` from a wildcard whose RRSIG has `labels` labels is proven only when the
+    /// next closer name (the closest encloser, `labels` labels, plus one more label of `owner`) does not exist
+    /// (RFC 4035 §5.3.4, RFC 5155 §8.8): an NSEC3 covers its hash, or an NSEC covers it without the NSEC's next
+    /// name lying below it (that would make it an empty non-terminal, which exists).
+    public static func provesWildcardExpansion(_ owner: String, labels: Int, proof: [ResourceRecord]) -> Bool {
+        guard let name = try? DNSName(owner), labels >= 0, labels < name.labels.count,
+            let nextCloser = try? DNSName(labels: Array(name.labels.suffix(labels + 1)))
+        else { return false }
+        let text = nextCloser.text
+        for record in proof where record.type.rawValue == 47 && covers(text, proof: [record]) {
+            guard let (next, _) = try? DNSName.readLabels(record.rdata, at: 0), let nextName = try? DNSName(labels: next)
+            else { continue }
+            if !DNSSECValidator.isSubdomain(nextName.text.lowercased(), of: text.lowercased()) { return true }
+        }
+        return covers(text, proof: proof.filter { $0.type.rawValue == 50 })
+    }
+
     public static func covers(_ name: String, proof: [ResourceRecord]) -> Bool {
         guard let list = RRList(proof), let owner = ldns_dname_new_frm_str(name) else { return false }
         defer { ldns_rdf_deep_free(owner) }

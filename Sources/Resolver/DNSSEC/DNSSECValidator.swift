@@ -143,7 +143,8 @@ public final class DNSSECValidator: Sendable {
             if one.state == .secure, let labels = covering.compactMap(DNSSECCrypto.labelsOf).min(),
                 labels < Self.labelCount(group.name)
             {
-                one = await wildcardProof(group.name, authority: rrset.authority, fetcher: fetcher, verdict: one)
+                one = await wildcardProof(
+                    group.name, labels: labels, authority: rrset.authority, fetcher: fetcher, verdict: one)
             }
             verdict = verdict.combined(with: one)
             if verdict.state == .bogus { break }
@@ -156,7 +157,8 @@ public final class DNSSECValidator: Sendable {
     }
 
     private func wildcardProof(
-        _ owner: String, authority: [ResourceRecord], fetcher: any DNSSECFetcher, verdict: DNSSECValidation
+        _ owner: String, labels: Int, authority: [ResourceRecord], fetcher: any DNSSECFetcher,
+        verdict: DNSSECValidation
     ) async -> DNSSECValidation {
         let proof = authority.filter { $0.type.rawValue == 47 || $0.type.rawValue == 50 }
         guard !proof.isEmpty else {
@@ -167,8 +169,8 @@ public final class DNSSECValidator: Sendable {
         if proof.contains(where: { $0.type.rawValue == 50 && DNSSECCrypto.iterationsOf($0) > DNSSECCrypto.maximumNSEC3Iterations }) {
             return .insecure("\(owner): NSEC3 iterations above \(DNSSECCrypto.maximumNSEC3Iterations) (RFC 9276)")
         }
-        guard DNSSECCrypto.covers(owner, proof: proof) else {
-            return .bogus(12, "\(owner): no NSEC/NSEC3 covers the name a wildcard answered for")
+        guard DNSSECCrypto.provesWildcardExpansion(owner, labels: labels, proof: proof) else {
+            return .bogus(12, "\(owner): no NSEC/NSEC3 proves that no closer name than the wildcard's exists")
         }
         return verdict.combined(with: signed)
     }
