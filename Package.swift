@@ -170,8 +170,10 @@ let package = Package(
             dependencies: [
                 "CLDNS", "DNSCore", "DNSStub", "Resolver",
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict),
         .testTarget(name: "DNSStubTests", dependencies: ["DNSCore", "DNSStub", "Resolver"], swiftSettings: strict),

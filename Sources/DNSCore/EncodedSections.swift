@@ -16,8 +16,6 @@ public final class EncodedSections: Sendable, Hashable {
     /// Offsets of the 4-byte TTL fields in `answer` and `authority`.
     public let answerTTLOffsets: [Int]
     public let authorityTTLOffsets: [Int]
-    /// Whether any record is RRSIG, NSEC, NSEC3 or DNSKEY-related (types a non-DO client must not get unasked).
-    public let hasDNSSECRecords: Bool
     /// Each section holds its other records first and its RRSIG/NSEC/NSEC3 records after them, so the reply to a
     /// client without DO is a prefix of each section, copied as one block like any other reply: the prefix's
     /// length in bytes and its record count. (RFC 4035 §3.1.1 asks that the RRSIGs be in the same section as the
@@ -37,7 +35,6 @@ public final class EncodedSections: Sendable, Hashable {
         (self.authority, self.authorityCount, self.authorityPlainBytes, self.authorityPlainCount) =
             Self.encode(authority, ttlOffsets: &offsets)
         self.authorityTTLOffsets = offsets
-        self.hasDNSSECRecords = answerPlainCount != answerCount || authorityPlainCount != authorityCount
     }
 
     public static func == (lhs: EncodedSections, rhs: EncodedSections) -> Bool {

@@ -104,30 +104,16 @@ public enum StubReply {
         out.append(contentsOf: query.questionWire)
         if !truncated {
             for part in parts {
-                let sections = part.sections
-                let base = out.count
-                if includeDNSSEC || sections.answerPlainCount == sections.answerCount {
-                    out.append(contentsOf: sections.answer)
-                    for offset in sections.answerTTLOffsets { writeTTL(part.ttl, into: &out, at: base + offset) }
-                } else {
-                    out.append(contentsOf: sections.answer[0..<sections.answerPlainBytes])
-                    for offset in sections.answerTTLOffsets[0..<Int(sections.answerPlainCount)] {
-                        writeTTL(part.ttl, into: &out, at: base + offset)
-                    }
-                }
+                let s = part.sections
+                append(s.answer, s.answerTTLOffsets, keeping: includeDNSSEC ? nil : (s.answerPlainBytes, Int(s.answerPlainCount)),
+                    ttl: part.ttl, to: &out)
             }
             for part in parts {
-                let sections = part.sections
-                let base = out.count
-                if includeDNSSEC || sections.authorityPlainCount == sections.authorityCount {
-                    out.append(contentsOf: sections.authority)
-                    for offset in sections.authorityTTLOffsets { writeTTL(part.ttl, into: &out, at: base + offset) }
-                } else {
-                    out.append(contentsOf: sections.authority[0..<sections.authorityPlainBytes])
-                    for offset in sections.authorityTTLOffsets[0..<Int(sections.authorityPlainCount)] {
-                        writeTTL(part.ttl, into: &out, at: base + offset)
-                    }
-                }
+                let s = part.sections
+                append(
+                    s.authority, s.authorityTTLOffsets,
+                    keeping: includeDNSSEC ? nil : (s.authorityPlainBytes, Int(s.authorityPlainCount)), ttl: part.ttl,
+                    to: &out)
             }
         }
         out.append(contentsOf: opt)
@@ -179,6 +165,17 @@ public enum StubReply {
             UInt8(an >> 8), UInt8(an & 0xFF), UInt8(ns >> 8), UInt8(ns & 0xFF), UInt8(ar >> 8), UInt8(ar & 0xFF)
         )
         withUnsafeBytes(of: bytes) { out.append(contentsOf: $0) }
+    }
+
+    /// Copies one stored section, or with `keeping` only its first bytes and records (those before its DNSSEC
+    /// records), with every TTL set to `ttl`.
+    private static func append(
+        _ bytes: [UInt8], _ ttlOffsets: [Int], keeping prefix: (bytes: Int, records: Int)?, ttl: UInt32,
+        to out: inout [UInt8]
+    ) {
+        let base = out.count
+        out.append(contentsOf: bytes[0..<(prefix?.bytes ?? bytes.count)])
+        for offset in ttlOffsets[0..<(prefix?.records ?? ttlOffsets.count)] { writeTTL(ttl, into: &out, at: base + offset) }
     }
 
     private static func writeTTL(_ ttl: UInt32, into out: inout [UInt8], at offset: Int) {

@@ -28,8 +28,8 @@ import Testing
         init(_ call: String) { description = "\(call): \(String(cString: strerror(errno)))" }
     }
 
-    /// Connects to `path`, sends `message` and reads one reply; the socket stays open for the caller to close.
-    static func connectAndCall(_ path: String, _ message: String) throws -> (fd: CInt, reply: String) {
+    /// A blocking Unix-socket connection to `path`.
+    static func connectUnix(_ path: String) throws -> CInt {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw SocketError("socket") }
         var address = sockaddr_un()
@@ -42,7 +42,16 @@ import Testing
                 connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
             }
         }
-        guard connected == 0 else { throw SocketError("connect") }
+        guard connected == 0 else {
+            close(fd)
+            throw SocketError("connect")
+        }
+        return fd
+    }
+
+    /// Connects to `path`, sends `message` and reads one reply; the socket stays open for the caller to close.
+    static func connectAndCall(_ path: String, _ message: String) throws -> (fd: CInt, reply: String) {
+        let fd = try connectUnix(path)
         let bytes = Array(message.utf8) + [0]
         guard bytes.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) == bytes.count else {
             throw SocketError("write")

@@ -52,7 +52,7 @@ import Testing
             // While the loop sleeps: connect (the kernel queues it in the backlog), send the call, close. The server
             // then accepts a connection whose call and EOF are both waiting.
             try await clientThread.runIfActive {
-                let fd = try Self.open(path)
+                let fd = try ConnectionLifecycleTests.connectUnix(path)
                 defer { close(fd) }
                 guard call.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) == call.count else {
                     throw ConnectionLifecycleTests.SocketError("write")
@@ -71,25 +71,5 @@ import Testing
         try await listener.close()
         try await clientThread.shutdownGracefully()
         try await group.shutdownGracefully()
-    }
-
-    static func open(_ path: String) throws -> CInt {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw ConnectionLifecycleTests.SocketError("socket") }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (i, byte) in path.utf8.enumerated() { raw[i] = byte }
-        }
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
-        guard connected == 0 else {
-            close(fd)
-            throw ConnectionLifecycleTests.SocketError("connect")
-        }
-        return fd
     }
 }

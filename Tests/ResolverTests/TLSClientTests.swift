@@ -65,12 +65,21 @@ import Testing
         }
     }
 
-    @Test func clientHelloGoesOutOnActivationAndPlaintextWaitsForTheHandshake() throws {
-        let tls = try TLSClientContext(caFile: Self.trust, serverName: "dns.example", alpn: ["h2"])
+    /// An embedded channel with a TLS client for `dns.example` at 192.0.2.1 and an error recorder behind it,
+    /// connected: the ClientHello is waiting in its outbound buffer.
+    static func connected(alpn: [String] = []) throws -> (EmbeddedChannel, ErrorRecorder) {
+        let tls = try TLSClientContext(caFile: trust, serverName: "dns.example", alpn: alpn)
+        let errors = ErrorRecorder()
         let channel = EmbeddedChannel()
-        try channel.pipeline.syncOperations.addHandler(
-            try tls.handler(remote: try SocketAddress(ipAddress: "192.0.2.1", port: 853)))
-        try channel.connect(to: try SocketAddress(ipAddress: "192.0.2.1", port: 853)).wait()
+        let server = try SocketAddress(ipAddress: "192.0.2.1", port: 853)
+        try channel.pipeline.syncOperations.addHandler(try tls.handler(remote: server))
+        try channel.pipeline.syncOperations.addHandler(errors)
+        try channel.connect(to: server).wait()
+        return (channel, errors)
+    }
+
+    @Test func clientHelloGoesOutOnActivationAndPlaintextWaitsForTheHandshake() throws {
+        let (channel, _) = try Self.connected(alpn: ["h2"])
         var hello = try #require(try channel.readOutbound(as: ByteBuffer.self))
         // A TLS handshake record (22) carrying a ClientHello (1) that names the server (SNI) and offers h2.
         let bytes = hello.readBytes(length: hello.readableBytes) ?? []
@@ -86,13 +95,7 @@ import Testing
     }
 
     @Test func garbageFromTheServerFailsTheHandshakeAndClosesTheChannel() throws {
-        let tls = try TLSClientContext(caFile: Self.trust, serverName: "dns.example", alpn: [])
-        let errors = ErrorRecorder()
-        let channel = EmbeddedChannel()
-        try channel.pipeline.syncOperations.addHandler(
-            try tls.handler(remote: try SocketAddress(ipAddress: "192.0.2.1", port: 853)))
-        try channel.pipeline.syncOperations.addHandler(errors)
-        try channel.connect(to: try SocketAddress(ipAddress: "192.0.2.1", port: 853)).wait()
+        let (channel, errors) = try Self.connected()
         _ = try channel.readOutbound(as: ByteBuffer.self)
         try channel.writeInbound(ByteBuffer(string: "HTTP/1.1 400 Bad Request\r\n\r\n"))
         #expect(!channel.isActive)
@@ -108,19 +111,13 @@ import Testing
     }
 
     @Test func serverClosingMidHandshakeIsAnUncleanShutdown() throws {
-        let tls = try TLSClientContext(caFile: Self.trust, serverName: "dns.example", alpn: [])
-        let errors = ErrorRecorder()
-        let channel = EmbeddedChannel()
-        try channel.pipeline.syncOperations.addHandler(
-            try tls.handler(remote: try SocketAddress(ipAddress: "192.0.2.1", port: 853)))
-        try channel.pipeline.syncOperations.addHandler(errors)
-        try channel.connect(to: try SocketAddress(ipAddress: "192.0.2.1", port: 853)).wait()
+        let (channel, errors) = try Self.connected()
         channel.pipeline.fireChannelInactive()
         #expect(errors.errors.compactMap { $0 as? TLSClientError } == [.uncleanShutdown])
     }
 }
 
-private final class ErrorRecorder: ChannelInboundHandler {
+final class ErrorRecorder: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     var errors: [any Error] = []
     func errorCaught(context: ChannelHandlerContext, error: any Error) { errors.append(error) }

@@ -260,6 +260,16 @@ class StubDaemon:
         if self.pid is not None:
             run([LAB_SCRIPT, "kill", self.name], check=False, timeout=30)
 
+    def stop_alive(self, what: str = "discoverd") -> None:
+        """Stops the daemon, which must still have been running: one that died on the way fails the test, with the
+        tail of its log."""
+        crashed = not self.alive()
+        tail = self.log_tail()
+        self.stop()
+        if crashed:
+            import pytest
+            pytest.fail(f"{what} died:\n{tail}", pytrace=False)
+
 
 class ScriptedUpstream:
     """A DNS server for one test on a UDP port inside a lab namespace: every query is kept (`queries`) and given to
