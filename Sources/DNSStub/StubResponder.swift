@@ -247,8 +247,16 @@ public final class StubResponder: Sendable {
         if !refreshes.isEmpty { resolver.startRefreshes(refreshes) }
     }
 
+    /// Runs `body` in a task and hands its reply to `later`. The task starts on the loop of the first upstream's
+    /// kept connection when there is one: a task started on an event loop runs there, and so do the walk's own
+    /// task and every resumption after a reply that loop read, so a DoT or DoH miss changes threads once (the UDP
+    /// worker hands it over) instead of twice (worker, any loop, the connection's loop).
     private func startTask(_ later: @escaping @Sendable ([UInt8]) -> Void, _ body: @escaping @Sendable () async -> [UInt8]) {
-        Task { later(await body()) }
+        if let loop = resolver.preferredLoop, !loop.inEventLoop {
+            loop.execute { Task { later(await body()) } }
+        } else {
+            Task { later(await body()) }
+        }
     }
 
     /// Queries answered without the cache: meta types, ANY (RFC 8482), other classes than IN and CH.

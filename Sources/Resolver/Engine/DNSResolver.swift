@@ -1,6 +1,7 @@
 import DNSCore
 import Foundation
 import Logging
+import NIOCore
 import Synchronization
 
 /// Resolves HTTPS/SVCB records, addresses and connection plans, with optimistic DNS.
@@ -48,6 +49,9 @@ public final class DNSResolver: Sendable {
     /// What `Alt-Svc` headers said, per origin.
     public let altSvc: AltSvcStore
     let transport: any DNSTransport
+
+    /// Where a miss is best started (``DNSTransport/preferredLoop``): the first upstream's kept connection's loop.
+    public var preferredLoop: (any EventLoop)? { transport.preferredLoop }
     let configuration: Configuration
     private let logger: Logger
     /// The one in-flight table: one task per distinct upstream question (coalescing), bounded in all and per

@@ -1,4 +1,5 @@
 import DNSCore
+import NIOCore
 
 /// How a query travelled.
 public enum QueryTransport: String, Sendable, Codable, Hashable {
@@ -98,6 +99,10 @@ public protocol DNSTransport: Sendable {
     /// The question to every upstream on its own (no failover between them), for evidence about each one
     /// (allow-downgrade's probe, docs/DNSSEC.md): one reply per upstream, nil where it gave nothing usable.
     func queryEach(_ question: DNSQuestion, dnssecOK: Bool) async -> [UpstreamReply]
+    /// The event loop where a query to the first upstream is best started: its kept connection's (DoT, DoH), so
+    /// that a caller that starts its task there changes threads once; nil when there is none (plain DNS runs on
+    /// whatever loop asks).
+    var preferredLoop: (any EventLoop)? { get }
 }
 
 /// One upstream's reply to ``DNSTransport/queryEach(_:dnssecOK:)``.
@@ -121,6 +126,9 @@ extension DNSTransport {
 
     /// A transport that cannot list its upstreams names none.
     public var upstreamNames: [String] { [] }
+
+    /// A transport without kept connections prefers no loop.
+    public var preferredLoop: (any EventLoop)? { nil }
 
     /// A transport that cannot address its upstreams one by one: one query, the reply credited to the upstream
     /// that sent it (the last attempt's server).

@@ -370,6 +370,9 @@ public final class UpstreamClient: DNSTransport, Sendable {
     /// Every upstream as `QueryAttempt.server` names it, in failover order.
     public var upstreamNames: [String] { setup.withLock { $0.targets.map(\.server.description) } }
 
+    /// The first upstream's kept connection's loop (DoT, DoH, a verified DDR designation).
+    public var preferredLoop: (any EventLoop)? { setup.withLock { $0.targets.first?.transport.connectionLoop } }
+
     /// `question` to every upstream at once, each on its own (its own rounds of tries, no failover): what each one
     /// answered, nil where nothing usable came (allow-downgrade's probe).
     public func queryEach(_ question: DNSQuestion, dnssecOK: Bool) async -> [UpstreamReply] {
@@ -453,7 +456,8 @@ public final class UpstreamClient: DNSTransport, Sendable {
             logger[metadataKey: "dns.type"] = "\(request.question.type)"
             logger[metadataKey: "dns.server"] = "\(target.label)"
         }
-        let loop = group.next()
+        // The loop this task runs on when it is one of the group's (a plain try then needs no thread change).
+        let loop = group.any()
         let outcome = await target.transport.attempt(configuration, on: loop, logger: logger) { transport, exchange in
             await timed(transport, target, request, &attempts, maxSockets: configuration.maxSockets, logger: logger,
                 exchange: exchange)

@@ -124,6 +124,9 @@ final class DDRDiscovery: Sendable {
     /// How many discoveries have run (for Status and tests).
     var discoveries: Int { runs.load(ordering: .relaxed) }
 
+    /// What the last discovery found, without starting one (``usable()`` may).
+    var known: Result? { state.withLock { $0.result } }
+
     /// The latest result without waiting; starts discovery in the background when there is none yet or it is due.
     func usable() -> Result? {
         let (result, start) = state.withLock { state -> (Result?, Bool) in
@@ -389,6 +392,14 @@ struct DDRTransport: UpstreamTransport {
     let discovery: DDRDiscovery
     let plain: PlainDNSTransport
     let strict: Bool
+
+    /// The designated connection's loop once discovery found a verified one.
+    var connectionLoop: (any EventLoop)? {
+        guard let designation = discovery.known?.designation, designation.verificationFailure == nil else {
+            return nil
+        }
+        return designation.connection.loop
+    }
 
     func attempt(
         _ configuration: UpstreamClient.Configuration, on loop: any EventLoop, logger: Logger, run: TryExchange

@@ -18,7 +18,12 @@ extension EncryptedConnection {
     func exchange(_ query: PendingQuery, timeout: TimeAmount) async -> ExchangeOutcome {
         let promise = loop.makePromise(of: ExchangeOutcome.self)
         return await withTaskCancellationHandler {
-            loop.execute { self.start(query, timeout: timeout, promise: promise) }
+            // A miss the stub started on this loop (``DNSTransport/preferredLoop``) is here already.
+            if loop.inEventLoop {
+                start(query, timeout: timeout, promise: promise)
+            } else {
+                loop.execute { self.start(query, timeout: timeout, promise: promise) }
+            }
             return (try? await promise.futureResult.get()) ?? .failed("internal: try ended without an outcome")
         } onCancel: {
             promise.succeed(.cancelled)
@@ -60,6 +65,8 @@ enum EncryptedConnections {
 struct EncryptedTransport: UpstreamTransport {
     let connection: any EncryptedConnection
     let kind: QueryTransport
+
+    var connectionLoop: (any EventLoop)? { connection.loop }
 
     func attempt(
         _ configuration: UpstreamClient.Configuration, on loop: any EventLoop, logger: Logger, run: TryExchange
