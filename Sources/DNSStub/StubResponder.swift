@@ -247,16 +247,12 @@ public final class StubResponder: Sendable {
         if !refreshes.isEmpty { resolver.startRefreshes(refreshes) }
     }
 
-    /// Runs `body` in a task and hands its reply to `later`. The task starts on the loop of the first upstream's
-    /// kept connection when there is one: a task started on an event loop runs there, and so do the walk's own
-    /// task and every resumption after a reply that loop read, so a DoT or DoH miss changes threads once (the UDP
-    /// worker hands it over) instead of twice (worker, any loop, the connection's loop).
+    /// Runs `body` in a task and hands its reply to `later`. The task prefers the loop of the first upstream's kept
+    /// connection when there is one (``DNSResolver/preferredExecutor``), as does the walk's upstream task: a DoT or
+    /// DoH miss then changes threads once, when the UDP worker hands it over, and its async calls and resumptions
+    /// continue in place on that loop.
     private func startTask(_ later: @escaping @Sendable ([UInt8]) -> Void, _ body: @escaping @Sendable () async -> [UInt8]) {
-        if let loop = resolver.preferredLoop, !loop.inEventLoop {
-            loop.execute { Task { later(await body()) } }
-        } else {
-            Task { later(await body()) }
-        }
+        Task(executorPreference: resolver.preferredExecutor) { later(await body()) }
     }
 
     /// Queries answered without the cache: meta types, ANY (RFC 8482), other classes than IN and CH.

@@ -176,6 +176,7 @@ class StubDaemon:
     host: str = "a"
     upstream: str | list[str] = UPSTREAM     # one, or several in failover order
     name: str = field(default_factory=lambda: f"stubtest-{os.getpid()}-{uuid.uuid4().hex[:4]}")
+    binary: str | None = None                # another discoverd than DISCOVERD_BIN (a bench's baseline build)
 
     @property
     def socket_path(self) -> str:
@@ -216,7 +217,7 @@ class StubDaemon:
         wait_for_binary()
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text(self.config)
-        cmd = [DISCOVERD_BIN, "--config", self.config_path, "--socket", self.socket_path,
+        cmd = [self.binary or DISCOVERD_BIN, "--config", self.config_path, "--socket", self.socket_path,
                "--state-dir", self.workdir / "state"]
         for upstream in [self.upstream] if isinstance(self.upstream, str) else self.upstream:
             cmd += ["--upstream", upstream]

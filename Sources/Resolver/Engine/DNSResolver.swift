@@ -50,8 +50,8 @@ public final class DNSResolver: Sendable {
     public let altSvc: AltSvcStore
     let transport: any DNSTransport
 
-    /// Where a miss is best started (``DNSTransport/preferredLoop``): the first upstream's kept connection's loop.
-    public var preferredLoop: (any EventLoop)? { transport.preferredLoop }
+    /// Where a miss is best run (``DNSTransport/preferredExecutor``): the first upstream's kept connection's loop.
+    public var preferredExecutor: (any TaskExecutor)? { transport.preferredExecutor }
     let configuration: Configuration
     private let logger: Logger
     /// The one in-flight table: one task per distinct upstream question (coalescing), bounded in all and per
@@ -656,7 +656,9 @@ public final class DNSResolver: Sendable {
         // A validating resolver asks every question with DO: the cache holds one kind of entry.
         let dnssecOK = dnssecOK || validator.active
         let inflightKey = InflightKey(cacheKey: key, dnssecOK: dnssecOK, checkingDisabled: false)
-        let admission = inflight.admit(inflightKey, client: isRefresh ? nil : client) { [self] in
+        let admission = inflight.admit(
+            inflightKey, client: isRefresh ? nil : client, executor: transport.preferredExecutor
+        ) { [self] in
             // A refresh must not delay the stale answer it was started beside: let that answer go out first.
             if isRefresh { await Task.yield() }
             let outcome = await self.query(name: name, type: type, class: rrClass, dnssecOK: dnssecOK, key: key)

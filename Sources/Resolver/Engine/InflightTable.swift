@@ -132,7 +132,8 @@ final class InflightTable<Outcome: Sendable>: Sendable {
     /// Joins the question in flight for `key`, or starts `body` as a new one when the limits allow. The task
     /// removes itself from the table when `body` returns.
     func admit(
-        _ key: InflightKey, client: QueryClient?, body: @escaping @Sendable () async -> Outcome
+        _ key: InflightKey, client: QueryClient?, executor: (any TaskExecutor)? = nil,
+        body: @escaping @Sendable () async -> Outcome
     ) -> Admission {
         state.withLock { state in
             if let running = state.entries[key] {
@@ -140,7 +141,7 @@ final class InflightTable<Outcome: Sendable>: Sendable {
                 return .joined(running.task)
             }
             if let global = Self.refusal(&state, client: client) { return .refused(global: global) }
-            let task = Task { [self] in
+            let task = Task(executorPreference: executor) { [self] in
                 let outcome = await body()
                 finish(key)
                 return outcome

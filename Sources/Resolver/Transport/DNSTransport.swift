@@ -99,10 +99,10 @@ public protocol DNSTransport: Sendable {
     /// The question to every upstream on its own (no failover between them), for evidence about each one
     /// (allow-downgrade's probe, docs/DNSSEC.md): one reply per upstream, nil where it gave nothing usable.
     func queryEach(_ question: DNSQuestion, dnssecOK: Bool) async -> [UpstreamReply]
-    /// The event loop where a query to the first upstream is best started: its kept connection's (DoT, DoH), so
-    /// that a caller that starts its task there changes threads once; nil when there is none (plain DNS runs on
+    /// Where a task that queries the first upstream best runs: the event loop of its kept connection (DoT, DoH), as
+    /// a task executor; such a task changes threads once, when it starts. Nil when there is none (plain DNS runs on
     /// whatever loop asks).
-    var preferredLoop: (any EventLoop)? { get }
+    var preferredExecutor: (any TaskExecutor)? { get }
 }
 
 /// One upstream's reply to ``DNSTransport/queryEach(_:dnssecOK:)``.
@@ -127,8 +127,8 @@ extension DNSTransport {
     /// A transport that cannot list its upstreams names none.
     public var upstreamNames: [String] { [] }
 
-    /// A transport without kept connections prefers no loop.
-    public var preferredLoop: (any EventLoop)? { nil }
+    /// A transport without kept connections prefers no executor.
+    public var preferredExecutor: (any TaskExecutor)? { nil }
 
     /// A transport that cannot address its upstreams one by one: one query, the reply credited to the upstream
     /// that sent it (the last attempt's server).

@@ -371,7 +371,9 @@ public final class UpstreamClient: DNSTransport, Sendable {
     public var upstreamNames: [String] { setup.withLock { $0.targets.map(\.server.description) } }
 
     /// The first upstream's kept connection's loop (DoT, DoH, a verified DDR designation).
-    public var preferredLoop: (any EventLoop)? { setup.withLock { $0.targets.first?.transport.connectionLoop } }
+    public var preferredExecutor: (any TaskExecutor)? {
+        setup.withLock { $0.targets.first?.transport.connectionExecutor }
+    }
 
     /// `question` to every upstream at once, each on its own (its own rounds of tries, no failover): what each one
     /// answered, nil where nothing usable came (allow-downgrade's probe).

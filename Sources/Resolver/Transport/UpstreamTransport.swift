@@ -18,13 +18,13 @@ protocol UpstreamTransport: Sendable {
     func attempt(
         _ configuration: UpstreamClient.Configuration, on loop: any EventLoop, logger: Logger, run: TryExchange
     ) async -> ExchangeOutcome
-    /// The event loop that owns this upstream's kept connection, if it has one (``DNSTransport/preferredLoop``).
-    var connectionLoop: (any EventLoop)? { get }
+    /// The event loop that owns this upstream's kept connection, if it has one (``DNSTransport/preferredExecutor``).
+    var connectionExecutor: EventLoopTaskExecutor? { get }
 }
 
 extension UpstreamTransport {
     /// Plain DNS opens a socket per try on the loop it runs on: no loop of its own.
-    var connectionLoop: (any EventLoop)? { nil }
+    var connectionExecutor: EventLoopTaskExecutor? { nil }
 }
 
 /// Plain DNS (RFC 1035): UDP with EDNS(0) from a fresh socket, then TCP to the same server when the UDP reply is

@@ -394,11 +394,11 @@ struct DDRTransport: UpstreamTransport {
     let strict: Bool
 
     /// The designated connection's loop once discovery found a verified one.
-    var connectionLoop: (any EventLoop)? {
+    var connectionExecutor: EventLoopTaskExecutor? {
         guard let designation = discovery.known?.designation, designation.verificationFailure == nil else {
             return nil
         }
-        return designation.connection.loop
+        return designation.connection.taskExecutor
     }
 
     func attempt(

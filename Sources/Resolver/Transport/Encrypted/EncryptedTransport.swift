@@ -6,6 +6,8 @@ protocol EncryptedConnection: AnyObject, Sendable {
     var statistics: UpstreamStatistics { get }
     /// The event loop that owns the connection and all its state.
     var loop: any EventLoop { get }
+    /// `loop` as a task executor (``DNSTransport/preferredExecutor``).
+    var taskExecutor: EventLoopTaskExecutor { get }
     /// On `loop`: sends `query` (connecting first when needed); `promise` gets the reply or why there is none.
     func start(_ query: PendingQuery, timeout: TimeAmount, promise: EventLoopPromise<ExchangeOutcome>)
     /// Closes the connection; waiting tries fail.
@@ -18,7 +20,7 @@ extension EncryptedConnection {
     func exchange(_ query: PendingQuery, timeout: TimeAmount) async -> ExchangeOutcome {
         let promise = loop.makePromise(of: ExchangeOutcome.self)
         return await withTaskCancellationHandler {
-            // A miss the stub started on this loop (``DNSTransport/preferredLoop``) is here already.
+            // A task that prefers this loop (``DNSTransport/preferredExecutor``) is here already.
             if loop.inEventLoop {
                 start(query, timeout: timeout, promise: promise)
             } else {
@@ -66,7 +68,7 @@ struct EncryptedTransport: UpstreamTransport {
     let connection: any EncryptedConnection
     let kind: QueryTransport
 
-    var connectionLoop: (any EventLoop)? { connection.loop }
+    var connectionExecutor: EventLoopTaskExecutor? { connection.taskExecutor }
 
     func attempt(
         _ configuration: UpstreamClient.Configuration, on loop: any EventLoop, logger: Logger, run: TryExchange

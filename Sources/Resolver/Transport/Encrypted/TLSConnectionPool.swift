@@ -60,6 +60,7 @@ final class TLSConnectionPool<Session: TLSSession>: EncryptedConnection, @unchec
     // @unchecked Sendable: every `var` below (and every `Link`) is read and written only on `loop` (each entry
     // point hops there first; `preconditionInEventLoop` guards `start`).
     let loop: any EventLoop
+    let taskExecutor: EventLoopTaskExecutor
     let address: SocketAddress
     let server: UpstreamServer
     let statistics: UpstreamStatistics
@@ -107,6 +108,7 @@ final class TLSConnectionPool<Session: TLSSession>: EncryptedConnection, @unchec
         self.idleTimeout = TimeAmount(idleTimeout)
         self.policy = policy
         self.loop = loop
+        self.taskExecutor = EventLoopTaskExecutor(loop: loop)
         self.makeSession = makeSession
         var logger = logger
         logger[metadataKey: "dns.server"] = "\(server)"
