@@ -1,6 +1,7 @@
 // libFuzzer entry point: feeds arbitrary bytes to the SvcParams/SVCB RDATA parser, to RFC 9460 client
-// processing, and to DNSMessage.parse (ldns). Any crash, trap or sanitizer report is a bug: malformed input
-// must only ever throw.
+// processing, and to DNSMessage.parse (CommonReplyParser, else ldns). Any crash, trap or sanitizer report is a bug:
+// malformed input must only ever throw. CommonReplyParser is also checked against ldns: what it accepts, ldns must
+// accept and read the same way.
 //
 // Built outside SwiftPM by Fuzz/build-and-run.sh: this file with Sources/Resolver/Wire (the ldns codec) and
 // Sources/Resolver/SVCB as one module that imports DNSCore.
@@ -33,7 +34,10 @@ public func fuzzTestOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt
     _ = HTTPSProcessing.process(rdatas: rdatas, ownerName: "fuzz.example.")
 
     // 3. The input as a DNS message, then every decoder on every record it yields.
-    _ = try? DNSHeader.parse(bytes)
+    if let header = try? DNSHeader.parse(bytes), let fast = CommonReplyParser.parse(bytes, header: header) {
+        precondition(
+            fast == (try? DNSMessage.parseWithLDNS(bytes, header: header)), "CommonReplyParser disagrees with ldns")
+    }
     if let message = try? DNSMessage.parse(bytes) {
         _ = message.negativeCacheTTL
         _ = message.matches(id: message.id, question: DNSQuestion(name: "fuzz.example.", type: .https))
