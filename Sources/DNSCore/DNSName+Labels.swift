@@ -130,24 +130,28 @@ extension DNSName {
         var out: [UInt8] = []
         out.reserveCapacity(labels.reduce(0) { $0 + $1.count + 1 })
         for label in labels {
-            for octet in label {
-                switch octet {
-                case UInt8(ascii: "."), UInt8(ascii: "\\"), UInt8(ascii: "\""), UInt8(ascii: "("),
-                    UInt8(ascii: ")"), UInt8(ascii: ";"), UInt8(ascii: "@"), UInt8(ascii: "$"):
-                    out.append(UInt8(ascii: "\\"))
-                    out.append(octet)
-                case 0x21...0x7E:
-                    out.append(lowercased(octet))
-                default:
-                    out.append(UInt8(ascii: "\\"))
-                    out.append(48 + octet / 100)
-                    out.append(48 + (octet / 10) % 10)
-                    out.append(48 + octet % 10)
-                }
-            }
+            for octet in label { appendCanonical(octet, to: &out) }
             out.append(UInt8(ascii: "."))
         }
         return String(decoding: out, as: UTF8.self)
+    }
+
+    /// One octet of a label as ``canonicalText(_:)`` writes it (the reply parser writes owner names with it too).
+    @inline(__always)
+    package static func appendCanonical(_ octet: UInt8, to out: inout [UInt8]) {
+        switch octet {
+        case UInt8(ascii: "."), UInt8(ascii: "\\"), UInt8(ascii: "\""), UInt8(ascii: "("),
+            UInt8(ascii: ")"), UInt8(ascii: ";"), UInt8(ascii: "@"), UInt8(ascii: "$"):
+            out.append(UInt8(ascii: "\\"))
+            out.append(octet)
+        case 0x21...0x7E:
+            out.append(lowercased(octet))
+        default:
+            out.append(UInt8(ascii: "\\"))
+            out.append(48 + octet / 100)
+            out.append(48 + (octet / 10) % 10)
+            out.append(48 + octet % 10)
+        }
     }
 
     /// A label with its ASCII letters lowercased (RFC 4343: names compare case-insensitively).

@@ -129,7 +129,7 @@ struct CommonReplyParserTests {
 
     @Test("Mutated replies: whatever the fast path accepts, ldns accepts the same way")
     func mutationsAgreeWithLDNS() {
-        var generator = SplitMix(seed: 0x5EED_D15C_0FE2)
+        var generator = SplitMix64(seed: 0x5EED_D15C_0FE2)  // AltSvcHeaderTests.swift: replayable
         var accepted = 0
         var rejected = 0
         for round in 0..<100_000 {
@@ -175,18 +175,5 @@ struct CommonReplyParserTests {
         }
         let chaos = try DNSQuery.make(name: DNSName("version.bind"), type: RRType(16), class: RRClass(3), id: 1)
         #expect(chaos == (try DNSQuery.makeWithLDNS(name: DNSName("version.bind"), type: RRType(16), class: RRClass(3), id: 1)))
-    }
-}
-
-/// A small deterministic generator (SplitMix64), so a failing mutation can be replayed.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -117,22 +117,7 @@ enum CommonReplyParser {
             text.reserveCapacity(64)
             let bytes = self.bytes
             let ok = walkName { start, length in
-                for offset in start..<(start + length) {
-                    let octet = bytes[offset]
-                    switch octet {
-                    case UInt8(ascii: "."), UInt8(ascii: "\\"), UInt8(ascii: "\""), UInt8(ascii: "("),
-                        UInt8(ascii: ")"), UInt8(ascii: ";"), UInt8(ascii: "@"), UInt8(ascii: "$"):
-                        text.append(UInt8(ascii: "\\"))
-                        text.append(octet)
-                    case 0x21...0x7E:
-                        text.append(DNSName.lowercased(octet))
-                    default:
-                        text.append(UInt8(ascii: "\\"))
-                        text.append(48 + octet / 100)
-                        text.append(48 + (octet / 10) % 10)
-                        text.append(48 + octet % 10)
-                    }
-                }
+                for offset in start..<(start + length) { DNSName.appendCanonical(bytes[offset], to: &text) }
                 text.append(UInt8(ascii: "."))
             }
             guard ok else { return nil }
