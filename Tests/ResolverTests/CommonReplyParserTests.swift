@@ -127,12 +127,12 @@ struct CommonReplyParserTests {
         #expect(Self.ldns(Self.leftToLDNS[0])?.answer.first?.type == .https)
     }
 
-    @Test("Mutated replies: whatever the fast path accepts, ldns accepts the same way")
+    @Test("Mutated replies (30 000): whatever the fast path accepts, ldns accepts the same way")
     func mutationsAgreeWithLDNS() {
         var generator = SplitMix64(seed: 0x5EED_D15C_0FE2)  // AltSvcHeaderTests.swift: replayable
         var accepted = 0
         var rejected = 0
-        for round in 0..<100_000 {
+        for round in 0..<30_000 {
             var bytes = Self.corpus[round % Self.corpus.count]
             for _ in 0...Int(generator.next() % 3) {
                 let position = Int(generator.next() % UInt64(bytes.count))
@@ -154,8 +154,8 @@ struct CommonReplyParserTests {
             if fast != reference { return }
         }
         // Both outcomes must occur, or the test would prove nothing.
-        #expect(accepted > 1000)
-        #expect(rejected > 1000)
+        #expect(accepted > 300)
+        #expect(rejected > 300)
     }
 
     @Test("Queries are written byte for byte as ldns wrote them")
