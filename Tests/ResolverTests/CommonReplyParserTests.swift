@@ -66,7 +66,8 @@ struct CommonReplyParserTests {
     static let leftToLDNS: [[UInt8]] = {
         var out: [[UInt8]] = []
         var https = M(questions: [M.question(M.name("h3.example.com"), .https)])
-        https.answers = [M.record(pointer(12), .https, rdata: M.u16(1) + [0] + M.u16(1) + M.u16(3) + [2] + Array("h3".utf8))]
+        let alpnH3 = M.u16(1) + M.u16(3) + [2] + Array("h3".utf8)
+        https.answers = [M.record(pointer(12), .https, rdata: M.u16(1) + [0] + alpnH3)]
         out.append(https.bytes)
         var twoOPT = M(questions: [M.question(M.name("example.com"), .a)])
         twoOPT.additional = [M.opt(), M.opt()]
@@ -166,14 +167,16 @@ struct CommonReplyParserTests {
             let name = try DNSName(text)
             for type in types {
                 for (dnssecOK, size) in [(false, UInt16(1232)), (true, UInt16(4096)), (true, UInt16(512))] {
-                    let ours = try DNSQuery.make(name: name, type: type, id: 0xA55A, dnssecOK: dnssecOK, ednsBufferSize: size)
+                    let ours = try DNSQuery.make(
+                        name: name, type: type, id: 0xA55A, dnssecOK: dnssecOK, ednsBufferSize: size)
                     let reference = try DNSQuery.makeWithLDNS(
                         name: name, type: type, id: 0xA55A, dnssecOK: dnssecOK, ednsBufferSize: size)
                     #expect(ours == reference, "\(text) \(type) DO=\(dnssecOK) \(size)")
                 }
             }
         }
-        let chaos = try DNSQuery.make(name: DNSName("version.bind"), type: RRType(16), class: RRClass(3), id: 1)
-        #expect(chaos == (try DNSQuery.makeWithLDNS(name: DNSName("version.bind"), type: RRType(16), class: RRClass(3), id: 1)))
+        let bind = try DNSName("version.bind")
+        let chaos = try DNSQuery.make(name: bind, type: RRType(16), class: RRClass(3), id: 1)
+        #expect(chaos == (try DNSQuery.makeWithLDNS(name: bind, type: RRType(16), class: RRClass(3), id: 1)))
     }
 }
