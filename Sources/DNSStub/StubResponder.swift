@@ -248,9 +248,9 @@ public final class StubResponder: Sendable {
     }
 
     /// Runs `body` in a task and hands its reply to `later`. The task prefers the loop of the first upstream's kept
-    /// connection when there is one, else an event loop of the resolver's (``DNSResolver/preferredExecutor``), as
-    /// does the walk's upstream task: a miss then changes threads once, when the UDP worker hands it over, and its
-    /// async calls and resumptions continue in place on that loop.
+    /// connection when there is one (``DNSResolver/preferredExecutor``), as does the walk's upstream task: a DoT or
+    /// DoH miss then changes threads once, when the UDP worker hands it over, and its async calls and resumptions
+    /// continue in place on that loop.
     private func startTask(_ later: @escaping @Sendable ([UInt8]) -> Void, _ body: @escaping @Sendable () async -> [UInt8]) {
         Task(executorPreference: resolver.preferredExecutor) { later(await body()) }
     }

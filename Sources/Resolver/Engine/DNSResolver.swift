@@ -50,8 +50,7 @@ public final class DNSResolver: Sendable {
     public let altSvc: AltSvcStore
     let transport: any DNSTransport
 
-    /// Where a miss is best run (``DNSTransport/preferredExecutor``): the first upstream's kept connection's loop, or
-    /// for plain DNS an event loop of the transport's.
+    /// Where a miss is best run (``DNSTransport/preferredExecutor``): the first upstream's kept connection's loop.
     public var preferredExecutor: (any TaskExecutor)? { transport.preferredExecutor }
     let configuration: Configuration
     private let logger: Logger

@@ -100,8 +100,8 @@ public protocol DNSTransport: Sendable {
     /// (allow-downgrade's probe, docs/DNSSEC.md): one reply per upstream, nil where it gave nothing usable.
     func queryEach(_ question: DNSQuestion, dnssecOK: Bool) async -> [UpstreamReply]
     /// Where a task that queries the first upstream best runs, as a task executor: the event loop of its kept
-    /// connection (DoT, DoH), so that such a task changes threads once, when it starts; for plain DNS, an event loop
-    /// of the transport's (the caller's own when it runs on one). Nil: no preference.
+    /// connection (DoT, DoH), so that such a task changes threads once, when it starts. Nil: no preference (plain
+    /// DNS runs on whatever loop asks).
     var preferredExecutor: (any TaskExecutor)? { get }
 }
 
