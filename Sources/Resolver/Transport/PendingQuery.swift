@@ -59,7 +59,7 @@ struct PendingQuery: Sendable {
         }
         let message: DNSMessage
         do {
-            message = try DNSMessage.parse(bytes)
+            message = try DNSMessage.parse(bytes, header: header)
         } catch {
             return .drop("unparseable reply: \(error)")
         }

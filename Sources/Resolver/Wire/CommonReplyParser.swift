@@ -21,6 +21,7 @@ enum CommonReplyParser {
                 let questionType = reader.uint16(), let questionClass = reader.uint16()
             else { return nil }
             var edns: EDNSInfo?
+            var extendedRCode: UInt8 = 0
             var sections: [[ResourceRecord]] = [[], [], []]
             let counts = [header.answerCount, header.authorityCount, header.additionalCount]
             for section in 0..<3 {
@@ -41,9 +42,8 @@ enum CommonReplyParser {
                         edns = EDNSInfo(
                             udpPayloadSize: rrClass, version: UInt8(truncatingIfNeeded: ttl >> 16),
                             dnssecOK: ttl & 0x8000 != 0)
+                        extendedRCode = UInt8(truncatingIfNeeded: ttl >> 24)
                         reader.position = end
-                        // The extended rcode's upper bits, kept for the message's rcode below.
-                        reader.extendedRCode = UInt8(truncatingIfNeeded: ttl >> 24)
                         continue
                     }
                     guard let rdata = reader.rdata(type: type, end: end) else { return nil }
@@ -54,7 +54,7 @@ enum CommonReplyParser {
             }
             guard reader.position == buffer.count else { return nil }
             var rcode = UInt16(header.rcode)
-            if edns != nil { rcode |= UInt16(reader.extendedRCode) << 4 }
+            rcode |= UInt16(extendedRCode) << 4
             return DNSMessage(
                 header: header, rcode: RCode(rcode),
                 questions: [DNSQuestion(name: questionName, type: RRType(questionType), class: RRClass(questionClass))],
@@ -66,7 +66,6 @@ enum CommonReplyParser {
     private struct Reader {
         let bytes: UnsafeBufferPointer<UInt8>
         var position: Int
-        var extendedRCode: UInt8 = 0
 
         mutating func uint16() -> UInt16? {
             guard position + 2 <= bytes.count else { return nil }

@@ -10,7 +10,11 @@ extension DNSMessage {
     /// - Throws: `DNSWireError` when the bytes are not a well-formed message. A truncated UDP response
     ///   (TC set) whose records are cut short also throws; read `DNSHeader.parse(_:)` for its TC bit.
     public static func parse(_ bytes: [UInt8]) throws(DNSWireError) -> DNSMessage {
-        let header = try DNSHeader.parse(bytes)
+        try parse(bytes, header: try DNSHeader.parse(bytes))
+    }
+
+    /// ``parse(_:)`` of a message whose header the caller has read already (`PendingQuery.classify`).
+    static func parse(_ bytes: [UInt8], header: DNSHeader) throws(DNSWireError) -> DNSMessage {
         if let message = CommonReplyParser.parse(bytes, header: header) { return message }
         return try parseWithLDNS(bytes, header: header)
     }
@@ -62,7 +66,7 @@ public enum DNSQuery {
         ednsBufferSize: UInt16 = defaultEDNSBufferSize
     ) throws(DNSWireError) -> [UInt8] {
         // Written directly: header, the one question and an OPT record (RFC 6891 §6.1.2) with no options. ldns
-        // built the same bytes (`makeWithLDNS`, which the tests compare it with) at about 12 000 instructions a
+        // built the same bytes (`makeWithLDNS` in the tests compares them) at about 12 000 instructions a
         // query on the miss path.
         let nameWire = name.wire
         var out: [UInt8] = []
@@ -77,19 +81,6 @@ public enum DNSQuery {
             0, 0, 41, UInt8(ednsBufferSize >> 8), UInt8(ednsBufferSize & 0xFF), 0, 0, dnssecOK ? 0x80 : 0, 0, 0, 0,
         ])
         return out
-    }
-
-    /// ``make(name:type:class:id:dnssecOK:ednsBufferSize:)`` through ldns, the reference its tests compare with.
-    static func makeWithLDNS(
-        name: DNSName, type: RRType, class rrClass: RRClass = .in, id: UInt16, dnssecOK: Bool = false,
-        ednsBufferSize: UInt16 = defaultEDNSBufferSize
-    ) throws(DNSWireError) -> [UInt8] {
-        let packet = try LDNSPacket(query: name, type: type, class: rrClass, flags: UInt16(LDNS_RD))
-        ldns_pkt_set_id(packet.pointer, id)
-        ldns_pkt_set_rd(packet.pointer, 1)
-        ldns_pkt_set_edns_udp_size(packet.pointer, ednsBufferSize)
-        ldns_pkt_set_edns_do(packet.pointer, dnssecOK ? 1 : 0)
-        return try packet.wire()
     }
 
     /// Builds a query for a name in presentation format; see `make(name:type:class:id:dnssecOK:ednsBufferSize:)`.
