@@ -721,6 +721,7 @@ def test_f_fuzzed_traffic_to_the_running_daemon(daemon):
             assert daemon.alive(), f"discoverd died under fuzzed traffic:\n{daemon.log_tail()}"
             rss = rss_kib(daemon.pid)
             rss_max[0] = max(rss_max[0], rss)
+            stage = "varlink status"
             try:
                 v = Varlink(daemon.socket_path, timeout=5)
                 status = v.status()
@@ -731,14 +732,16 @@ def test_f_fuzzed_traffic_to_the_running_daemon(daemon):
                                     status["connections"]])
                 # Over UDP, as a stub resolver asks: once more after a timeout (glibc and dig retry too), since a
                 # datagram can be lost in the flood before the daemon reads it.
+                stage = "UDP query"
                 try:
                     r = ask("h3.lab.test", "A", server=ALLOWED_TARGET, port=STUB_PORT, ns="dlab-r", timeout=3)
                 except TimeoutError:
+                    stage = "UDP query, second try"
                     r = ask("h3.lab.test", "A", server=ALLOWED_TARGET, port=STUB_PORT, ns="dlab-r", timeout=3)
                 assert r.rcode == "NOERROR" and r.texts("A"), r.msg
                 checks += 1
             except Exception as e:  # noqa: BLE001
-                failures.append(repr(e))
+                failures.append(f"{stage} at {time.monotonic() - start:.1f} s: {e!r}")
     finally:
         stop.set()
         for t in threads:

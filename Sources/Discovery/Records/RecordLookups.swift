@@ -88,7 +88,10 @@ enum RecordLookups {
             bufferingPolicy: .bufferingOldest(max(bufferLimit, 1))
         )
         let subscription = RecordSubscription(client: client, continuation: continuation)
-        continuation.onTermination = { _ in client.poll.withLocked { subscription.end(nil) } }
+        // Termination runs inside the consumer's cancellation, with its task's status lock held; the poll thread,
+        // holding the poll lock, takes that same task lock when it yields an event. Waiting for the poll lock here
+        // deadlocked both (the daemon's event loops hung under fuzzed stub traffic): so never wait, enqueue.
+        continuation.onTermination = { _ in client.poll.performLocked { subscription.end(nil) } }
         try client.poll.withLocked { () throws(DNSSDError) in try subscription.start(query) }
         return stream
     }

@@ -25,8 +25,13 @@ struct AvahiLocalRecords: LocalRecordSource {
     {
         let stream: AsyncThrowingStream<MDNSRecordEvent, any Error>
         do {
-            stream = try discovery.recordUpdates(
-                name: name.text, type: type.rawValue, dnsClass: rrClass.rawValue, interface: interface)
+            // Creating the record browser waits for Avahi's lock and a D-Bus round trip: not on the stub's event
+            // loop (DiscoveryService.onAvahiThread).
+            let discovery = self.discovery
+            stream = try await discovery.onAvahiThread {
+                try discovery.recordUpdates(
+                    name: name.text, type: type.rawValue, dnsClass: rrClass.rawValue, interface: interface)
+            }
         } catch {
             throw Self.error(error)
         }

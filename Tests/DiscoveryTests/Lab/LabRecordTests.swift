@@ -1,7 +1,8 @@
 import DNSSDModel
-import Discovery
+@testable import Discovery
 import Foundation
 import LabSupport
+import Synchronization
 import Testing
 
 /// Raw record look-ups (`lookupRecords`, `recordUpdates`) against the lab's avahi-daemons. In the serialized lab suite
@@ -151,6 +152,42 @@ extension LabDiscoveryTests {
         #expect(events.added.count == 1, "one added however many interfaces/protocols")
         events.cancel()
         try await waitUntil("browser freed") { discovery.objectCounts.otherBrowsers == 0 }
+    }
+
+    @Test("ending a record stream from its consumer's cancellation never waits for Avahi's lock")
+    func recordStreamCancelDoesNotWaitForTheLock() async throws {
+        // The stream's termination runs inside the consumer's cancellation, holding that task's status lock; the
+        // poll thread yields events holding the poll lock and then needs the task's lock. Waiting for the poll lock
+        // in the termination deadlocked both (the daemon's event loops hung under fuzzed .local stub queries).
+        // Here another thread holds the poll lock, as the poll thread does, while the consumer is cancelled.
+        let discovery = try await AvahiLab.running()
+        let type = AvahiLab.uniqueType()
+        let events = RecordEventLog(try discovery.recordUpdates(name: "\(type).local", type: 12))
+        try await waitUntil("allForNow") { events.all.contains(.allForNow) }
+        let poll = discovery.client.poll
+        let state = Mutex((held: false, release: false, gaveUp: false))
+        Thread.detachNewThread {
+            poll.withLocked {
+                state.withLock { $0.held = true }
+                let deadline = ContinuousClock.now + .seconds(10)
+                while !state.withLock({ $0.release }) {
+                    guard ContinuousClock.now < deadline else {
+                        state.withLock { $0.gaveUp = true }
+                        return
+                    }
+                    usleep(1000)
+                }
+            }
+        }
+        try await waitUntil("the other thread holds the poll lock") { state.withLock { $0.held } }
+        events.cancel()  // runs the stream's termination here, now
+        let gaveUp = state.withLock { state in
+            state.release = true
+            return state.gaveUp
+        }
+        #expect(!gaveUp, "the termination waited for the poll lock until its holder gave up")
+        try await waitUntil("browser freed once the lock is free") { discovery.objectCounts.otherBrowsers == 0 }
+        try await waitUntil("the consumer ended") { events.isFinished }
     }
 }
 
