@@ -190,7 +190,9 @@ extension ResolverLabTests {
                 faults.clear(early)
                 faults.clear(late)
             }
-            let daemon = try labDaemon(config: "[resolver]\nmax-stale = 2\ntimeout-ms = 300\nattempts = 1\n")
+            // max-stale = 4 leaves 3.7 s for the first check to run late (a sleep on the test's busy 2-thread pool
+            // can wake seconds late under CI load); being late only helps the second.
+            let daemon = try labDaemon(config: "[resolver]\nmax-stale = 4\ntimeout-ms = 300\nattempts = 1\n")
             let client = DiscoverClient(socketPath: daemon.socketPath)
             _ = try await client.resolveHTTPS(early)
             _ = try await client.resolveHTTPS(late)
@@ -201,8 +203,8 @@ extension ResolverLabTests {
             try await Task.sleep(for: Self.expiry)
             #expect(try await client.resolveHTTPS(early).source == .expiredCache)
 
-            // 3.6 s after caching (2.6 s stale): past max-stale, not served; the failing upstream decides.
-            try await Task.sleep(for: .milliseconds(2300))
+            // 5.6 s after caching (4.6 s stale): past max-stale, not served; the failing upstream decides.
+            try await Task.sleep(for: .milliseconds(4300))
             let error = await discoverError { try await client.resolveHTTPS(late) }
             #expect(error?.code == .upstreamFailure, "\(String(describing: error))")
             // And with a working upstream the answer comes from the network.
