@@ -190,6 +190,43 @@ public struct DNSName: Hashable, Sendable, CustomStringConvertible {
         return String(decoding: bytes, as: UTF8.self)
     }
 
+    /// Appends the wire form (lowercased) of a name made only of letters, digits, `-` and `_` in valid labels (what
+    /// ``plainNormalized(_:)`` accepts) to `out`, without building labels; returns false, with `out` untouched,
+    /// for anything else, which the full parser handles. When true, the bytes equal `DNSName(text).wire`.
+    public static func appendPlainWire(_ text: String, to out: inout [UInt8]) -> Bool {
+        text.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
+            guard !bytes.isEmpty, bytes[0] != UInt8(ascii: "."),
+                bytes.count + (bytes.last == UInt8(ascii: ".") ? 1 : 2) <= maximumWireLength
+            else { return false }
+            // One pass to check (nothing is written for a name the full parser must handle), one to write.
+            var label = 0
+            for byte in bytes {
+                if byte == UInt8(ascii: ".") {
+                    guard label > 0 else { return false }
+                    label = 0
+                    continue
+                }
+                guard (byte >= 0x61 && byte <= 0x7A) || (byte >= 0x41 && byte <= 0x5A)
+                    || (byte >= 0x30 && byte <= 0x39) || byte == 0x2D || byte == 0x5F
+                else { return false }
+                label += 1
+                guard label <= maximumLabelLength else { return false }
+            }
+            out.reserveCapacity(out.count + bytes.count + 2)
+            var start = 0
+            for index in 0...bytes.count where index == bytes.count || bytes[index] == UInt8(ascii: ".") {
+                let length = index - start
+                if length > 0 {
+                    out.append(UInt8(truncatingIfNeeded: length))
+                    for offset in start..<index { out.append(lowercased(bytes[offset])) }
+                }
+                start = index + 1
+            }
+            out.append(0)
+            return true
+        } ?? false
+    }
+
     /// Normalises presentation text (lowercase, trailing dot) when it is a valid name, else returns it unchanged.
     package static func normalized(_ text: String) -> String {
         plainNormalized(text) ?? (try? DNSName(text))?.text ?? text

@@ -59,8 +59,11 @@ public final class EncodedSections: Sendable, Hashable {
     public static func append(_ records: [ResourceRecord], to out: inout [UInt8], ttlOffsets: inout [Int]) -> Int {
         var written = 0
         for record in records {
-            guard let name = try? DNSName(record.name), record.rdata.count <= Int(UInt16.max) else { continue }
-            out.append(contentsOf: name.wire)
+            guard record.rdata.count <= Int(UInt16.max) else { continue }
+            if !DNSName.appendPlainWire(record.name, to: &out) {
+                guard let name = try? DNSName(record.name) else { continue }
+                out.append(contentsOf: name.wire)
+            }
             out.append(UInt8(record.type.rawValue >> 8))
             out.append(UInt8(record.type.rawValue & 0xFF))
             out.append(UInt8(record.class.rawValue >> 8))

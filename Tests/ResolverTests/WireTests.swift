@@ -341,6 +341,35 @@ struct WireTests {
         }
     }
 
+    /// The query and the stub's records write plain names from their text in one pass: the same bytes as the full
+    /// parser's wire form, accepted exactly where `plainNormalized` is, and nothing written otherwise.
+    @Test func plainWireAgreesWithTheFullParser() {
+        var generator = SystemRandomNumberGenerator()
+        let alphabet = Array("abcXYZ09-_.".utf8)
+        let label63 = String(repeating: "A", count: 63)
+        var texts = [label63 + ".x", label63 + "a.x", "\(label63).\(label63).\(label63).\(String(repeating: "b", count: 61))",
+            "\(label63).\(label63).\(label63).\(String(repeating: "b", count: 62))", ".", "", "a..b", ".a",
+            "my printer.local", "a\\.b", "caf\u{E9}.example", "WWW.Example.COM", "h3.lab.test."]
+        for _ in 0..<20_000 {
+            let count = Int.random(in: 1...80, using: &generator)
+            texts.append(String(decoding: (0..<count).map { _ in alphabet.randomElement(using: &generator)! }, as: UTF8.self))
+        }
+        var accepted = 0
+        for text in texts {
+            let prefix: [UInt8] = [0xAA, 0xBB]
+            var out = prefix
+            let written = DNSName.appendPlainWire(text, to: &out)
+            #expect(written == (DNSName.plainNormalized(text) != nil), "\(text)")
+            if written {
+                accepted += 1
+                #expect(out == prefix + ((try? DNSName(text).wire) ?? []), "\(text)")
+            } else {
+                #expect(out == prefix, "\(text)")
+            }
+        }
+        #expect(accepted > 1_000, "the random names must exercise the fast path")
+    }
+
     @Test(arguments: [
         ("www.Example.COM", "www.example.com."), ("h3.lab.test.", "h3.lab.test."), ("_443._https.x", "_443._https.x."),
     ])

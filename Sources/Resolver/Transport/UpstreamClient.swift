@@ -312,19 +312,27 @@ public final class UpstreamClient: DNSTransport, Sendable {
             let detail = unusable.isEmpty ? "" : " (not numeric addresses: \(unusable.joined(separator: ", ")))"
             throw DNSTransportError(code: .noUpstreams, message: "no upstream DNS server configured\(detail)")
         }
-        let name: DNSName
-        let template: [UInt8]
-        do {
-            name = try DNSName(question.name)
-            template = try DNSQuery.make(
-                name: name, type: question.type, class: question.class, id: 0, dnssecOK: dnssecOK,
-                ednsBufferSize: configuration.ednsBufferSize)
-        } catch {
-            throw DNSTransportError(code: .invalidQuery, message: "cannot encode a query for \(question): \(error)")
+        // A plain name (letters, digits, `-`, `_`) goes from its text to the wire in one pass; anything else through
+        // DNSName's parser (escapes, and the error for an invalid name).
+        var nameWire: [UInt8] = []
+        let nameText: String
+        if let plain = DNSName.plainNormalized(question.name), DNSName.appendPlainWire(plain, to: &nameWire) {
+            nameText = plain
+        } else {
+            do {
+                let name = try DNSName(question.name)
+                nameWire = name.wire
+                nameText = name.text
+            } catch {
+                throw DNSTransportError(code: .invalidQuery, message: "cannot encode a query for \(question): \(error)")
+            }
         }
+        let template = DNSQuery.make(
+            nameWire: nameWire, type: question.type, class: question.class, id: 0, dnssecOK: dnssecOK,
+            ednsBufferSize: configuration.ednsBufferSize)
         let request = Request(
-            question: DNSQuestion(name: name.text, type: question.type, class: question.class), template: template,
-            nameLength: name.wire.count)
+            question: DNSQuestion(name: nameText, type: question.type, class: question.class), template: template,
+            nameLength: nameWire.count)
 
         var attempts: [QueryAttempt] = []
         var lastFailure: DNSMessage?

@@ -68,7 +68,15 @@ public enum DNSQuery {
         // Written directly: header, the one question and an OPT record (RFC 6891 §6.1.2) with no options. ldns
         // built the same bytes (`makeWithLDNS` in the tests compares them) at about 12 000 instructions a
         // query on the miss path.
-        let nameWire = name.wire
+        make(
+            nameWire: name.wire, type: type, class: rrClass, id: id, dnssecOK: dnssecOK, ednsBufferSize: ednsBufferSize)
+    }
+
+    /// The same query from the name's wire form (valid by the caller's construction: `DNSName.wire` or
+    /// `DNSName.appendPlainWire`).
+    static func make(
+        nameWire: [UInt8], type: RRType, class rrClass: RRClass, id: UInt16, dnssecOK: Bool, ednsBufferSize: UInt16
+    ) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(12 + nameWire.count + 4 + 11)
         out.append(contentsOf: [UInt8(id >> 8), UInt8(id & 0xFF), 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 1])

@@ -258,7 +258,10 @@ final class TLSClientHandler: ChannelDuplexHandler, RemovableChannelHandler {
             ctls_take(connection, space.bindMemory(to: UInt8.self).baseAddress, space.count)
         }
         var sent: EventLoopPromise<Void>?
-        if !promises.isEmpty {
+        if promises.count == 1 {
+            // One write in the flush (a miss at a time): its promise is the write's own, no promise to fan out.
+            sent = promises[0]
+        } else if !promises.isEmpty {
             let promise = context.eventLoop.makePromise(of: Void.self)
             promise.futureResult.whenComplete { result in
                 for each in promises { each.completeWith(result) }
