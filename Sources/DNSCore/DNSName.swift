@@ -212,17 +212,28 @@ public struct DNSName: Hashable, Sendable, CustomStringConvertible {
                 label += 1
                 guard label <= maximumLabelLength else { return false }
             }
-            out.reserveCapacity(out.count + bytes.count + 2)
-            var start = 0
-            for index in 0...bytes.count where index == bytes.count || bytes[index] == UInt8(ascii: ".") {
-                let length = index - start
-                if length > 0 {
-                    out.append(UInt8(truncatingIfNeeded: length))
-                    for offset in start..<index { out.append(lowercased(bytes[offset])) }
+            // Each dot becomes the length octet of the label after it; a leading one is added, and the root octet
+            // unless the text ends with a dot (which then becomes it).
+            let base = out.count
+            out.append(contentsOf: repeatElement(0, count: bytes.count + (bytes.last == UInt8(ascii: ".") ? 1 : 2)))
+            out.withUnsafeMutableBufferPointer { wire in
+                var lengthAt = base
+                var write = base + 1
+                var length: UInt8 = 0
+                for byte in bytes {
+                    if byte == UInt8(ascii: ".") {
+                        wire[lengthAt] = length
+                        lengthAt = write
+                        length = 0
+                    } else {
+                        wire[write] = lowercased(byte)
+                        length += 1
+                    }
+                    write += 1
                 }
-                start = index + 1
+                // Not absolute: the last label's length, then the root (already 0) at `write`.
+                if length > 0 { wire[lengthAt] = length }
             }
-            out.append(0)
             return true
         } ?? false
     }
