@@ -9,7 +9,13 @@ public struct DNSQuestion: Hashable, Sendable, Codable, CustomStringConvertible 
 
     /// Creates a question; `name` is normalised (lowercased, trailing dot) when it is a valid name.
     public init(name: String, type: RRType, class rrClass: RRClass = .in) {
-        self.name = DNSName.normalized(name)
+        self.init(normalizedName: DNSName.normalized(name), type: type, class: rrClass)
+    }
+
+    /// Creates a question whose name is already lowercased and absolute (a parsed name, a cache key's, a
+    /// `DNSName.text`): the miss path makes several and need not check the name each time.
+    package init(normalizedName: String, type: RRType, class rrClass: RRClass) {
+        self.name = normalizedName
         self.type = type
         self.class = rrClass
     }
@@ -176,6 +182,7 @@ public struct DNSMessage: Hashable, Sendable {
     public func matches(id: UInt16, question expected: DNSQuestion) -> Bool {
         guard header.qr, header.id == id, let question else { return false }
         return question.type == expected.type && question.class == expected.class
-            && DNSName.normalized(question.name) == DNSName.normalized(expected.name)
+            && (question.name == expected.name
+                || DNSName.normalized(question.name) == DNSName.normalized(expected.name))
     }
 }

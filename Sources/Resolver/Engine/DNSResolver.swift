@@ -723,7 +723,7 @@ public final class DNSResolver: Sendable {
         }
         // Keep only what answers the question (bailiwick): nothing else is cached, persisted or served.
         let scrubbed = ReplyScrubber.scrub(
-            message, question: DNSQuestion(name: key.name, type: type, class: rrClass),
+            message, question: DNSQuestion(normalizedName: key.name, type: type, class: rrClass),
             maximumHops: configuration.maximumAliasHops)
         if scrubbed.dropped > message.additional.count {
             scrubbedRecords.add(UInt64(scrubbed.dropped - message.additional.count), ordering: .relaxed)

@@ -331,8 +331,8 @@ public final class UpstreamClient: DNSTransport, Sendable {
             nameWire: nameWire, type: question.type, class: question.class, id: 0, dnssecOK: dnssecOK,
             ednsBufferSize: configuration.ednsBufferSize)
         let request = Request(
-            question: DNSQuestion(name: nameText, type: question.type, class: question.class), template: template,
-            nameLength: nameWire.count)
+            question: DNSQuestion(normalizedName: nameText, type: question.type, class: question.class),
+            template: template, nameLength: nameWire.count)
 
         var attempts: [QueryAttempt] = []
         var lastFailure: DNSMessage?

@@ -57,7 +57,10 @@ enum CommonReplyParser {
             rcode |= UInt16(extendedRCode) << 4
             return DNSMessage(
                 header: header, rcode: RCode(rcode),
-                questions: [DNSQuestion(name: questionName, type: RRType(questionType), class: RRClass(questionClass))],
+                questions: [
+                    DNSQuestion(
+                        normalizedName: questionName, type: RRType(questionType), class: RRClass(questionClass))
+                ],
                 answer: sections[0], authority: sections[1], additional: sections[2], edns: edns)
         }
     }
