@@ -66,36 +66,54 @@ public struct DNSName: Hashable, Sendable, CustomStringConvertible {
         self.labels = try Self.parseLabels(text, syntax: .strict).map { $0.map(Self.lowercased) }
     }
 
+    /// What a plain name is, for the fast paths below: only letters, digits, `-` and `_`, in labels of 1 to 63
+    /// octets, no leading dot, at most 255 octets in wire form. Nil for anything else (escapes, empty labels, the
+    /// root), which the full parser handles; else whether it ends with a dot and whether it has capitals.
+    @inline(__always)
+    private static func plainShape(_ bytes: UnsafeBufferPointer<UInt8>) -> (absolute: Bool, upper: Bool)? {
+        guard !bytes.isEmpty, bytes[0] != UInt8(ascii: ".") else { return nil }
+        var label = 0
+        var upper = false
+        for byte in bytes {
+            if byte == UInt8(ascii: ".") {
+                guard label > 0 else { return nil }
+                label = 0
+                continue
+            }
+            let lower = byte >= 0x61 && byte <= 0x7A
+            let capital = byte >= 0x41 && byte <= 0x5A
+            guard lower || capital || (byte >= 0x30 && byte <= 0x39) || byte == 0x2D || byte == 0x5F else {
+                return nil
+            }
+            upper = upper || capital
+            label += 1
+            guard label <= maximumLabelLength else { return nil }
+        }
+        let absolute = bytes.last == UInt8(ascii: ".")
+        // Wire length: the text's octets, one more leading length octet, one more root if not absolute.
+        guard bytes.count + (absolute ? 1 : 2) <= maximumWireLength else { return nil }
+        return (absolute, upper)
+    }
+
     /// The lowercased labels of a name made only of letters, digits, `-` and `_` in valid labels (what
-    /// ``plainNormalized(_:)`` accepts), in one pass and one array per label; nil for anything else, which the full
-    /// parser handles. Equal to `DNSName(text).labels` whenever it is not nil.
+    /// ``plainNormalized(_:)`` accepts), checked and then cut, one array per label; nil for anything else, which
+    /// the full parser handles. Equal to `DNSName(text).labels` whenever it is not nil.
     private static func plainLabels(_ text: String) -> [[UInt8]]? {
         text.utf8.withContiguousStorageIfAvailable { bytes -> [[UInt8]]? in
-            guard !bytes.isEmpty, bytes[0] != UInt8(ascii: "."),
-                bytes.count + (bytes.last == UInt8(ascii: ".") ? 1 : 2) <= maximumWireLength
-            else { return nil }
+            guard plainShape(bytes) != nil else { return nil }
             var labels: [[UInt8]] = []
             var start = 0
-            var index = 0
-            while index <= bytes.count {
-                if index == bytes.count || bytes[index] == UInt8(ascii: ".") {
-                    let length = index - start
-                    if length == 0 { return index == bytes.count && index > 0 ? labels : nil }
-                    guard length <= maximumLabelLength else { return nil }
+            for index in 0...bytes.count where index == bytes.count || bytes[index] == UInt8(ascii: ".") {
+                let length = index - start
+                // Only the root after a trailing dot is empty.
+                if length > 0 {
                     labels.append(
                         [UInt8](unsafeUninitializedCapacity: length) { label, count in
                             for offset in 0..<length { label[offset] = lowercased(bytes[start + offset]) }
                             count = length
                         })
-                    start = index + 1
-                    index += 1
-                    continue
                 }
-                let byte = bytes[index]
-                guard (byte >= 0x61 && byte <= 0x7A) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x30 && byte <= 0x39)
-                    || byte == 0x2D || byte == 0x5F
-                else { return nil }
-                index += 1
+                start = index + 1
             }
             return labels
         } ?? nil
@@ -158,28 +176,7 @@ public struct DNSName: Hashable, Sendable, CustomStringConvertible {
     /// parser handles. Equal to `DNSName(text).text` whenever it is not nil.
     public static func plainNormalized(_ text: String) -> String? {
         let result: (needsCopy: Bool, absolute: Bool)? = text.utf8.withContiguousStorageIfAvailable { bytes in
-            guard !bytes.isEmpty, bytes[0] != UInt8(ascii: ".") else { return nil }
-            var label = 0
-            var upper = false
-            for byte in bytes {
-                if byte == UInt8(ascii: ".") {
-                    guard label > 0 else { return nil }
-                    label = 0
-                    continue
-                }
-                let lower = byte >= 0x61 && byte <= 0x7A
-                let capital = byte >= 0x41 && byte <= 0x5A
-                guard lower || capital || (byte >= 0x30 && byte <= 0x39) || byte == 0x2D || byte == 0x5F else {
-                    return nil
-                }
-                upper = upper || capital
-                label += 1
-                guard label <= maximumLabelLength else { return nil }
-            }
-            let absolute = bytes.last == UInt8(ascii: ".")
-            // Wire length: the text's octets, one more leading length octet, one more root if not absolute.
-            guard bytes.count + (absolute ? 1 : 2) <= maximumWireLength else { return nil }
-            return (upper || !absolute, absolute)
+            plainShape(bytes).map { shape in (shape.upper || !shape.absolute, shape.absolute) }
         } ?? nil
         // nil: not plain, or not contiguous (a bridged string): the full parser decides.
         guard let result else { return nil }
@@ -195,27 +192,11 @@ public struct DNSName: Hashable, Sendable, CustomStringConvertible {
     /// for anything else, which the full parser handles. When true, the bytes equal `DNSName(text).wire`.
     public static func appendPlainWire(_ text: String, to out: inout [UInt8]) -> Bool {
         text.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
-            guard !bytes.isEmpty, bytes[0] != UInt8(ascii: "."),
-                bytes.count + (bytes.last == UInt8(ascii: ".") ? 1 : 2) <= maximumWireLength
-            else { return false }
-            // One pass to check (nothing is written for a name the full parser must handle), one to write.
-            var label = 0
-            for byte in bytes {
-                if byte == UInt8(ascii: ".") {
-                    guard label > 0 else { return false }
-                    label = 0
-                    continue
-                }
-                guard (byte >= 0x61 && byte <= 0x7A) || (byte >= 0x41 && byte <= 0x5A)
-                    || (byte >= 0x30 && byte <= 0x39) || byte == 0x2D || byte == 0x5F
-                else { return false }
-                label += 1
-                guard label <= maximumLabelLength else { return false }
-            }
+            guard let shape = plainShape(bytes) else { return false }
             // Each dot becomes the length octet of the label after it; a leading one is added, and the root octet
             // unless the text ends with a dot (which then becomes it).
             let base = out.count
-            out.append(contentsOf: repeatElement(0, count: bytes.count + (bytes.last == UInt8(ascii: ".") ? 1 : 2)))
+            out.append(contentsOf: repeatElement(0, count: bytes.count + (shape.absolute ? 1 : 2)))
             out.withUnsafeMutableBufferPointer { wire in
                 var lengthAt = base
                 var write = base + 1

@@ -378,12 +378,8 @@ public final class UpstreamClient: DNSTransport, Sendable {
     /// Every upstream as `QueryAttempt.server` names it, in failover order.
     public var upstreamNames: [String] { setup.withLock { $0.targets.map(\.server.description) } }
 
-    /// The first upstream's kept connection's loop (DoT, DoH, a verified DDR designation); nil for plain DNS.
-    ///
-    /// Plain upstreams get no preference; their tasks run where NIO's global-executor hook puts them, as before. (A
-    /// variant that pinned them to loops too was measured only in the private namespace, and the abuse suite's
-    /// fuzzed-traffic test timed out on some checks with it; it timed out with and without it later, so the
-    /// smaller change was kept.)
+    /// The first upstream's kept connection's loop (DoT, DoH, a verified DDR designation); nil for plain DNS, whose
+    /// tasks run where NIO's global-executor hook puts them.
     public var preferredExecutor: (any TaskExecutor)? {
         setup.withLock { $0.targets.first?.transport.connectionExecutor }
     }
