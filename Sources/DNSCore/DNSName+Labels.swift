@@ -115,6 +115,23 @@ extension DNSName {
         }
     }
 
+    /// The offset just past the uncompressed name at `offset`, or nil where ``readLabels(_:at:end:)`` would throw:
+    /// the same checks (truncation, compression or extended labels, over 255 octets) without copying a label.
+    package static func skipUncompressed(_ bytes: [UInt8], at offset: Int, end: Int) -> Int? {
+        let end = min(end, bytes.count)
+        var position = offset
+        var wireLength = 1
+        while position < end {
+            let length = Int(bytes[position])
+            position += 1
+            if length == 0 { return position }
+            wireLength += 1 + length
+            guard length & 0xC0 == 0, wireLength <= maximumWireLength, position + length <= end else { return nil }
+            position += length
+        }
+        return nil
+    }
+
     /// The labels of `bytes` holding exactly one uncompressed name (a PTR's RDATA), case kept.
     /// - Throws: `DNSWireError` as ``readLabels(_:at:end:)``, or for bytes after the root label.
     public static func labels(wire bytes: [UInt8]) throws(DNSWireError) -> [[UInt8]] {

@@ -68,13 +68,26 @@ extension ResourceRecord {
     }
 }
 
+extension ResourceRecord {
+    /// The MINIMUM field of an SOA record, or nil where ``soa()`` would throw: the two names are checked and
+    /// skipped, not decoded (a negative answer needs only this field, once per miss).
+    public func soaMinimum() -> UInt32? {
+        guard type == .soa, let afterMname = DNSName.skipUncompressed(rdata, at: 0, end: rdata.count),
+            let afterRname = DNSName.skipUncompressed(rdata, at: afterMname, end: rdata.count),
+            rdata.count - afterRname == 20
+        else { return nil }
+        let at = rdata.count - 4
+        return UInt32(rdata[at]) << 24 | UInt32(rdata[at + 1]) << 16 | UInt32(rdata[at + 2]) << 8 | UInt32(rdata[at + 3])
+    }
+}
+
 extension DNSMessage {
     /// How long a negative answer (NXDOMAIN or NODATA) may be cached: the smaller of the authority SOA's TTL
     /// and its MINIMUM field (RFC 2308 §5), or `nil` when the authority section has no usable SOA (then the
     /// answer must not be cached, RFC 2308 §5).
     public var negativeCacheTTL: UInt32? {
         for record in authority where record.type == .soa {
-            if let soa = try? record.soa() { return min(record.ttl, soa.minimum) }
+            if let minimum = record.soaMinimum() { return min(record.ttl, minimum) }
         }
         return nil
     }

@@ -290,6 +290,42 @@ struct WireTests {
         }
     }
 
+    /// Negative caching reads only MINIMUM (`soaMinimum`, names skipped): it must agree with the full `soa()`
+    /// decoder on every RDATA, valid or not (truncated, compressed, extended labels, names over 255 octets,
+    /// bytes missing or left over).
+    @Test("The SOA MINIMUM fast path agrees with the full decoder")
+    func soaMinimumAgreesWithSOA() {
+        var generator = SystemRandomNumberGenerator()
+        let valid = TestMessage.name("ns.example.com") + TestMessage.name("hostmaster.example.com")
+            + [0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0x0E, 0x10]
+        let label: [UInt8] = [63] + [UInt8](repeating: 0x61, count: 63)
+        let long: [UInt8] = label + label + label + label + [0]
+        let twenty = [UInt8](repeating: 1, count: 20)
+        var cases: [[UInt8]] = [valid, Array(valid.dropLast()), valid + [0], [0, 0] + twenty, [0xC0, 0x0C, 0] + twenty,
+            [0x41, 0, 0] + twenty, long + [0] + twenty, [], [0]]
+        for _ in 0..<20_000 {
+            var rdata = valid
+            for _ in 0..<Int.random(in: 1...3, using: &generator) {
+                switch Int.random(in: 0..<3, using: &generator) {
+                case 0: rdata[Int.random(in: 0..<rdata.count, using: &generator)] = UInt8.random(in: 0...255, using: &generator)
+                case 1: if !rdata.isEmpty { rdata.remove(at: Int.random(in: 0..<rdata.count, using: &generator)) }
+                default: rdata.insert(UInt8.random(in: 0...70, using: &generator), at: Int.random(in: 0...rdata.count, using: &generator))
+                }
+            }
+            cases.append(rdata)
+        }
+        var agreedValid = 0
+        for rdata in cases {
+            let record = ResourceRecord(name: "x.", type: .soa, ttl: 1, rdata: rdata)
+            let full = try? record.soa().minimum
+            #expect(record.soaMinimum() == full, "\(rdata)")
+            if full != nil { agreedValid += 1 }
+        }
+        #expect(agreedValid > 100, "the mutations must leave some SOAs valid")
+        #expect(ResourceRecord(name: "x.", type: .soa, ttl: 1, rdata: valid).soaMinimum() == 3600)
+        #expect(ResourceRecord(name: "x.", type: .a, ttl: 1, rdata: valid).soaMinimum() == nil)
+    }
+
     @Test("Types, classes and rcodes print their mnemonics")
     func mnemonics() {
         #expect(RRType.https.description == "HTTPS")

@@ -21,6 +21,8 @@ public final class DNSSECValidator: Sendable {
     }
     private let settings: Mutex<Settings>
     private let statistics: Mutex<DNSSECStatistics>
+    /// allow-downgrade's verdicts for upstreams not shown capable (``verdictWithoutData(upstream:)``).
+    private let downgradeVerdicts = Mutex<[DowngradeKey: DNSSECValidation]>([:])
     private let now: @Sendable () -> Date
 
     public init(mode: DNSSECMode, anchors: TrustAnchors = .builtIn, now: @escaping @Sendable () -> Date = { Date() }) {
@@ -89,21 +91,43 @@ public final class DNSSECValidator: Sendable {
 
     // MARK: - Entry point
 
+    /// The verdict that does not depend on the answer: validation off, or allow-downgrade and an upstream the probe
+    /// has not shown to pass DNSSEC data. Nil when the answer itself must be validated. Synchronous, so that the
+    /// resolver's miss pays no async call for it; the verdict (its reason names the upstream) is made once per
+    /// upstream and state, not per answer.
+    func verdictWithoutData(upstream: String?) -> DNSSECValidation? {
+        switch mode {
+        case .no: return Self.off
+        case .yes: return nil
+        case .allowDowngrade:
+            let capability = statistics.withLock { $0.upstreamStates.capability(of: upstream) }
+            if capability == .capable { return nil }
+            let key = DowngradeKey(upstream: upstream, capability: capability)
+            return downgradeVerdicts.withLock { verdicts in
+                if let known = verdicts[key] { return known }
+                let verdict = DNSSECValidation.insecure(
+                    "allow-downgrade: upstream \(upstream ?? "?") is \(capability.rawValue) (not shown to pass DNSSEC data)")
+                if verdicts.count >= 64 { verdicts.removeAll() }
+                verdicts[key] = verdict
+                return verdict
+            }
+        }
+    }
+
+    private static let off = DNSSECValidation.insecure("validation is off")
+
+    private struct DowngradeKey: Hashable {
+        var upstream: String?
+        var capability: UpstreamDNSSECCapability
+    }
+
     /// The verdict for an upstream answer to (name, type).
     /// - Parameter upstream: the upstream that sent it (`QueryAttempt.server`): in allow-downgrade, only answers
     ///   from an upstream the probe showed `capable` are validated.
     func validate(
         _ answer: CacheAnswer<CachedRRset>, name: String, type: RRType, upstream: String?, fetcher: any DNSSECFetcher
     ) async -> DNSSECValidation {
-        let mode = self.mode
-        if mode == .no { return .insecure("validation is off") }
-        if mode == .allowDowngrade {
-            let capability = statistics.withLock { $0.upstreamStates.capability(of: upstream) }
-            if capability != .capable {
-                return .insecure(
-                    "allow-downgrade: upstream \(upstream ?? "?") is \(capability.rawValue) (not shown to pass DNSSEC data)")
-            }
-        }
+        if let verdict = verdictWithoutData(upstream: upstream) { return verdict }
         let verdict: DNSSECValidation
         switch answer {
         case .positive(let rrset):

@@ -64,7 +64,7 @@ public final class DNSResolver: Sendable {
     /// Bumped by every probe loop started (start, Reload): an older loop stops retrying.
     private let probeGeneration = Atomic<UInt64>(0)
     /// Recent negative-answer payloads (SOA and proofs), shared by every entry that carries the same one.
-    private let negativePayloads = Mutex<[CachedRRset: CachedRRset]>([:])
+    private let negativePayloads = Mutex<[NegativePayloadKey: CachedRRset]>([:])
 
     /// Creates a resolver.
     /// - Parameters:
@@ -753,8 +753,13 @@ public final class DNSResolver: Sendable {
             // Validated once, here, on store: every hit reads the verdict (docs/DNSSEC.md).
             // The upstream that sent this reply (the last try's): allow-downgrade validates it only when the probe
             // showed that upstream passes DNSSEC data.
-            let validation = await validator.validate(
-                answer, name: key.name, type: type, upstream: exchange.attempts.last?.server, fetcher: self)
+            let upstream = exchange.attempts.last?.server
+            let validation: DNSSECValidation
+            if let known = validator.verdictWithoutData(upstream: upstream) {
+                validation = known
+            } else {
+                validation = await validator.validate(answer, name: key.name, type: type, upstream: upstream, fetcher: self)
+            }
             if validation.isUnreachable {
                 return .failure(
                     ResolverError(
@@ -847,7 +852,7 @@ public final class DNSResolver: Sendable {
     /// RFC 2308 §5: the negative TTL is the smaller of the SOA's TTL and its MINIMUM field.
     static func negativeTTL(_ authority: [ResourceRecord]) -> UInt32? {
         for record in authority where record.type == .soa {
-            if let soa = try? record.soa() { return min(record.ttl, soa.minimum) }
+            if let minimum = record.soaMinimum() { return min(record.ttl, minimum) }
         }
         return nil
     }
@@ -857,13 +862,15 @@ public final class DNSResolver: Sendable {
     func negativeAuthority(_ authority: [ResourceRecord], dnssecOK: Bool) -> CachedRRset? {
         let kept = authority.filter { $0.type == .soa || (dnssecOK && EncodedSections.isDNSSEC($0.type)) }
         if kept.isEmpty && !dnssecOK { return nil }
-        let fresh = CachedRRset(records: [], authority: kept, dnssecOK: dnssecOK)
         // Every NXDOMAIN and NODATA of a zone carries the same SOA: keep its storage once (a cache full of
-        // negative answers would otherwise hold 100,000 copies of it).
+        // negative answers would otherwise hold 100,000 copies of it), found by the records it is made of, so
+        // that a known one is not encoded again.
+        let key = NegativePayloadKey(authority: kept, dnssecOK: dnssecOK)
         let shared = negativePayloads.withLock { payloads -> CachedRRset in
-            if let known = payloads[fresh] { return known }
+            if let known = payloads[key] { return known }
             if payloads.count >= 256 { payloads.removeAll(keepingCapacity: true) }
-            payloads[fresh] = fresh
+            let fresh = CachedRRset(records: [], authority: kept, dnssecOK: dnssecOK)
+            payloads[key] = fresh
             return fresh
         }
         return CachedRRset(sharingDataOf: shared)
@@ -922,4 +929,10 @@ public final class DNSResolver: Sendable {
         let elapsed = ContinuousClock.now - start
         return Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
     }
+}
+
+/// What a shared negative payload is made of (``DNSResolver/negativeAuthority(_:dnssecOK:)``).
+struct NegativePayloadKey: Hashable, Sendable {
+    var authority: [ResourceRecord]
+    var dnssecOK: Bool
 }

@@ -49,7 +49,9 @@ final class DoTSession: TLSSession, @unchecked Sendable {
         var frame = channel.allocator.buffer(capacity: query.wire.count + 2)
         frame.writeInteger(UInt16(truncatingIfNeeded: query.wire.count))
         frame.writeBytes(query.wire)
-        channel.write(frame).whenFailure { error in promise.succeed(.failed("send: \(error)")) }
+        // No write promise: a write fails only with its connection (the TLS handler closes it on any failure,
+        // NIO on a socket error), and the pool then ends every try on it with the reason.
+        channel.write(frame, promise: nil)
         if !flushPending {
             flushPending = true
             // Runs after the tasks already queued on the loop: the other queries of this tick are written by then.

@@ -27,24 +27,28 @@ enum EDNSPadding {
         let rdLengthAt = optStart + 9
         let rdLength = Int(wire[rdLengthAt]) << 8 | Int(wire[rdLengthAt + 1])
         guard wire.count == optStart + 11 + rdLength else { return nil }
-        var out = wire
-        if keepalive { appendOption(&out, code: keepaliveCode, value: []) }
-        let unpadded = out.count + 4
+        // The final size is known first: one allocation, no array for the option values.
+        let keepaliveLength = keepalive ? 4 : 0
+        let unpadded = wire.count + keepaliveLength + 4
         let fill = (block - unpadded % block) % block
-        appendOption(&out, code: paddingCode, value: [UInt8](repeating: 0, count: fill))
-        let newLength = out.count - (optStart + 11)
+        let newLength = rdLength + keepaliveLength + 4 + fill
         guard newLength <= Int(UInt16.max) else { return nil }
+        var out: [UInt8] = []
+        out.reserveCapacity(unpadded + fill)
+        out.append(contentsOf: wire)
+        if keepalive { appendOptionHeader(&out, code: keepaliveCode, length: 0) }
+        appendOptionHeader(&out, code: paddingCode, length: fill)
+        out.append(contentsOf: repeatElement(0, count: fill))
         out[rdLengthAt] = UInt8(newLength >> 8)
         out[rdLengthAt + 1] = UInt8(newLength & 0xFF)
         return out
     }
 
-    private static func appendOption(_ out: inout [UInt8], code: UInt16, value: [UInt8]) {
+    private static func appendOptionHeader(_ out: inout [UInt8], code: UInt16, length: Int) {
         out.append(UInt8(code >> 8))
         out.append(UInt8(code & 0xFF))
-        out.append(UInt8(value.count >> 8))
-        out.append(UInt8(value.count & 0xFF))
-        out.append(contentsOf: value)
+        out.append(UInt8(length >> 8))
+        out.append(UInt8(length & 0xFF))
     }
 }
 

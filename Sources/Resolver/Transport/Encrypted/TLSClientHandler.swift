@@ -151,7 +151,7 @@ final class TLSClientHandler: ChannelDuplexHandler, RemovableChannelHandler {
         guard state == .ready else { return }
         let queued = waiting
         waiting = []
-        for (buffer, promise) in queued { encrypt(buffer, promise: promise) }
+        for (buffer, promise) in queued where state == .ready { encrypt(buffer, promise: promise, context: context) }
         if flushAsked {
             flushAsked = false
             sendCiphertext(context: context)
@@ -201,7 +201,7 @@ final class TLSClientHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let buffer = unwrapOutboundIn(data)
         switch state {
         case .idle, .handshaking: waiting.append((buffer, promise))
-        case .ready: encrypt(buffer, promise: promise)
+        case .ready: encrypt(buffer, promise: promise, context: context)
         case .closed: promise?.fail(ChannelError.ioOnClosedChannel)
         }
     }
@@ -226,7 +226,10 @@ final class TLSClientHandler: ChannelDuplexHandler, RemovableChannelHandler {
         context.close(mode: mode, promise: promise)
     }
 
-    private func encrypt(_ buffer: ByteBuffer, promise: EventLoopPromise<Void>?) {
+    /// Encrypts one write. A failure ends the connection (OpenSSL's state is then unusable): the write's promise
+    /// and every other waiting one fail and the channel closes, so a writer without a promise (a DoT query) learns
+    /// of it from the close.
+    private func encrypt(_ buffer: ByteBuffer, promise: EventLoopPromise<Void>?, context: ChannelHandlerContext) {
         guard let connection else {
             promise?.fail(ChannelError.ioOnClosedChannel)
             return
@@ -236,7 +239,9 @@ final class TLSClientHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 ctls_write(connection, bytes.bindMemory(to: UInt8.self).baseAddress, bytes.count)
             }
             guard written == buffer.readableBytes else {
-                promise?.fail(failure(connection, verification: false))
+                let error = failure(connection, verification: false)
+                promise?.fail(error)
+                failed(context: context, error)
                 return
             }
         }
