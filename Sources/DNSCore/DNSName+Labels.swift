@@ -144,30 +144,55 @@ extension DNSName {
     /// backslash (as BIND and ldns print them), other printable ASCII kept, every other byte as `\DDD`.
     public static func canonicalText(_ labels: [[UInt8]]) -> String {
         if labels.isEmpty { return "." }
-        var out: [UInt8] = []
-        out.reserveCapacity(labels.reduce(0) { $0 + $1.count + 1 })
+        // Measured first, then written into the string's own storage: one allocation (none up to 15 bytes).
+        var count = 0
         for label in labels {
-            for octet in label { appendCanonical(octet, to: &out) }
-            out.append(UInt8(ascii: "."))
+            for octet in label { count += canonicalLength(octet) }
+            count += 1
         }
-        return String(decoding: out, as: UTF8.self)
+        return String(unsafeUninitializedCapacity: count) { out in
+            var index = 0
+            for label in labels {
+                for octet in label { index = writeCanonical(octet, to: out, at: index) }
+                out[index] = UInt8(ascii: ".")
+                index += 1
+            }
+            return index
+        }
     }
 
-    /// One octet of a label as ``canonicalText(_:)`` writes it (the reply parser writes owner names with it too).
+    /// How many bytes one octet of a label takes in ``canonicalText(_:)`` (the reply parser writes owner names
+    /// the same way): 2 for an escaped special, 1 for other printable ASCII, 4 for `\DDD`.
     @inline(__always)
-    package static func appendCanonical(_ octet: UInt8, to out: inout [UInt8]) {
+    package static func canonicalLength(_ octet: UInt8) -> Int {
         switch octet {
         case UInt8(ascii: "."), UInt8(ascii: "\\"), UInt8(ascii: "\""), UInt8(ascii: "("),
             UInt8(ascii: ")"), UInt8(ascii: ";"), UInt8(ascii: "@"), UInt8(ascii: "$"):
-            out.append(UInt8(ascii: "\\"))
-            out.append(octet)
+            2
+        case 0x21...0x7E: 1
+        default: 4
+        }
+    }
+
+    /// Writes one octet of a label as ``canonicalText(_:)`` does into storage with room for
+    /// ``canonicalLength(_:)`` bytes at `index`; returns the index after them.
+    @inline(__always)
+    package static func writeCanonical(_ octet: UInt8, to out: UnsafeMutableBufferPointer<UInt8>, at index: Int) -> Int {
+        switch octet {
+        case UInt8(ascii: "."), UInt8(ascii: "\\"), UInt8(ascii: "\""), UInt8(ascii: "("),
+            UInt8(ascii: ")"), UInt8(ascii: ";"), UInt8(ascii: "@"), UInt8(ascii: "$"):
+            out[index] = UInt8(ascii: "\\")
+            out[index + 1] = octet
+            return index + 2
         case 0x21...0x7E:
-            out.append(lowercased(octet))
+            out[index] = lowercased(octet)
+            return index + 1
         default:
-            out.append(UInt8(ascii: "\\"))
-            out.append(48 + octet / 100)
-            out.append(48 + (octet / 10) % 10)
-            out.append(48 + octet % 10)
+            out[index] = UInt8(ascii: "\\")
+            out[index + 1] = 48 + octet / 100
+            out[index + 2] = 48 + (octet / 10) % 10
+            out[index + 3] = 48 + octet % 10
+            return index + 4
         }
     }
 

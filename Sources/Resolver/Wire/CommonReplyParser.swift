@@ -23,11 +23,8 @@ enum CommonReplyParser {
             var edns: EDNSInfo?
             var extendedRCode: UInt8 = 0
             var sections: [[ResourceRecord]] = [[], [], []]
-            let counts = [header.answerCount, header.authorityCount, header.additionalCount]
             for section in 0..<3 {
-                let count = Int(counts[section])
-                guard count > 0 else { continue }
-                sections[section].reserveCapacity(count)
+                let count = Int(section == 0 ? header.answerCount : section == 1 ? header.authorityCount : header.additionalCount)
                 for _ in 0..<count {
                     let ownerStart = reader.position
                     guard let name = reader.ownerText(), let type = reader.uint16(), let rrClass = reader.uint16(),
@@ -47,6 +44,8 @@ enum CommonReplyParser {
                         continue
                     }
                     guard let rdata = reader.rdata(type: type, end: end) else { return nil }
+                    // Room for the section at its first record (an additional section of only the OPT needs none).
+                    if sections[section].isEmpty { sections[section].reserveCapacity(count) }
                     sections[section].append(
                         ResourceRecord(
                             normalizedName: name, type: RRType(type), class: RRClass(rrClass), ttl: ttl, rdata: rdata))
@@ -116,15 +115,32 @@ enum CommonReplyParser {
 
         /// An owner name as ``DNSName/text`` writes it: lowercased, escaped, absolute.
         mutating func ownerText() -> String? {
-            var text: [UInt8] = []
-            text.reserveCapacity(64)
+            // Measured in one walk, written in a second straight into the string's storage: one allocation for
+            // the name (none up to 15 bytes) instead of a byte array grown and then copied.
             let bytes = self.bytes
-            let ok = walkName { start, length in
-                for offset in start..<(start + length) { DNSName.appendCanonical(bytes[offset], to: &text) }
-                text.append(UInt8(ascii: "."))
+            let start = position
+            var count = 0
+            let ok = walkName { labelStart, length in
+                for offset in labelStart..<(labelStart + length) { count += DNSName.canonicalLength(bytes[offset]) }
+                count += 1
             }
             guard ok else { return nil }
-            return text.isEmpty ? "." : String(decoding: text, as: UTF8.self)
+            if count == 0 { return "." }
+            let end = position
+            position = start
+            let text = String(unsafeUninitializedCapacity: count) { out in
+                var index = 0
+                _ = walkName { labelStart, length in
+                    for offset in labelStart..<(labelStart + length) {
+                        index = DNSName.writeCanonical(bytes[offset], to: out, at: index)
+                    }
+                    out[index] = UInt8(ascii: ".")
+                    index += 1
+                }
+                return index
+            }
+            position = end
+            return text
         }
 
         /// A name inside RDATA, expanded, its case kept, appended to `out`.

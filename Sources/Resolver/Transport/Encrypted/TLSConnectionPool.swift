@@ -75,7 +75,7 @@ final class TLSConnectionPool<Session: TLSSession>: EncryptedConnection, @unchec
     private var backoff = ReconnectBackoff()
 
     /// One TLS connection and the tries on it. @unchecked Sendable: used on `loop` only.
-    private final class Link: @unchecked Sendable {
+    private final class Link: TryHolder, @unchecked Sendable {
         let session: Session
         var channel: (any Channel)?
         var ready = false
@@ -92,9 +92,13 @@ final class TLSConnectionPool<Session: TLSSession>: EncryptedConnection, @unchec
         var idleSince = NIODeadline.now()
 
         init(session: Session) { self.session = session }
+
+        func timedOut(_ number: Int) { tries[number]?.succeed(.timedOut) }
     }
 
     private var serial = 0
+    /// When each try times out; one timer for all of them instead of one scheduled and cancelled per query.
+    private lazy var deadlines = TryDeadlines<Link>(loop: loop)
 
     init(
         server: UpstreamServer, address: SocketAddress, tls: TLSClientContext, statistics: UpstreamStatistics,
@@ -132,12 +136,11 @@ final class TLSConnectionPool<Session: TLSSession>: EncryptedConnection, @unchec
             return
         }
         guard let link = pick(timeout: timeout, promise: promise) else { return }
-        let deadline = loop.scheduleTask(in: timeout) { promise.succeed(.timedOut) }
         serial &+= 1
         let number = serial
         link.tries[number] = promise
+        deadlines.add(.now() + timeout, link: link, number: number)
         promise.futureResult.whenComplete { _ in
-            deadline.cancel()
             link.tries[number] = nil
             if link.tries.isEmpty {
                 link.idleSince = .now()
@@ -423,4 +426,62 @@ extension ExchangeOutcome {
         case .cancelled: "cancelled"
         }
     }
+}
+
+/// The deadlines of a pool's tries, in order, with one timer armed for the earliest (an event loop's timer costs
+/// an allocation, a heap insert and a cancel per query; here a try costs an append). A due entry whose try has
+/// ended already (its number no longer in its link's `tries`) is dropped; one still waiting gets
+/// ``ExchangeOutcome/timedOut``. Used on the pool's loop only.
+final class TryDeadlines<Link: AnyObject & TryHolder> {
+    private let loop: any EventLoop
+    private var entries: [(at: NIODeadline, link: Link, number: Int)] = []
+    private var head = 0
+    private var timer: Scheduled<Void>?
+    private var timerAt: NIODeadline?
+
+    init(loop: any EventLoop) {
+        self.loop = loop
+    }
+
+    func add(_ at: NIODeadline, link: Link, number: Int) {
+        // Nearly always the latest (every try of an upstream has the same timeout): an append.
+        var index = entries.endIndex
+        while index > head, entries[index - 1].at > at { index -= 1 }
+        entries.insert((at, link, number), at: index)
+        if let timerAt, timerAt <= at { return }
+        arm(at)
+    }
+
+    private func arm(_ at: NIODeadline) {
+        timer?.cancel()
+        timerAt = at
+        // Holds this object until it fires: tries still waiting time out even after the pool is let go.
+        timer = loop.scheduleTask(deadline: at) { self.due() }
+    }
+
+    private func due() {
+        timer = nil
+        timerAt = nil
+        let now = NIODeadline.now()
+        while head < entries.count, entries[head].at <= now {
+            let (_, link, number) = entries[head]
+            head += 1
+            link.timedOut(number)
+        }
+        if head == entries.count {
+            entries.removeAll(keepingCapacity: entries.count <= 1024)
+            head = 0
+            return
+        }
+        if head >= 256, head * 2 >= entries.count {
+            entries.removeFirst(head)
+            head = 0
+        }
+        arm(entries[head].at)
+    }
+}
+
+/// What ``TryDeadlines`` asks of a connection: end a try that is still waiting.
+protocol TryHolder {
+    func timedOut(_ number: Int)
 }
