@@ -98,7 +98,7 @@ final class TLSConnectionPool<Session: TLSSession>: EncryptedConnection, @unchec
 
     private var serial = 0
     /// When each try times out; one timer for all of them instead of one scheduled and cancelled per query.
-    private lazy var deadlines = TryDeadlines<Link>(loop: loop)
+    private lazy var deadlines = TryDeadlines(loop: loop)
 
     init(
         server: UpstreamServer, address: SocketAddress, tls: TLSClientContext, statistics: UpstreamStatistics,
@@ -139,7 +139,7 @@ final class TLSConnectionPool<Session: TLSSession>: EncryptedConnection, @unchec
         serial &+= 1
         let number = serial
         link.tries[number] = promise
-        deadlines.add(.now() + timeout, link: link, number: number)
+        deadlines.add(loop.now + timeout, link: link, number: number)
         promise.futureResult.whenComplete { _ in
             link.tries[number] = nil
             if link.tries.isEmpty {
@@ -432,9 +432,15 @@ extension ExchangeOutcome {
 /// an allocation, a heap insert and a cancel per query; here a try costs an append). A due entry whose try has
 /// ended already (its number no longer in its link's `tries`) is dropped; one still waiting gets
 /// ``ExchangeOutcome/timedOut``. Used on the pool's loop only.
-final class TryDeadlines<Link: AnyObject & TryHolder> {
+final class TryDeadlines {
+    // Not generic (the pool is): a generic one paid for runtime metadata and unspecialized array code per query.
+    private struct Entry {
+        var at: NIODeadline
+        var link: any TryHolder
+        var number: Int
+    }
     private let loop: any EventLoop
-    private var entries: [(at: NIODeadline, link: Link, number: Int)] = []
+    private var entries: [Entry] = []
     private var head = 0
     private var timer: Scheduled<Void>?
     private var timerAt: NIODeadline?
@@ -443,11 +449,11 @@ final class TryDeadlines<Link: AnyObject & TryHolder> {
         self.loop = loop
     }
 
-    func add(_ at: NIODeadline, link: Link, number: Int) {
+    func add(_ at: NIODeadline, link: any TryHolder, number: Int) {
         // Nearly always the latest (every try of an upstream has the same timeout): an append.
         var index = entries.endIndex
         while index > head, entries[index - 1].at > at { index -= 1 }
-        entries.insert((at, link, number), at: index)
+        entries.insert(Entry(at: at, link: link, number: number), at: index)
         if let timerAt, timerAt <= at { return }
         arm(at)
     }
@@ -462,11 +468,11 @@ final class TryDeadlines<Link: AnyObject & TryHolder> {
     private func due() {
         timer = nil
         timerAt = nil
-        let now = NIODeadline.now()
+        let now = loop.now
         while head < entries.count, entries[head].at <= now {
-            let (_, link, number) = entries[head]
+            let entry = entries[head]
             head += 1
-            link.timedOut(number)
+            entry.link.timedOut(entry.number)
         }
         if head == entries.count {
             entries.removeAll(keepingCapacity: entries.count <= 1024)
@@ -482,6 +488,6 @@ final class TryDeadlines<Link: AnyObject & TryHolder> {
 }
 
 /// What ``TryDeadlines`` asks of a connection: end a try that is still waiting.
-protocol TryHolder {
+protocol TryHolder: AnyObject {
     func timedOut(_ number: Int)
 }
