@@ -230,6 +230,10 @@ int ctls_write(ctls_connection *connection, const uint8_t *bytes, size_t length)
 
 size_t ctls_pending(ctls_connection *connection) { return BIO_ctrl_pending(connection->out); }
 
+size_t ctls_readable(ctls_connection *connection) {
+    return (size_t)SSL_pending(connection->ssl) + BIO_ctrl_pending(connection->in);
+}
+
 size_t ctls_take(ctls_connection *connection, uint8_t *buffer, size_t capacity) {
     int n = BIO_read(connection->out, buffer, capacity > 1 << 30 ? 1 << 30 : (int)capacity);
     return n > 0 ? (size_t)n : 0;

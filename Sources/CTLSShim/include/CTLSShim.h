@@ -49,6 +49,10 @@ int ctls_write(ctls_connection *connection, const uint8_t *bytes, size_t length)
 size_t ctls_pending(ctls_connection *connection);
 size_t ctls_take(ctls_connection *connection, uint8_t *buffer, size_t capacity);
 
+/// Bytes a read may still turn into plaintext: decrypted and not yet read, plus ciphertext not yet processed.
+/// Zero means `ctls_read` can return nothing new (so it need not be called) and bounds what one read returns.
+size_t ctls_readable(ctls_connection *connection);
+
 /// Queues a close_notify alert (take it with ctls_take).
 void ctls_shutdown(ctls_connection *connection);
 

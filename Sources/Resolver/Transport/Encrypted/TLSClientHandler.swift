@@ -162,9 +162,18 @@ final class TLSClientHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     private func readPlaintext(context: ChannelHandlerContext) {
         while state == .ready, let connection {
-            var buffer = context.channel.allocator.buffer(capacity: 16_384)
+            // Nothing buffered: no read can give anything (a DoT reply is one record, so this saves a second,
+            // empty read per reply). Otherwise what is buffered bounds the plaintext, so a reply gets a buffer of
+            // its own size instead of 16 KiB (which glibc serves from its slow path).
+            let readable = ctls_readable(connection)
+            if readable == 0 {
+                sendCiphertext(context: context)
+                break
+            }
+            let capacity = min(16_384, max(readable, 512))
+            var buffer = context.channel.allocator.buffer(capacity: capacity)
             var result: Int32 = 0
-            buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: 16_384) { space in
+            buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: capacity) { space in
                 result = ctls_read(connection, space.bindMemory(to: UInt8.self).baseAddress, space.count)
                 return Int(max(result, 0))
             }
