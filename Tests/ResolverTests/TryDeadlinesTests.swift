@@ -13,6 +13,7 @@ import Testing
         func timedOut(_ number: Int) {
             if waiting.remove(number) != nil { timedOut.append(number) }
         }
+        func waits(_ number: Int) -> Bool { waiting.contains(number) }
     }
 
     @Test func waitingTriesTimeOutInDeadlineOrderAndEndedOnesAreLeftAlone() throws {

@@ -94,6 +94,7 @@ final class TLSConnectionPool<Session: TLSSession>: EncryptedConnection, @unchec
         init(session: Session) { self.session = session }
 
         func timedOut(_ number: Int) { tries[number]?.succeed(.timedOut) }
+        func waits(_ number: Int) -> Bool { tries[number] != nil }
     }
 
     private var serial = 0
@@ -429,9 +430,10 @@ extension ExchangeOutcome {
 }
 
 /// The deadlines of a pool's tries, in order, with one timer armed for the earliest (an event loop's timer costs
-/// an allocation, a heap insert and a cancel per query; here a try costs an append). A due entry whose try has
-/// ended already (its number no longer in its link's `tries`) is dropped; one still waiting gets
-/// ``ExchangeOutcome/timedOut``. Used on the pool's loop only.
+/// an allocation, a heap insert and a cancel per query; here a try costs an append). When the timer fires, a due
+/// try still waiting gets ``ExchangeOutcome/timedOut``, tries that ended (their number no longer in their link's
+/// `tries`) are dropped, and the timer is armed for the first try still waiting: under steady traffic it fires
+/// about once per timeout, not once per query. Used on the pool's loop only.
 final class TryDeadlines {
     // Not generic (the pool is): a generic one paid for runtime metadata and unspecialized array code per query.
     private struct Entry {
@@ -469,10 +471,19 @@ final class TryDeadlines {
         timer = nil
         timerAt = nil
         let now = loop.now
-        while head < entries.count, entries[head].at <= now {
+        while head < entries.count {
             let entry = entries[head]
-            head += 1
-            entry.link.timedOut(entry.number)
+            if entry.at <= now {
+                head += 1
+                entry.link.timedOut(entry.number)
+            } else if !entry.link.waits(entry.number) {
+                // Ended already (nearly every try does, long before its deadline): it needs no timer, and
+                // dropping it here lets the next one fire for a try still waiting instead of chasing each
+                // ended one a query apart.
+                head += 1
+            } else {
+                break
+            }
         }
         if head == entries.count {
             entries.removeAll(keepingCapacity: entries.count <= 1024)
@@ -490,4 +501,6 @@ final class TryDeadlines {
 /// What ``TryDeadlines`` asks of a connection: end a try that is still waiting.
 protocol TryHolder: AnyObject {
     func timedOut(_ number: Int)
+    /// Whether the try is still waiting.
+    func waits(_ number: Int) -> Bool
 }
