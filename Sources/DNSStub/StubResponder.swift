@@ -222,8 +222,6 @@ public final class StubResponder: Sendable {
         startTask(later()) {
             var options = options
             options.client = queryClient
-            // This task is never cancelled: the walk asks upstream in it rather than in a task of its own.
-            options.fetchInPlace = true
             return await self.resolve(query, options: options, limit: limit)
         }
         return .pending

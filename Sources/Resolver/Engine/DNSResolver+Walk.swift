@@ -13,10 +13,6 @@ public struct WalkOptions: Sendable {
     public var client: QueryClient?
     /// CD (RFC 4035 §3.2.2): bogus entries are served as they came, and nothing is called secure.
     public var checkingDisabled: Bool
-    /// A hop nobody asks upstream yet is asked in the walk's own task instead of one of its own (other askers of
-    /// the same question join it). Only for a caller whose task is never cancelled during the walk, since its
-    /// joiners share the outcome: the DNS stub's. Default false.
-    public var fetchInPlace = false
 
     public init(
         optimistic: Bool = true, dnssecOK: Bool = false, staleOnFailure: Bool = true, client: QueryClient? = nil,
@@ -185,18 +181,10 @@ extension DNSResolver {
             let key = CacheKey(name: current, type: type.rawValue, dnsClass: rrClass.rawValue)
             var entry = lookupHop(key, type: type, options: options, counting: true, trace: &trace)
             if entry == nil {
-                let outcome: FetchOutcome
-                if options.fetchInPlace {
-                    outcome = await fetchInPlace(
-                        for: key, name: current, type: type, class: rrClass, dnssecOK: options.dnssecOK,
-                        client: options.client)
-                } else {
-                    outcome = await upstreamTask(
-                        for: key, name: current, type: type, class: rrClass, dnssecOK: options.dnssecOK,
-                        isRefresh: false, client: options.client
-                    ).value
-                }
-                switch outcome {
+                let task = upstreamTask(
+                    for: key, name: current, type: type, class: rrClass, dnssecOK: options.dnssecOK,
+                    isRefresh: false, client: options.client)
+                switch await task.value {
                 case .answer(let answer, let ttl, let attempts):
                     trace.provenance.addDNSSEC(answer.payload, stale: false)
                     trace.provenance.sources.insert(.network)
