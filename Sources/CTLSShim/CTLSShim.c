@@ -231,7 +231,11 @@ int ctls_write(ctls_connection *connection, const uint8_t *bytes, size_t length)
 size_t ctls_pending(ctls_connection *connection) { return BIO_ctrl_pending(connection->out); }
 
 size_t ctls_readable(ctls_connection *connection) {
-    return (size_t)SSL_pending(connection->ssl) + BIO_ctrl_pending(connection->in);
+    size_t n = (size_t)SSL_pending(connection->ssl) + BIO_ctrl_pending(connection->in);
+    // Record bytes OpenSSL took from the BIO but has not processed (none without read-ahead, which is off, but a
+    // reply must never wait for the next packet): their size is unknown, so a full record's room.
+    if (n == 0 && SSL_has_pending(connection->ssl)) n = 16384;
+    return n;
 }
 
 size_t ctls_take(ctls_connection *connection, uint8_t *buffer, size_t capacity) {

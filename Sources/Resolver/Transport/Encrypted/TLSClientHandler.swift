@@ -151,7 +151,14 @@ final class TLSClientHandler: ChannelDuplexHandler, RemovableChannelHandler {
         guard state == .ready else { return }
         let queued = waiting
         waiting = []
-        for (buffer, promise) in queued where state == .ready { encrypt(buffer, promise: promise, context: context) }
+        for (buffer, promise) in queued {
+            // A failed write closes the connection; the writes queued after it fail the same way.
+            guard state == .ready else {
+                promise?.fail(ChannelError.ioOnClosedChannel)
+                continue
+            }
+            encrypt(buffer, promise: promise, context: context)
+        }
         if flushAsked {
             flushAsked = false
             sendCiphertext(context: context)
