@@ -91,15 +91,32 @@ extension DNSName {
     public static func readLabels(_ bytes: [UInt8], at offset: Int, end: Int? = nil) throws(DNSWireError)
         -> (labels: [[UInt8]], next: Int)
     {
-        let end = min(end ?? bytes.count, bytes.count)
         var labels: [[UInt8]] = []
+        let next = try walkUncompressed(bytes, at: offset, end: min(end ?? bytes.count, bytes.count)) { start, length in
+            labels.append(Array(bytes[start..<start + length]))
+        }
+        return (labels, next)
+    }
+
+    /// The offset just past the uncompressed name at `offset`, or nil where ``readLabels(_:at:end:)`` would throw:
+    /// the same walk, without copying a label.
+    package static func skipUncompressed(_ bytes: [UInt8], at offset: Int, end: Int) -> Int? {
+        try? walkUncompressed(bytes, at: offset, end: min(end, bytes.count)) { _, _ in }
+    }
+
+    /// The one walk over an uncompressed name behind ``readLabels(_:at:end:)`` and ``skipUncompressed(_:at:end:)``:
+    /// `label` gets each label's offset and length; returns the offset past the root label.
+    @inline(__always)
+    private static func walkUncompressed(
+        _ bytes: [UInt8], at offset: Int, end: Int, _ label: (Int, Int) -> Void
+    ) throws(DNSWireError) -> Int {
         var position = offset
         var wireLength = 1
         while true {
             guard position < end else { throw DNSWireError(.truncated, "name runs past the end of its data") }
             let length = Int(bytes[position])
             position += 1
-            if length == 0 { return (labels, position) }
+            if length == 0 { return position }
             guard length & 0xC0 == 0 else {
                 // RFC 1035 §4.1.4 pointers (0xC0) and RFC 6891 extended label types (0x40, 0x80).
                 throw DNSWireError(
@@ -110,26 +127,9 @@ extension DNSName {
                 throw DNSWireError(.malformedMessage, "name longer than \(maximumWireLength) octets")
             }
             guard position + length <= end else { throw DNSWireError(.truncated, "label runs past the end of its data") }
-            labels.append(Array(bytes[position..<position + length]))
+            label(position, length)
             position += length
         }
-    }
-
-    /// The offset just past the uncompressed name at `offset`, or nil where ``readLabels(_:at:end:)`` would throw:
-    /// the same checks (truncation, compression or extended labels, over 255 octets) without copying a label.
-    package static func skipUncompressed(_ bytes: [UInt8], at offset: Int, end: Int) -> Int? {
-        let end = min(end, bytes.count)
-        var position = offset
-        var wireLength = 1
-        while position < end {
-            let length = Int(bytes[position])
-            position += 1
-            if length == 0 { return position }
-            wireLength += 1 + length
-            guard length & 0xC0 == 0, wireLength <= maximumWireLength, position + length <= end else { return nil }
-            position += length
-        }
-        return nil
     }
 
     /// The labels of `bytes` holding exactly one uncompressed name (a PTR's RDATA), case kept.
@@ -165,12 +165,18 @@ extension DNSName {
     /// the same way): 2 for an escaped special, 1 for other printable ASCII, 4 for `\DDD`.
     @inline(__always)
     package static func canonicalLength(_ octet: UInt8) -> Int {
+        if isEscapedSpecial(octet) { return 2 }
+        return (0x21...0x7E).contains(octet) ? 1 : 4
+    }
+
+    /// The printable octets that presentation format escapes with a backslash (as BIND and ldns print them).
+    @inline(__always)
+    private static func isEscapedSpecial(_ octet: UInt8) -> Bool {
         switch octet {
         case UInt8(ascii: "."), UInt8(ascii: "\\"), UInt8(ascii: "\""), UInt8(ascii: "("),
             UInt8(ascii: ")"), UInt8(ascii: ";"), UInt8(ascii: "@"), UInt8(ascii: "$"):
-            2
-        case 0x21...0x7E: 1
-        default: 4
+            true
+        default: false
         }
     }
 
@@ -178,12 +184,12 @@ extension DNSName {
     /// ``canonicalLength(_:)`` bytes at `index`; returns the index after them.
     @inline(__always)
     package static func writeCanonical(_ octet: UInt8, to out: UnsafeMutableBufferPointer<UInt8>, at index: Int) -> Int {
-        switch octet {
-        case UInt8(ascii: "."), UInt8(ascii: "\\"), UInt8(ascii: "\""), UInt8(ascii: "("),
-            UInt8(ascii: ")"), UInt8(ascii: ";"), UInt8(ascii: "@"), UInt8(ascii: "$"):
+        if isEscapedSpecial(octet) {
             out[index] = UInt8(ascii: "\\")
             out[index + 1] = octet
             return index + 2
+        }
+        switch octet {
         case 0x21...0x7E:
             out[index] = lowercased(octet)
             return index + 1
