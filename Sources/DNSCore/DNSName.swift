@@ -191,33 +191,66 @@ public struct DNSName: Hashable, Sendable, CustomStringConvertible {
     /// ``plainNormalized(_:)`` accepts) to `out`, without building labels; returns false, with `out` untouched,
     /// for anything else, which the full parser handles. When true, the bytes equal `DNSName(text).wire`.
     public static func appendPlainWire(_ text: String, to out: inout [UInt8]) -> Bool {
-        text.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
-            guard let shape = plainShape(bytes) else { return false }
-            // Each dot becomes the length octet of the label after it; a leading one is added, and the root octet
-            // unless the text ends with a dot (which then becomes it).
+        appendPlainWireShape(text, to: &out) != nil
+    }
+
+    /// ``appendPlainWire(_:to:)`` that also gives the normalised text (``plainNormalized(_:)``'s): `text` itself
+    /// when it is lowercase and absolute already, as the miss path's names are; nil, with `out` untouched, for
+    /// anything else.
+    public static func appendPlainWireNormalized(_ text: String, to out: inout [UInt8]) -> String? {
+        guard let shape = appendPlainWireShape(text, to: &out) else { return nil }
+        return shape.upper || !shape.absolute ? plainNormalized(text) : text
+    }
+
+    /// Checks and writes in one pass over the text: each dot becomes the length octet of the label after it, a
+    /// leading one is added, and the root octet unless the text ends with a dot (which then becomes it).
+    private static func appendPlainWireShape(_ text: String, to out: inout [UInt8]) -> (absolute: Bool, upper: Bool)? {
+        text.utf8.withContiguousStorageIfAvailable { bytes -> (absolute: Bool, upper: Bool)? in
+            let count = bytes.count
+            // Wire length: the text's octets, one more leading length octet, one more root if not absolute.
+            guard count > 0, count + 1 <= maximumWireLength, bytes[0] != UInt8(ascii: ".") else { return nil }
+            let absolute = bytes[count - 1] == UInt8(ascii: ".")
+            guard count + (absolute ? 1 : 2) <= maximumWireLength else { return nil }
             let base = out.count
-            out.append(contentsOf: repeatElement(0, count: bytes.count + (shape.absolute ? 1 : 2)))
-            out.withUnsafeMutableBufferPointer { wire in
+            // Room from a zeroed template (a contiguous copy; `repeatElement` goes the generic sequence way).
+            out.append(contentsOf: zeroes[0..<(count + (absolute ? 1 : 2))])
+            let upper = out.withUnsafeMutableBufferPointer { wire -> Bool? in
                 var lengthAt = base
                 var write = base + 1
-                var length: UInt8 = 0
+                var label = 0
+                var upper = false
                 for byte in bytes {
                     if byte == UInt8(ascii: ".") {
-                        wire[lengthAt] = length
+                        guard label > 0 else { return nil }
+                        wire[lengthAt] = UInt8(truncatingIfNeeded: label)
                         lengthAt = write
-                        length = 0
+                        label = 0
                     } else {
-                        wire[write] = lowercased(byte)
-                        length += 1
+                        let lower = byte >= 0x61 && byte <= 0x7A
+                        let capital = byte >= 0x41 && byte <= 0x5A
+                        guard lower || capital || (byte >= 0x30 && byte <= 0x39) || byte == 0x2D || byte == 0x5F
+                        else { return nil }
+                        upper = upper || capital
+                        wire[write] = capital ? byte &+ 32 : byte
+                        label += 1
+                        guard label <= maximumLabelLength else { return nil }
                     }
                     write += 1
                 }
-                // Not absolute: the last label's length, then the root (already 0) at `write`.
-                if length > 0 { wire[lengthAt] = length }
+                // Not absolute: the last label's length; the root after it is a zero of the template.
+                if label > 0 { wire[lengthAt] = UInt8(truncatingIfNeeded: label) }
+                return upper
             }
-            return true
-        } ?? false
+            guard let upper else {
+                out.removeLast(out.count - base)
+                return nil
+            }
+            return (absolute, upper)
+        } ?? nil
     }
+
+    /// Zeroes to grow a wire buffer by a name's length at most.
+    private static let zeroes = [UInt8](repeating: 0, count: maximumWireLength + 1)
 
     /// Normalises presentation text (lowercase, trailing dot) when it is a valid name, else returns it unchanged.
     package static func normalized(_ text: String) -> String {

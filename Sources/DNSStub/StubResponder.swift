@@ -281,7 +281,7 @@ public final class StubResponder: Sendable {
     // MARK: - Unicast: cache, upstream, CNAME chains
 
     /// A miss or a CNAME chain: the one walk fetches what the cache lacks and follows the chain.
-    private func resolve(_ query: StubQuery, options: WalkOptions, limit: Int) async -> [UInt8] {
+    nonisolated(nonsending) private func resolve(_ query: StubQuery, options: WalkOptions, limit: Int) async -> [UInt8] {
         var trace = WalkTrace(keepingSteps: true, keepingDependencies: false)
         do {
             _ = try await resolver.walk(query.nameText, type: query.type, class: query.class, options: options, trace: &trace)

@@ -402,6 +402,10 @@ struct WireTests {
             } else {
                 #expect(out == prefix, "\(text)")
             }
+            // The variant that also normalises: the same bytes, and plainNormalized's text.
+            var normalizedOut = prefix
+            #expect(DNSName.appendPlainWireNormalized(text, to: &normalizedOut) == DNSName.plainNormalized(text), "\(text)")
+            #expect(normalizedOut == out, "\(text)")
         }
         #expect(accepted > 1_000, "the random names must exercise the fast path")
     }

@@ -166,7 +166,7 @@ extension DNSResolver {
     /// (through the in-flight table) for every hop the cache lacks. Refreshes of stale hops are started here.
     /// - Throws: ``ResolverError``: `timeout`, `upstreamFailure` (also for an alias loop or an overlong chain),
     ///   `tooManyQueries`, `invalidName`.
-    public func walk(
+    nonisolated(nonsending) public func walk(
         _ name: String, type: RRType, class rrClass: RRClass = .in, options: WalkOptions, trace: inout WalkTrace
     ) async throws(ResolverError) -> RRsetResult {
         defer {

@@ -621,7 +621,7 @@ public final class DNSResolver: Sendable {
         case .nxdomain: return RRsetResult(answer: .nxdomain, cnames: chain.aliases)
         case .nodata: return RRsetResult(answer: .nodata, cnames: chain.aliases)
         case .positive(let rrset):
-            var local = AliasChain(start: current, maximumHops: configuration.maximumAliasHops)
+            var local = AliasChain(normalizedStart: current, maximumHops: configuration.maximumAliasHops)
             let matching: [ResourceRecord]
             do {
                 matching = try local.followCNAMEs(type: type, in: rrset.records)
@@ -700,11 +700,17 @@ public final class DNSResolver: Sendable {
         return refused ? refusal(name: name, type: type, global: global, client: client) : nil
     }
 
-    private func query(name: String, type: RRType, class rrClass: RRClass, dnssecOK: Bool, key: CacheKey) async
+    nonisolated(nonsending) private func query(
+        name: String, type: RRType, class rrClass: RRClass, dnssecOK: Bool, key: CacheKey
+    ) async
         -> FetchOutcome
     {
         let exchange: DNSExchange
-        let question = DNSQuestion(name: name, type: type, class: rrClass)
+        // On the walk `name` is the chain's current name, the key's: lowercased and absolute already.
+        let question =
+            name == key.name
+            ? DNSQuestion(normalizedName: name, type: type, class: rrClass)
+            : DNSQuestion(name: name, type: type, class: rrClass)
         do {
             exchange = try await transport.query(question, dnssecOK: dnssecOK)
         } catch {

@@ -133,7 +133,7 @@ final class InflightTable<Outcome: Sendable>: Sendable {
     /// removes itself from the table when `body` returns.
     func admit(
         _ key: InflightKey, client: QueryClient?, executor: (any TaskExecutor)? = nil,
-        body: @escaping @Sendable () async -> Outcome
+        body: nonisolated(nonsending) @escaping @Sendable () async -> Outcome
     ) -> Admission {
         state.withLock { state in
             if let running = state.entries[key] {

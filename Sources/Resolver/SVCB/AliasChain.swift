@@ -39,7 +39,12 @@ public struct AliasChain: Hashable, Sendable {
 
     /// Starts a chain at `name`.
     public init(start name: String, maximumHops: Int = defaultMaximumHops) {
-        self.names = [DNSName.normalized(name)]
+        self.init(normalizedStart: DNSName.normalized(name), maximumHops: maximumHops)
+    }
+
+    /// Starts a chain at a name that is lowercased and absolute already (another chain's `current`).
+    init(normalizedStart name: String, maximumHops: Int) {
+        self.names = [name]
         self.maximumHops = maximumHops
     }
 

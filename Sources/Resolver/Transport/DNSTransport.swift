@@ -91,9 +91,9 @@ public struct DNSTransportError: Error, Sendable, CustomStringConvertible {
 ///   NOERROR and NXDOMAIN are final.
 /// - Per-try timeout and tries per upstream come from the transport's configuration.
 public protocol DNSTransport: Sendable {
-    func query(_ question: DNSQuestion) async throws(DNSTransportError) -> DNSExchange
+    nonisolated(nonsending) func query(_ question: DNSQuestion) async throws(DNSTransportError) -> DNSExchange
     /// The same with the DO bit (RFC 3225) set as given, so DNSSEC records come back for clients that ask.
-    func query(_ question: DNSQuestion, dnssecOK: Bool) async throws(DNSTransportError) -> DNSExchange
+    nonisolated(nonsending) func query(_ question: DNSQuestion, dnssecOK: Bool) async throws(DNSTransportError) -> DNSExchange
     /// The upstreams, named as `QueryAttempt.server` names them, in failover order.
     var upstreamNames: [String] { get }
     /// The question to every upstream on its own (no failover between them), for evidence about each one
@@ -120,7 +120,7 @@ public struct UpstreamReply: Sendable {
 
 extension DNSTransport {
     /// Transports that cannot set the DO bit answer without DNSSEC records.
-    public func query(_ question: DNSQuestion, dnssecOK: Bool) async throws(DNSTransportError) -> DNSExchange {
+    nonisolated(nonsending) public func query(_ question: DNSQuestion, dnssecOK: Bool) async throws(DNSTransportError) -> DNSExchange {
         try await query(question)
     }
 

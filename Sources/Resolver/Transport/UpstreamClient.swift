@@ -301,12 +301,12 @@ public final class UpstreamClient: DNSTransport, Sendable {
     ///   every upstream that answered said so.
     /// - Throws: `DNSTransportError` with code `noUpstreams` (no usable upstream), `invalidQuery` (the name cannot
     ///   be encoded) or `timeout` (no acceptable response, or the calling task was cancelled), with the attempts.
-    public func query(_ question: DNSQuestion) async throws(DNSTransportError) -> DNSExchange {
+    nonisolated(nonsending) public func query(_ question: DNSQuestion) async throws(DNSTransportError) -> DNSExchange {
         try await query(question, dnssecOK: false)
     }
 
     /// Like ``query(_:)``, with the DO bit (RFC 3225) set as given.
-    public func query(_ question: DNSQuestion, dnssecOK: Bool) async throws(DNSTransportError) -> DNSExchange {
+    nonisolated(nonsending) public func query(_ question: DNSQuestion, dnssecOK: Bool) async throws(DNSTransportError) -> DNSExchange {
         let (targets, unusable, configuration) = setup.withLock { ($0.targets, $0.unusable, $0.configuration) }
         guard !targets.isEmpty else {
             let detail = unusable.isEmpty ? "" : " (not numeric addresses: \(unusable.joined(separator: ", ")))"
@@ -316,7 +316,7 @@ public final class UpstreamClient: DNSTransport, Sendable {
         // DNSName's parser (escapes, and the error for an invalid name).
         var nameWire: [UInt8] = []
         let nameText: String
-        if let plain = DNSName.plainNormalized(question.name), DNSName.appendPlainWire(plain, to: &nameWire) {
+        if let plain = DNSName.appendPlainWireNormalized(question.name, to: &nameWire) {
             nameText = plain
         } else {
             do {
@@ -456,7 +456,7 @@ public final class UpstreamClient: DNSTransport, Sendable {
     }
 
     /// One UDP try to `target`, and a TCP try when the UDP response is truncated.
-    private func ask(
+    nonisolated(nonsending) private func ask(
         _ target: Target, _ request: Request, _ configuration: Configuration, _ attempts: inout [QueryAttempt]
     ) async -> UpstreamResult {
         var logger = self.logger
@@ -491,9 +491,9 @@ public final class UpstreamClient: DNSTransport, Sendable {
     }
 
     /// Runs one try with a new ID, records it as a `QueryAttempt` and logs it.
-    private func timed(
+    nonisolated(nonsending) private func timed(
         _ transport: QueryTransport, _ target: Target, _ request: Request, _ attempts: inout [QueryAttempt],
-        maxSockets: Int, logger: Logger, exchange: (PendingQuery) async -> ExchangeOutcome
+        maxSockets: Int, logger: Logger, exchange: nonisolated(nonsending) (PendingQuery) async -> ExchangeOutcome
     ) async -> ExchangeOutcome {
         let query = request.pending()
         let clock = ContinuousClock()

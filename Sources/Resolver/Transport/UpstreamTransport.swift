@@ -4,7 +4,8 @@ import NIOCore
 
 /// Runs one exchange of a try for an ``UpstreamTransport``: ``UpstreamClient`` gives it a fresh query (a new
 /// random ID), times it, records it as a `QueryAttempt`, logs it and counts its socket against the budget.
-typealias TryExchange = (QueryTransport, (PendingQuery) async -> ExchangeOutcome) async -> ExchangeOutcome
+typealias TryExchange = nonisolated(nonsending) (QueryTransport, nonisolated(nonsending) (PendingQuery) async -> ExchangeOutcome)
+    async -> ExchangeOutcome
 
 /// How one upstream server is reached.
 ///
@@ -15,7 +16,7 @@ typealias TryExchange = (QueryTransport, (PendingQuery) async -> ExchangeOutcome
 /// resolution walk above it.
 protocol UpstreamTransport: Sendable {
     /// One try to the server: one or more exchanges, each through `run`.
-    func attempt(
+    nonisolated(nonsending) func attempt(
         _ configuration: UpstreamClient.Configuration, on loop: any EventLoop, logger: Logger, run: TryExchange
     ) async -> ExchangeOutcome
     /// The event loop that owns this upstream's kept connection, if it has one (``DNSTransport/preferredExecutor``).
@@ -32,7 +33,7 @@ extension UpstreamTransport {
 struct PlainDNSTransport: UpstreamTransport {
     let address: SocketAddress
 
-    func attempt(
+    nonisolated(nonsending) func attempt(
         _ configuration: UpstreamClient.Configuration, on loop: any EventLoop, logger: Logger, run: TryExchange
     ) async -> ExchangeOutcome {
         let udp = await run(.udp) { query in

@@ -401,7 +401,7 @@ struct DDRTransport: UpstreamTransport {
         return designation.connection.taskExecutor
     }
 
-    func attempt(
+    nonisolated(nonsending) func attempt(
         _ configuration: UpstreamClient.Configuration, on loop: any EventLoop, logger: Logger, run: TryExchange
     ) async -> ExchangeOutcome {
         let found: DDRDiscovery.Result

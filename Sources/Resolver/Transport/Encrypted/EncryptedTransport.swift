@@ -17,7 +17,7 @@ protocol EncryptedConnection: AnyObject, Sendable {
 extension EncryptedConnection {
     /// One query on the connection, opened when needed; its reply or why there is none, within `timeout`.
     /// Cancelling the calling task ends the try at once (the connection stays).
-    func exchange(_ query: PendingQuery, timeout: TimeAmount) async -> ExchangeOutcome {
+    nonisolated(nonsending) func exchange(_ query: PendingQuery, timeout: TimeAmount) async -> ExchangeOutcome {
         let promise = loop.makePromise(of: ExchangeOutcome.self)
         return await withTaskCancellationHandler {
             // A task that prefers this loop (``DNSTransport/preferredExecutor``) is here already.
@@ -70,7 +70,7 @@ struct EncryptedTransport: UpstreamTransport {
 
     var connectionExecutor: EventLoopTaskExecutor? { connection.taskExecutor }
 
-    func attempt(
+    nonisolated(nonsending) func attempt(
         _ configuration: UpstreamClient.Configuration, on loop: any EventLoop, logger: Logger, run: TryExchange
     ) async -> ExchangeOutcome {
         // The connection may need a TCP and a TLS handshake first: the TCP try's timeout covers it.
@@ -91,7 +91,7 @@ struct EncryptedTransport: UpstreamTransport {
 struct RefusedTransport: UpstreamTransport {
     let reason: String
 
-    func attempt(
+    nonisolated(nonsending) func attempt(
         _ configuration: UpstreamClient.Configuration, on loop: any EventLoop, logger: Logger, run: TryExchange
     ) async -> ExchangeOutcome {
         .insecure(reason)
