@@ -23,7 +23,13 @@ public struct CacheKey: Hashable, Sendable, Codable, CustomStringConvertible {
     ///   - type: The record type number.
     ///   - dnsClass: The record class number; defaults to IN (1).
     public init(name: String, type: UInt16, dnsClass: UInt16 = 1) {
-        self.name = DomainName.normalize(name)
+        self.init(normalizedName: DomainName.normalize(name), type: type, dnsClass: dnsClass)
+    }
+
+    /// Creates a key for a name that is lowercased and absolute already (an alias chain's `current`).
+    init(normalizedName name: String, type: UInt16, dnsClass: UInt16) {
+        assert(DomainName.normalize(name) == name, "\(name) is not normalised")
+        self.name = name
         self.type = type
         self.dnsClass = dnsClass
         var hasher = Hasher()

@@ -22,7 +22,7 @@ public final class DNSSECValidator: Sendable {
     private let settings: Mutex<Settings>
     private let statistics: Mutex<DNSSECStatistics>
     /// allow-downgrade's verdicts for upstreams not shown capable (``verdictWithoutData(upstream:)``).
-    private let downgradeVerdicts = Mutex<[DowngradeKey: DNSSECValidation]>([:])
+    private let downgradeVerdicts = Mutex(DowngradeVerdicts())
     private let now: @Sendable () -> Date
 
     public init(mode: DNSSECMode, anchors: TrustAnchors = .builtIn, now: @escaping @Sendable () -> Date = { Date() }) {
@@ -104,11 +104,18 @@ public final class DNSSECValidator: Sendable {
             if capability == .capable { return nil }
             let key = DowngradeKey(upstream: upstream, capability: capability)
             return downgradeVerdicts.withLock { verdicts in
-                if let known = verdicts[key] { return known }
-                let verdict = DNSSECValidation.insecure(
-                    "allow-downgrade: upstream \(upstream ?? "?") is \(capability.rawValue) (not shown to pass DNSSEC data)")
-                if verdicts.count >= 64 { verdicts.removeAll() }
-                verdicts[key] = verdict
+                // Nearly always the same upstream as the last miss: its name is then the same string, compared
+                // without hashing it.
+                if let last = verdicts.last, last.key == key { return last.verdict }
+                let verdict =
+                    verdicts.all[key]
+                    ?? DNSSECValidation.insecure(
+                        "allow-downgrade: upstream \(upstream ?? "?") is \(capability.rawValue) (not shown to pass DNSSEC data)")
+                if verdicts.all[key] == nil {
+                    if verdicts.all.count >= 64 { verdicts.all.removeAll() }
+                    verdicts.all[key] = verdict
+                }
+                verdicts.last = (key, verdict)
                 return verdict
             }
         }
@@ -119,6 +126,11 @@ public final class DNSSECValidator: Sendable {
     private struct DowngradeKey: Hashable {
         var upstream: String?
         var capability: UpstreamDNSSECCapability
+    }
+
+    private struct DowngradeVerdicts {
+        var all: [DowngradeKey: DNSSECValidation] = [:]
+        var last: (key: DowngradeKey, verdict: DNSSECValidation)?
     }
 
     /// The verdict for an upstream answer to (name, type).

@@ -141,7 +141,7 @@ extension DNSResolver {
                 entry = hop
                 first = nil
             } else {
-                let key = CacheKey(name: chain.current, type: type.rawValue, dnsClass: rrClass.rawValue)
+                let key = CacheKey(normalizedName: chain.current, type: type.rawValue, dnsClass: rrClass.rawValue)
                 entry = lookupHop(key, type: type, options: options, counting: false, trace: &trace)
             }
             guard let entry, options.checkingDisabled || entry.payload?.validation?.state != .bogus else {
@@ -178,7 +178,7 @@ extension DNSResolver {
         var chain = AliasChain(start: name, maximumHops: configuration.maximumAliasHops)
         while true {
             let current = chain.current
-            let key = CacheKey(name: current, type: type.rawValue, dnsClass: rrClass.rawValue)
+            let key = CacheKey(normalizedName: current, type: type.rawValue, dnsClass: rrClass.rawValue)
             var entry = lookupHop(key, type: type, options: options, counting: true, trace: &trace)
             if entry == nil {
                 let task = upstreamTask(

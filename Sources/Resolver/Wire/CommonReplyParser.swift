@@ -68,6 +68,14 @@ enum CommonReplyParser {
     private struct Reader {
         let bytes: UnsafeBufferPointer<UInt8>
         var position: Int
+        /// The last owner name read and where it starts: an owner that is only a pointer to it (an answer's owner
+        /// pointing at the question, nearly always) is that very string, not decoded and allocated again.
+        private var lastName: (start: Int, text: String)?
+
+        init(bytes: UnsafeBufferPointer<UInt8>, position: Int) {
+            self.bytes = bytes
+            self.position = position
+        }
 
         mutating func uint16() -> UInt16? {
             guard position + 2 <= bytes.count else { return nil }
@@ -119,6 +127,13 @@ enum CommonReplyParser {
             // the name (none up to 15 bytes) instead of a byte array grown and then copied.
             let bytes = self.bytes
             let start = position
+            // A pointer to the last name read (backwards, so as walkName would follow it): the same text.
+            if let lastName, start + 1 < bytes.count, bytes[start] & 0xC0 == 0xC0,
+                (Int(bytes[start] & 0x3F) << 8 | Int(bytes[start + 1])) == lastName.start
+            {
+                position = start + 2
+                return lastName.text
+            }
             var count = 0
             let ok = walkName { labelStart, length in
                 for offset in labelStart..<(labelStart + length) { count += DNSName.canonicalLength(bytes[offset]) }
@@ -140,6 +155,7 @@ enum CommonReplyParser {
                 return index
             }
             position = end
+            lastName = (start, text)
             return text
         }
 

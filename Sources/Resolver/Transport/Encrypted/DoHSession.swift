@@ -70,9 +70,12 @@ final class DoHSession: TLSSession, @unchecked Sendable {
         }
     }
 
-    func send(_ query: PendingQuery, promise: EventLoopPromise<ExchangeOutcome>, on channel: any Channel) {
+    /// Every stream closes itself when its try ends (``send(_:completion:on:)``).
+    func ended(_ completion: TryCompletion) {}
+
+    func send(_ query: PendingQuery, completion: TryCompletion, on channel: any Channel) {
         guard let multiplexer else {
-            promise.succeed(.failed("internal: DoH query before HTTP/2 was set up"))
+            completion.succeed(.failed("internal: DoH query before HTTP/2 was set up"))
             return
         }
         let get = method.get
@@ -89,18 +92,18 @@ final class DoHSession: TLSSession, @unchecked Sendable {
                     logger.info(
                         "DoH server refuses POST, using GET from now on", metadata: ["dns.http-status": "\(status)"])
                 }
-                send(query, promise: promise, on: channel)
+                send(query, completion: completion, on: channel)
             }
         let request = DoHStreamHandler.Request(
-            query: sent, server: server, get: get, promise: promise, retryWithGET: retryWithGET)
+            query: sent, server: server, get: get, completion: completion, retryWithGET: retryWithGET)
         multiplexer.createStreamChannel(promise: created) { stream in
             stream.eventLoop.makeCompletedFuture {
                 try stream.pipeline.syncOperations.addHandler(DoHStreamHandler(request))
             }
         }
-        created.futureResult.whenFailure { error in promise.succeed(.failed("HTTP/2 stream: \(error)")) }
+        created.futureResult.whenFailure { error in completion.succeed(.failed("HTTP/2 stream: \(error)")) }
         // Closing the stream when the try ends (a timeout, a cancel) resets it; the connection stays.
-        promise.futureResult.whenComplete { _ in created.futureResult.whenSuccess { $0.close(promise: nil) } }
+        completion.onEnd { _ in created.futureResult.whenSuccess { $0.close(promise: nil) } }
     }
 }
 
@@ -120,7 +123,7 @@ private final class DoHStreamHandler: ChannelDuplexHandler {
         var query: PendingQuery
         var server: UpstreamServer
         var get: Bool
-        var promise: EventLoopPromise<ExchangeOutcome>
+        var completion: TryCompletion
         /// A POST refused with 405, 415 or 501 is handed here (with the status) instead of failing.
         var retryWithGET: ((String) -> Void)?
     }
@@ -221,6 +224,6 @@ private final class DoHStreamHandler: ChannelDuplexHandler {
     private func finish(_ outcome: ExchangeOutcome) {
         guard !finished else { return }
         finished = true
-        request.promise.succeed(outcome)
+        request.completion.succeed(outcome)
     }
 }

@@ -19,7 +19,7 @@ final class DoTSession: TLSSession, @unchecked Sendable {
 
     private let logger: Logger
     /// The tries waiting for their reply, by message ID.
-    private var pending: [UInt16: (query: PendingQuery, promise: EventLoopPromise<ExchangeOutcome>)] = [:]
+    private var pending: [UInt16: (query: PendingQuery, completion: TryCompletion)] = [:]
     /// Queries were written in this tick and a flush is scheduled.
     private var flushPending = false
     private(set) var serverKeepalive: TimeAmount?
@@ -34,18 +34,14 @@ final class DoTSession: TLSSession, @unchecked Sendable {
 
     func handshakeCompleted(alpn: String?, channel: any Channel) throws {}
 
-    func send(_ query: PendingQuery, promise: EventLoopPromise<ExchangeOutcome>, on channel: any Channel) {
+    func send(_ query: PendingQuery, completion: TryCompletion, on channel: any Channel) {
         var query = query
         while pending[query.id] != nil {
             query = query.withID(QueryID.random())
         }
         let id = query.id
-        pending[id] = (query, promise)
-        promise.futureResult.whenComplete { _ in
-            if self.pending[id]?.promise.futureResult === promise.futureResult {
-                self.pending[id] = nil
-            }
-        }
+        pending[id] = (query, completion)
+        completion.tag = Int(id)
         var frame = channel.allocator.buffer(capacity: query.wire.count + 2)
         frame.writeInteger(UInt16(truncatingIfNeeded: query.wire.count))
         frame.writeBytes(query.wire)
@@ -62,10 +58,15 @@ final class DoTSession: TLSSession, @unchecked Sendable {
         }
     }
 
+    func ended(_ completion: TryCompletion) {
+        let id = UInt16(truncatingIfNeeded: completion.tag)
+        if pending[id]?.completion === completion { pending[id] = nil }
+    }
+
     fileprivate func received(_ frame: [UInt8]) {
         guard frame.count >= 2 else { return }
         let id = UInt16(frame[0]) << 8 | UInt16(frame[1])
-        guard let (query, promise) = pending[id] else {
+        guard let (query, completion) = pending[id] else {
             logger.debug("dropped DoT reply for no waiting query", metadata: ["dns.id": "\(id)"])
             return
         }
@@ -75,7 +76,7 @@ final class DoTSession: TLSSession, @unchecked Sendable {
             if let timeout = EDNSPadding.keepaliveTimeout(in: frame) {
                 serverKeepalive = .milliseconds(Int64(timeout) * 100)
             }
-            promise.succeed(.response(message))
+            completion.succeed(.response(message))
         case .truncated: break
         case .drop(let reason): logger.debug("dropped DoT message", metadata: ["dns.reason": "\(reason)"])
         }

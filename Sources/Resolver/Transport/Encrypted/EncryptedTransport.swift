@@ -8,8 +8,8 @@ protocol EncryptedConnection: AnyObject, Sendable {
     var loop: any EventLoop { get }
     /// `loop` as a task executor (``DNSTransport/preferredExecutor``).
     var taskExecutor: EventLoopTaskExecutor { get }
-    /// On `loop`: sends `query` (connecting first when needed); `promise` gets the reply or why there is none.
-    func start(_ query: PendingQuery, timeout: TimeAmount, promise: EventLoopPromise<ExchangeOutcome>)
+    /// On `loop`: sends `query` (connecting first when needed); `completion` gets the reply or why there is none.
+    func start(_ query: PendingQuery, timeout: TimeAmount, completion: TryCompletion)
     /// Closes the connection; waiting tries fail.
     func shutdown()
 }
@@ -18,18 +18,30 @@ extension EncryptedConnection {
     /// One query on the connection, opened when needed; its reply or why there is none, within `timeout`.
     /// Cancelling the calling task ends the try at once (the connection stays).
     nonisolated(nonsending) func exchange(_ query: PendingQuery, timeout: TimeAmount) async -> ExchangeOutcome {
-        let promise = loop.makePromise(of: ExchangeOutcome.self)
+        let completion = TryCompletion(loop: loop)
         return await withTaskCancellationHandler {
-            // A task that prefers this loop (``DNSTransport/preferredExecutor``) is here already.
-            if loop.inEventLoop {
-                start(query, timeout: timeout, promise: promise)
-            } else {
-                loop.execute { self.start(query, timeout: timeout, promise: promise) }
+            await withUnsafeContinuation { continuation in
+                // A task that prefers this loop (``DNSTransport/preferredExecutor``) is here already.
+                if loop.inEventLoop {
+                    begin(query, timeout: timeout, completion: completion, continuation: continuation)
+                } else {
+                    loop.execute {
+                        self.begin(query, timeout: timeout, completion: completion, continuation: continuation)
+                    }
+                }
             }
-            return (try? await promise.futureResult.get()) ?? .failed("internal: try ended without an outcome")
         } onCancel: {
-            promise.succeed(.cancelled)
+            completion.cancel()
         }
+    }
+
+    /// On `loop`: waits for the try's end and starts it, unless a cancel ended it first.
+    private func begin(
+        _ query: PendingQuery, timeout: TimeAmount, completion: TryCompletion,
+        continuation: UnsafeContinuation<ExchangeOutcome, Never>
+    ) {
+        completion.wait(continuation)
+        if !completion.isEnded { start(query, timeout: timeout, completion: completion) }
     }
 }
 

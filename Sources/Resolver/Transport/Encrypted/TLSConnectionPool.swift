@@ -16,8 +16,10 @@ protocol TLSSession: AnyObject, Sendable {
     /// The TLS handshake completed and agreed `alpn`: set up what the protocol needs, or throw why the
     /// connection cannot be used (the server refused HTTP/2).
     func handshakeCompleted(alpn: String?, channel: any Channel) throws
-    /// Sends one query on the ready connection; `promise` gets the reply or why there is none.
-    func send(_ query: PendingQuery, promise: EventLoopPromise<ExchangeOutcome>, on channel: any Channel)
+    /// Sends one query on the ready connection; `completion` gets the reply or why there is none.
+    func send(_ query: PendingQuery, completion: TryCompletion, on channel: any Channel)
+    /// The try ended (its reply, a timeout, a cancel, the connection's failure): forget it.
+    func ended(_ completion: TryCompletion)
     /// The idle time the server allows (RFC 7828 edns-tcp-keepalive in its last reply), if it said one.
     var serverKeepalive: TimeAmount? { get }
 }
@@ -81,9 +83,9 @@ final class TLSConnectionPool<Session: TLSSession>: EncryptedConnection, @unchec
         var ready = false
         var retired = false
         /// Tries waiting for the connection to be ready.
-        var queued: [(PendingQuery, EventLoopPromise<ExchangeOutcome>)] = []
+        var queued: [(PendingQuery, TryCompletion)] = []
         /// Every try on this connection not yet ended, by a serial number.
-        var tries: [Int: EventLoopPromise<ExchangeOutcome>] = [:]
+        var tries: [Int: TryCompletion] = [:]
         /// The idle-close timer, armed when the last try ended. A try that starts leaves it armed: when it fires
         /// on a connection in use, or before the idle time since `idleSince` is over, it re-arms instead of
         /// closing (no timer cancelled and made again on every query).
@@ -130,34 +132,35 @@ final class TLSConnectionPool<Session: TLSSession>: EncryptedConnection, @unchec
         }
     }
 
-    func start(_ query: PendingQuery, timeout: TimeAmount, promise: EventLoopPromise<ExchangeOutcome>) {
+    func start(_ query: PendingQuery, timeout: TimeAmount, completion: TryCompletion) {
         loop.preconditionInEventLoop()
         guard let padded = query.padded(keepalive: Session.sendsKeepalive) else {
-            promise.succeed(.failed("the query cannot carry EDNS padding"))
+            completion.succeed(.failed("the query cannot carry EDNS padding"))
             return
         }
-        guard let link = pick(timeout: timeout, promise: promise) else { return }
+        guard let link = pick(timeout: timeout, completion: completion) else { return }
         serial &+= 1
         let number = serial
-        link.tries[number] = promise
+        link.tries[number] = completion
         deadlines.add(loop.now + timeout, link: link, number: number)
-        promise.futureResult.whenComplete { _ in
+        completion.onEnd { completion in
             link.tries[number] = nil
+            link.session.ended(completion)
             if link.tries.isEmpty {
                 link.idleSince = .now()
                 self.armIdleClose(link)
             }
         }
         if link.ready, let channel = link.channel {
-            link.session.send(padded, promise: promise, on: channel)
+            link.session.send(padded, completion: completion, on: channel)
         } else {
-            link.queued.append((padded, promise))
+            link.queued.append((padded, completion))
         }
     }
 
     /// The connection for the next try, opening one when there is none (or all are busy); nil when the try
     /// already ended (a back-off refused it).
-    private func pick(timeout: TimeAmount, promise: EventLoopPromise<ExchangeOutcome>) -> Link? {
+    private func pick(timeout: TimeAmount, completion: TryCompletion) -> Link? {
         var best: Link?
         var ready = 0
         for link in links where link.ready {
@@ -177,7 +180,7 @@ final class TLSConnectionPool<Session: TLSSession>: EncryptedConnection, @unchec
         }
         if let opening = links.first { return opening }
         if let refusal = backoff.refusal() {
-            promise.succeed(refusal)
+            completion.succeed(refusal)
             return nil
         }
         return connect(timeout: timeout)
@@ -265,7 +268,9 @@ final class TLSConnectionPool<Session: TLSSession>: EncryptedConnection, @unchec
         link.ready = true
         let waiting = link.queued
         link.queued = []
-        for (query, promise) in waiting { link.session.send(query, promise: promise, on: channel) }
+        for (query, completion) in waiting where !completion.isEnded {
+            link.session.send(query, completion: completion, on: channel)
+        }
     }
 
     /// A connect or a handshake failed: every try on the connection fails with `outcome`, and a back-off starts.
@@ -282,7 +287,7 @@ final class TLSConnectionPool<Session: TLSSession>: EncryptedConnection, @unchec
     private func fail(_ link: Link, _ outcome: ExchangeOutcome) {
         let waiting = link.tries.values
         link.queued = []
-        for promise in waiting { promise.succeed(outcome) }
+        for completion in waiting { completion.succeed(outcome) }
     }
 
     private func closed(_ link: Link) {
