@@ -12,7 +12,8 @@ import NIOCore
 /// The queries sent during one event-loop tick go out together: each is written (one TLS record per query, so
 /// every record's size shows its padding) and the connection is flushed once the tick's other tasks have run, so a
 /// burst costs one `write` instead of one per query (RFC 7766 §6.2.1.1 allows any number of queries in one
-/// segment).
+/// segment). A query sent while no other waits on the connection goes out at once: a lone miss does not wait a
+/// loop turn for company.
 final class DoTSession: TLSSession, @unchecked Sendable {
     // @unchecked Sendable: every `var` is read and written only on its pool's event loop.
     static let sendsKeepalive = true
@@ -48,7 +49,10 @@ final class DoTSession: TLSSession, @unchecked Sendable {
         // No write promise: a write fails only with its connection (the TLS handler closes it on any failure,
         // NIO on a socket error), and the pool then ends every try on it with the reason.
         channel.write(frame, promise: nil)
-        if !flushPending {
+        if pending.count == 1, !flushPending {
+            // The only query on the connection (misses one at a time): out now, not a loop turn later.
+            channel.flush()
+        } else if !flushPending {
             flushPending = true
             // Runs after the tasks already queued on the loop: the other queries of this tick are written by then.
             channel.eventLoop.execute {
