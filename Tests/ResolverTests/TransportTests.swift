@@ -468,6 +468,39 @@ struct TransportMatchingTests {
         }
     }
 
+    /// An accepted reply that echoes the question takes the query's own name text (not decoded again): the message
+    /// is the one the parser alone makes, for the question in any case, owners pointing at it or written out, and
+    /// thousands of mutations of them.
+    @Test func anEchoedQuestionGivesTheSameMessageAsTheParser() throws {
+        let pending = try Self.pending()
+        let aRecord = TestMessage.u16(RRType.a.rawValue) + TestMessage.u16(1) + TestMessage.u32(300) + TestMessage.u16(4)
+        var bases: [[UInt8]] = []
+        for name in ["www.example.test", "WWW.Example.TEST"] {
+            var message = TestMessage()
+            message.id = 0x4242
+            message.questions = [TestMessage.question(TestMessage.name(name), .https)]
+            message.answers = [[0xC0, 0x0C] + aRecord + [192, 0, 2, 1], TestMessage.name("www.example.test") + aRecord + [192, 0, 2, 2]]
+            message.additional = [TestMessage.opt()]
+            bases.append(message.bytes)
+        }
+        var generator = SystemRandomNumberGenerator()
+        var accepted = 0
+        for index in 0..<6000 {
+            var bytes = bases[index % 2]
+            if index >= 2 {
+                for _ in 0..<Int.random(in: 1...3, using: &generator) {
+                    let at = Int.random(in: 12..<bytes.count, using: &generator)
+                    bytes[at] = UInt8.random(in: 0...255, using: &generator)
+                }
+            }
+            guard case .accept(let message) = pending.classify(bytes, overTCP: true) else { continue }
+            accepted += 1
+            #expect(message == (try? DNSMessage.parse(bytes)), "\(bytes)")
+            #expect(message.questions.first?.name == Self.question.name)
+        }
+        #expect(accepted > 100)
+    }
+
     @Test func mutatedRepliesNeverTrapAndWrongIDsNeverPass() throws {
         let pending = try Self.pending()
         let original = Self.reply() + TestMessage.record(TestMessage.name("www.example.test"), .a, rdata: [1, 2, 3, 4])

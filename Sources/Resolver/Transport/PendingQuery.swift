@@ -31,6 +31,15 @@ struct PendingQuery: Sendable {
         self.questionLength = nameLength + 4
     }
 
+    /// A query whose wire carries `id` already (a padded copy of another try's query): kept as it is, not copied
+    /// to stamp the ID again.
+    init(stampedWire wire: [UInt8], id: UInt16, question: DNSQuestion, questionLength: Int) {
+        self.id = id
+        self.question = question
+        self.wire = wire
+        self.questionLength = questionLength
+    }
+
     /// What a received message means for this query.
     ///
     /// RFC 5452 §9.1: a reply counts only when it is a response with our ID and our question; everything else is
@@ -59,7 +68,10 @@ struct PendingQuery: Sendable {
         }
         let message: DNSMessage
         do {
-            message = try DNSMessage.parse(bytes, header: header)
+            // A reply that echoes our question byte for byte (case aside) names it as we do: the parser takes our
+            // text instead of decoding it again.
+            let known = echoesQuestion(bytes, header: header) ? (question.name, questionLength - 4) : nil
+            message = try DNSMessage.parse(bytes, header: header, knownQuestionName: known)
         } catch {
             return .drop("unparseable reply: \(error)")
         }
@@ -75,18 +87,22 @@ struct PendingQuery: Sendable {
         guard header.questionCount == 1, bytes.count >= 12 + questionLength, wire.count >= 12 + questionLength else {
             return false
         }
-        let nameLength = questionLength - 4
-        for offset in 12..<(12 + questionLength) {
-            var sent = wire[offset]
-            var received = bytes[offset]
-            if offset < 12 + nameLength {
-                // Label length octets are at most 63, below "A", so folding them changes nothing.
-                sent = DNSName.lowercased(sent)
-                received = DNSName.lowercased(received)
+        let nameEnd = 12 + questionLength - 4
+        let end = 12 + questionLength
+        return wire.withUnsafeBufferPointer { sent in
+            bytes.withUnsafeBufferPointer { received in
+                // The name: equal, or equal once ASCII letters are folded (label length octets are at most 63,
+                // below "A", so folding them changes nothing).
+                for offset in 12..<nameEnd where sent[offset] != received[offset] {
+                    if sent[offset] | 0x20 != received[offset] | 0x20 { return false }
+                    let folded = received[offset] | 0x20
+                    if folded < UInt8(ascii: "a") || folded > UInt8(ascii: "z") { return false }
+                }
+                // Type and class, byte for byte.
+                for offset in nameEnd..<end where sent[offset] != received[offset] { return false }
+                return true
             }
-            if sent != received { return false }
         }
-        return true
     }
 }
 

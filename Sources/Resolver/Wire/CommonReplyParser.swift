@@ -13,10 +13,18 @@ import DNSCore
 /// kept): `CommonReplyParserTests` compares the two on a corpus and on 30 000 mutated messages, and the SVCB
 /// fuzzer on every input it accepts.
 enum CommonReplyParser {
-    static func parse(_ bytes: [UInt8], header: DNSHeader) -> DNSMessage? {
+    /// - Parameter knownQuestionName: the question's name as ``DNSName/text`` writes it and its wire length, when
+    ///   the caller has checked the bytes at offset 12 against it (``PendingQuery``'s own question, echoed): used as
+    ///   it is, not decoded again.
+    static func parse(
+        _ bytes: [UInt8], header: DNSHeader, knownQuestionName: (text: String, wireLength: Int)? = nil
+    ) -> DNSMessage? {
         guard header.questionCount == 1 else { return nil }
         return bytes.withUnsafeBufferPointer { buffer -> DNSMessage? in
             var reader = Reader(bytes: buffer, position: 12)
+            if let knownQuestionName, 12 + knownQuestionName.wireLength <= buffer.count {
+                reader.take(knownQuestionName.text, wireLength: knownQuestionName.wireLength)
+            }
             guard let questionName = reader.ownerText(),
                 let questionType = reader.uint16(), let questionClass = reader.uint16()
             else { return nil }
@@ -71,6 +79,8 @@ enum CommonReplyParser {
         /// The last owner name read and where it starts: an owner that is only a pointer to it (an answer's owner
         /// pointing at the question, nearly always) is that very string, not decoded and allocated again.
         private var lastName: (start: Int, text: String)?
+        /// A name the caller knows, by where it starts (``take(_:wireLength:)``).
+        private var known: (start: Int, text: String, wireLength: Int)?
 
         init(bytes: UnsafeBufferPointer<UInt8>, position: Int) {
             self.bytes = bytes
@@ -121,12 +131,24 @@ enum CommonReplyParser {
             }
         }
 
+        /// The name at `position`, known to be `text` (``parse(_:header:knownQuestionName:)``): the next
+        /// ``ownerText()`` returns it without decoding, and so does every owner that points at it.
+        mutating func take(_ text: String, wireLength: Int) {
+            known = (position, text, wireLength)
+        }
+
         /// An owner name as ``DNSName/text`` writes it: lowercased, escaped, absolute.
         mutating func ownerText() -> String? {
             // Measured in one walk, written in a second straight into the string's storage: one allocation for
             // the name (none up to 15 bytes) instead of a byte array grown and then copied.
             let bytes = self.bytes
             let start = position
+            if let known, known.start == start {
+                self.known = nil
+                position = start + known.wireLength
+                lastName = (start, known.text)
+                return known.text
+            }
             // A pointer to the last name read (backwards, so as walkName would follow it): the same text.
             if let lastName, start + 1 < bytes.count, bytes[start] & 0xC0 == 0xC0,
                 (Int(bytes[start] & 0x3F) << 8 | Int(bytes[start + 1])) == lastName.start

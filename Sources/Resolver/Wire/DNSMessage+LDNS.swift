@@ -14,8 +14,14 @@ extension DNSMessage {
     }
 
     /// ``parse(_:)`` of a message whose header the caller has read already (`PendingQuery.classify`).
-    static func parse(_ bytes: [UInt8], header: DNSHeader) throws(DNSWireError) -> DNSMessage {
-        if let message = CommonReplyParser.parse(bytes, header: header) { return message }
+    /// - Parameter knownQuestionName: the text and wire length of the name that starts the question section, when
+    ///   the caller has compared it with a name it knows.
+    static func parse(
+        _ bytes: [UInt8], header: DNSHeader, knownQuestionName: (text: String, wireLength: Int)? = nil
+    ) throws(DNSWireError) -> DNSMessage {
+        if let message = CommonReplyParser.parse(bytes, header: header, knownQuestionName: knownQuestionName) {
+            return message
+        }
         return try parseWithLDNS(bytes, header: header)
     }
 

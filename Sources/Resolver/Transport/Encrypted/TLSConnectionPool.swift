@@ -417,7 +417,7 @@ extension PendingQuery {
         guard let wire = EDNSPadding.pad(wire, questionLength: questionLength, keepalive: keepalive) else {
             return nil
         }
-        return PendingQuery(template: wire, id: id, question: question, nameLength: questionLength - 4)
+        return PendingQuery(stampedWire: wire, id: id, question: question, questionLength: questionLength)
     }
 }
 
