@@ -53,6 +53,7 @@ line in, one JSON object per line out:
   {"cmd": "rules"}                                  list rules
   {"cmd": "count", "name": N?, "qtype": T?, "transport": "udp"|"tcp"?}
       -> {"ok": true, "total": n, "counts": [{"name","qtype","transport","count"}...]}
+      (kept for the last MAX_COUNTED_NAMES names asked; older ones count 0)
   {"cmd": "log", "limit": n?}                       recent queries (newest last)
   {"cmd": "reset", "what": "all"|"rules"|"counts"?} default all
 Replies: {"ok": true, ...} or {"ok": false, "error": "..."}.
@@ -90,6 +91,8 @@ MODES = {"pass", "delay", "drop", "truncate", "garbage", "wrongid", "wrongname",
 STRIP_TYPES = (46, 47, 50)  # RRSIG NSEC NSEC3
 DNSSEC_TYPES = (46, 47, 50, 51, 48, 43)  # RRSIG NSEC NSEC3 NSEC3PARAM DNSKEY DS
 DROP = object()
+# Names whose query counts are kept ("count"); beyond that the oldest are forgotten.
+MAX_COUNTED_NAMES = 50_000
 
 
 def qtype_code(v) -> int | None:
@@ -360,7 +363,11 @@ class FaultServer:
         # per (name, qtype) a stack of rules, the top (last) one tried first; "set" replaces the stack unless
         # the rule has "stack": true (e.g. one garbage reply on top of a 5% drop)
         self.rules: dict[tuple[str, int | None], list[Rule]] = {}
-        self.counts: dict[tuple[str, str, str], int] = {}
+        # per name, per (qtype, transport): how many queries came. Indexed by name so that a "count" for one
+        # name (the tests ask it all the time) does not sort every name ever asked, and bounded: a benchmark's
+        # hundreds of thousands of unique names once made each "count" take seconds, blocking the loop that
+        # answers queries, so every lab test after a benchmark timed out. The oldest names go first.
+        self.counts: dict[str, dict[tuple[str, str], int]] = {}
         self.recent: deque = deque(maxlen=1000)
         fam = socket.AF_INET6 if ":" in upstream[0] else socket.AF_INET
         self.upfamily = fam
@@ -459,8 +466,13 @@ class FaultServer:
             if len(wire) < 12:
                 return DROP
             return await self.forward(wire, transport, None) or DROP
-        key = (q.name, qtype_name(q.qtype), transport)
-        self.counts[key] = self.counts.get(key, 0) + 1
+        per_name = self.counts.get(q.name)
+        if per_name is None:
+            per_name = self.counts[q.name] = {}
+            if len(self.counts) > MAX_COUNTED_NAMES:
+                del self.counts[next(iter(self.counts))]
+        key = (qtype_name(q.qtype), transport)
+        per_name[key] = per_name.get(key, 0) + 1
         rule = self.match(q, listener)
         mode = rule.mode if rule else "pass"
         self.recent.append({"t": time.time(), "name": q.name, "qtype": qtype_name(q.qtype),
@@ -538,9 +550,10 @@ class FaultServer:
             qt = req.get("qtype")
             qt = qtype_name(qtype_code(qt)) if qt not in (None, "", "*") else None
             tr = req.get("transport")
+            names = [name] if name is not None else sorted(self.counts)
             rows = [{"name": n, "qtype": t, "transport": x, "count": c}
-                    for (n, t, x), c in sorted(self.counts.items())
-                    if (name is None or n == name) and (qt is None or t == qt) and (tr is None or x == tr)]
+                    for n in names for (t, x), c in sorted(self.counts.get(n, {}).items())
+                    if (qt is None or t == qt) and (tr is None or x == tr)]
             return {"ok": True, "total": sum(r["count"] for r in rows), "counts": rows}
         if cmd == "log":
             limit = int(req.get("limit", 100))

@@ -1,0 +1,65 @@
+"""The fault server's query counts (lab/dnsfault.py), without the lab: its FaultServer answers synthetic queries.
+
+A benchmark sends hundreds of thousands of unique names through the fault server. Its counts were once one flat
+dict that every "count" sorted whole: after a benchmark each count took seconds, blocked the loop that answers
+queries, and every lab test that followed timed out. Counts are now kept per name and bounded.
+"""
+
+import asyncio
+import importlib.util
+
+import dns.message
+
+from conftest import REPO
+
+spec = importlib.util.spec_from_file_location("dnsfault", REPO / "lab" / "dnsfault.py")
+dnsfault = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(dnsfault)
+
+
+def query(name: str, transport: str = "udp", qtype: str = "A"):
+    return dns.message.make_query(name, qtype).to_wire(), transport
+
+
+def test_counts_are_per_name_and_bounded(monkeypatch):
+    monkeypatch.setattr(dnsfault, "MAX_COUNTED_NAMES", 200)
+    server = dnsfault.FaultServer(("127.0.0.1", 9), timeout=0.1, verbose=False)
+    # Every query dropped: nothing is forwarded, so no network is needed.
+    assert server.control({"cmd": "set", "name": "*", "mode": "drop"})["ok"]
+
+    async def ask_all():
+        await server.handle(*query("first.lab.test"))
+        await server.handle(*query("first.lab.test", "tcp"))
+        await server.handle(*query("first.lab.test", qtype="AAAA"))
+        for index in range(1000):
+            await server.handle(*query(f"n{index}.bench.lab.test"))
+        await server.handle(*query("last.lab.test"))
+        await server.handle(*query("last.lab.test"))
+
+    asyncio.run(ask_all())
+    last = server.control({"cmd": "count", "name": "last.lab.test"})
+    assert last["total"] == 2
+    assert last["counts"] == [{"name": "last.lab.test", "qtype": "A", "transport": "udp", "count": 2}]
+    # The oldest names were forgotten, the bound holds, and a count of everything still adds up.
+    assert server.control({"cmd": "count", "name": "first.lab.test"})["total"] == 0
+    assert len(server.counts) == 200
+    assert server.control({"cmd": "count"})["total"] == 200 + 1
+    assert server.control({"cmd": "count", "name": "n999.bench.lab.test", "transport": "udp"})["total"] == 1
+    assert server.control({"cmd": "count", "name": "n999.bench.lab.test", "transport": "tcp"})["total"] == 0
+
+
+def test_a_name_counts_by_type_and_transport():
+    server = dnsfault.FaultServer(("127.0.0.1", 9), timeout=0.1, verbose=False)
+    assert server.control({"cmd": "set", "name": "*", "mode": "drop"})["ok"]
+
+    async def ask():
+        await server.handle(*query("Mixed.Lab.Test"))
+        await server.handle(*query("mixed.lab.test", "tcp"))
+        await server.handle(*query("mixed.lab.test", qtype="HTTPS"))
+
+    asyncio.run(ask())
+    assert server.control({"cmd": "count", "name": "MIXED.lab.test."})["total"] == 3
+    assert server.control({"cmd": "count", "name": "mixed.lab.test", "qtype": "HTTPS"})["total"] == 1
+    assert server.control({"cmd": "count", "name": "mixed.lab.test", "transport": "tcp"})["total"] == 1
+    assert server.control({"cmd": "reset", "what": "counts"})["ok"]
+    assert server.control({"cmd": "count"})["total"] == 0
