@@ -1,8 +1,9 @@
 """The fault server's query counts (lab/dnsfault.py), without the lab: its FaultServer answers synthetic queries.
 
 A benchmark sends hundreds of thousands of unique names through the fault server. Its counts were once one flat
-dict that every "count" sorted whole: after a benchmark each count took seconds, blocked the loop that answers
-queries, and every lab test that followed timed out. Counts are now kept per name and bounded.
+dict that every "count" sorted whole: after a benchmark each count took most of a second (0.69 s with 1 M names),
+blocked the loop that answers queries, and the lab tests that followed timed out. Counts are now kept per name and
+bounded.
 """
 
 import asyncio
