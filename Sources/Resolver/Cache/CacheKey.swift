@@ -26,7 +26,7 @@ public struct CacheKey: Hashable, Sendable, Codable, CustomStringConvertible {
         self.init(normalizedName: DomainName.normalize(name), type: type, dnsClass: dnsClass)
     }
 
-    /// Creates a key for a name that is lowercased and absolute already (an alias chain's `current`).
+    /// Creates a key for a name that is lowercased and absolute already (an alias target the chain normalised).
     init(normalizedName name: String, type: UInt16, dnsClass: UInt16) {
         assert(DomainName.normalize(name) == name, "\(name) is not normalised")
         self.name = name

@@ -141,6 +141,7 @@ extension DNSResolver {
                 entry = hop
                 first = nil
             } else {
+                // After the first hop: an alias target, a valid name the chain normalised.
                 let key = CacheKey(normalizedName: chain.current, type: type.rawValue, dnsClass: rrClass.rawValue)
                 entry = lookupHop(key, type: type, options: options, counting: false, trace: &trace)
             }
@@ -178,7 +179,12 @@ extension DNSResolver {
         var chain = AliasChain(start: name, maximumHops: configuration.maximumAliasHops)
         while true {
             let current = chain.current
-            let key = CacheKey(normalizedName: current, type: type.rawValue, dnsClass: rrClass.rawValue)
+            // An alias target is a valid name from the wire, normalised by the chain; the start may be any text
+            // (an invalid name is left as written there), so the key normalises it.
+            let key =
+                chain.names.count == 1
+                ? CacheKey(name: current, type: type.rawValue, dnsClass: rrClass.rawValue)
+                : CacheKey(normalizedName: current, type: type.rawValue, dnsClass: rrClass.rawValue)
             var entry = lookupHop(key, type: type, options: options, counting: true, trace: &trace)
             if entry == nil {
                 let task = upstreamTask(
