@@ -22,22 +22,25 @@ def query(name: str, transport: str = "udp", qtype: str = "A"):
     return dns.message.make_query(name, qtype).to_wire(), transport
 
 
-def test_counts_are_per_name_and_bounded(monkeypatch):
-    monkeypatch.setattr(dnsfault, "MAX_COUNTED_NAMES", 200)
+def dropping_server(queries):
+    """A FaultServer that drops every query (nothing is forwarded, so no network is needed), after `queries`."""
     server = dnsfault.FaultServer(("127.0.0.1", 9), timeout=0.1, verbose=False)
-    # Every query dropped: nothing is forwarded, so no network is needed.
     assert server.control({"cmd": "set", "name": "*", "mode": "drop"})["ok"]
 
     async def ask_all():
-        await server.handle(*query("first.lab.test"))
-        await server.handle(*query("first.lab.test", "tcp"))
-        await server.handle(*query("first.lab.test", qtype="AAAA"))
-        for index in range(1000):
-            await server.handle(*query(f"n{index}.bench.lab.test"))
-        await server.handle(*query("last.lab.test"))
-        await server.handle(*query("last.lab.test"))
+        for wire, transport in queries:
+            assert await server.handle(wire, transport) is dnsfault.DROP
 
     asyncio.run(ask_all())
+    return server
+
+
+def test_counts_are_per_name_and_bounded(monkeypatch):
+    monkeypatch.setattr(dnsfault, "MAX_COUNTED_NAMES", 200)
+    server = dropping_server(
+        [query("first.lab.test"), query("first.lab.test", "tcp"), query("first.lab.test", qtype="AAAA")]
+        + [query(f"n{index}.bench.lab.test") for index in range(1000)]
+        + [query("last.lab.test"), query("last.lab.test")])
     last = server.control({"cmd": "count", "name": "last.lab.test"})
     assert last["total"] == 2
     assert last["counts"] == [{"name": "last.lab.test", "qtype": "A", "transport": "udp", "count": 2}]
@@ -50,15 +53,8 @@ def test_counts_are_per_name_and_bounded(monkeypatch):
 
 
 def test_a_name_counts_by_type_and_transport():
-    server = dnsfault.FaultServer(("127.0.0.1", 9), timeout=0.1, verbose=False)
-    assert server.control({"cmd": "set", "name": "*", "mode": "drop"})["ok"]
-
-    async def ask():
-        await server.handle(*query("Mixed.Lab.Test"))
-        await server.handle(*query("mixed.lab.test", "tcp"))
-        await server.handle(*query("mixed.lab.test", qtype="HTTPS"))
-
-    asyncio.run(ask())
+    server = dropping_server(
+        [query("Mixed.Lab.Test"), query("mixed.lab.test", "tcp"), query("mixed.lab.test", qtype="HTTPS")])
     assert server.control({"cmd": "count", "name": "MIXED.lab.test."})["total"] == 3
     assert server.control({"cmd": "count", "name": "mixed.lab.test", "qtype": "HTTPS"})["total"] == 1
     assert server.control({"cmd": "count", "name": "mixed.lab.test", "transport": "tcp"})["total"] == 1

@@ -76,11 +76,10 @@ enum CommonReplyParser {
     private struct Reader {
         let bytes: UnsafeBufferPointer<UInt8>
         var position: Int
-        /// The last owner name read and where it starts: an owner that is only a pointer to it (an answer's owner
-        /// pointing at the question, nearly always) is that very string, not decoded and allocated again.
-        private var lastName: (start: Int, text: String)?
-        /// A name the caller knows, by where it starts (``take(_:wireLength:)``).
-        private var known: (start: Int, text: String, wireLength: Int)?
+        /// The last owner name read (or the one the caller knows, ``take(_:wireLength:)``): where it starts, its
+        /// text and wire length. An owner that is only a pointer to it (an answer's owner pointing at the question,
+        /// nearly always) is that very string, not decoded and allocated again.
+        private var lastName: (start: Int, text: String, wireLength: Int)?
 
         init(bytes: UnsafeBufferPointer<UInt8>, position: Int) {
             self.bytes = bytes
@@ -134,7 +133,7 @@ enum CommonReplyParser {
         /// The name at `position`, known to be `text` (``parse(_:header:knownQuestionName:)``): the next
         /// ``ownerText()`` returns it without decoding, and so does every owner that points at it.
         mutating func take(_ text: String, wireLength: Int) {
-            known = (position, text, wireLength)
+            lastName = (position, text, wireLength)
         }
 
         /// An owner name as ``DNSName/text`` writes it: lowercased, escaped, absolute.
@@ -143,11 +142,10 @@ enum CommonReplyParser {
             // the name (none up to 15 bytes) instead of a byte array grown and then copied.
             let bytes = self.bytes
             let start = position
-            if let known, known.start == start {
-                self.known = nil
-                position = start + known.wireLength
-                lastName = (start, known.text)
-                return known.text
+            // The known name itself (names are read in order, so only a taken one can start here).
+            if let lastName, lastName.start == start {
+                position = start + lastName.wireLength
+                return lastName.text
             }
             // A pointer to the last name read (backwards, so as walkName would follow it): the same text.
             if let lastName, start + 1 < bytes.count, bytes[start] & 0xC0 == 0xC0,
@@ -177,7 +175,7 @@ enum CommonReplyParser {
                 return index
             }
             position = end
-            lastName = (start, text)
+            lastName = (start, text, end - start)
             return text
         }
 

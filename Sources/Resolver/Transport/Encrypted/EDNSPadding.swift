@@ -38,19 +38,11 @@ enum EDNSPadding {
         out.append(contentsOf: wire)
         if keepalive { appendOptionHeader(&out, code: keepaliveCode, length: 0) }
         appendOptionHeader(&out, code: paddingCode, length: fill)
-        // From a zeroed template: a contiguous copy (`repeatElement` goes the generic sequence way, ~10
-        // instructions an octet).
-        if fill <= zeroes.count {
-            out.append(contentsOf: zeroes[0..<fill])
-        } else {
-            out.append(contentsOf: repeatElement(0, count: fill))
-        }
+        out.appendZeroes(fill)
         out[rdLengthAt] = UInt8(newLength >> 8)
         out[rdLengthAt + 1] = UInt8(newLength & 0xFF)
         return out
     }
-
-    private static let zeroes = [UInt8](repeating: 0, count: 512)
 
     private static func appendOptionHeader(_ out: inout [UInt8], code: UInt16, length: Int) {
         out.append(UInt8(code >> 8))
