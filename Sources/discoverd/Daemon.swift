@@ -12,6 +12,7 @@ import NIOPosix
 import Discovery
 import Resolver
 import ServiceLifecycle
+import UnixSignals
 import WideAreaDiscovery
 
 /// Wires the components together and runs them in a ServiceGroup until SIGTERM or SIGINT.
@@ -22,6 +23,8 @@ struct Daemon {
     let loadConfiguration: @Sendable () throws(ConfigurationError) -> DaemonConfiguration
     let logLevel: RuntimeLogLevel
     let logger: Logger
+    /// SIGHUP, trapped before the configuration was read (see ReloadOnHangup).
+    let hangups: UnixSignalsSequence
     let registry = ConnectionRegistry()
     /// Sockets passed by socket activation (`Config/discoverd.socket`, `Config/discoverd-dns.socket`).
     var activated: ActivatedSockets = .none
@@ -136,7 +139,7 @@ struct Daemon {
                             syncStaticServices: {
                                 await staticServices.sync(directory: running.configuration.servicesDirectory)
                             })),
-                    .init(service: ReloadOnHangup(logger: logger, reload: { try await running.reload() })),
+                    .init(service: ReloadOnHangup(hangups: hangups, logger: logger, reload: { try await running.reload() })),
                     .init(service: stub),
                     .init(
                         service: VarlinkListener(

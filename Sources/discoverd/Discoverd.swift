@@ -7,6 +7,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOPosix
+import UnixSignals
 import Resolver
 import ServiceLifecycle
 
@@ -76,6 +77,9 @@ struct Discoverd: AsyncParsableCommand {
         // reply needs no hop back, instead of waking a libdispatch worker and the loop again for every call
         // (BENCHMARKS.md, "What bounds the misses"). Nothing in the daemon blocks inside a task for long.
         NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
+        // Then SIGHUP, before the file is read and anything is bound: a reload sent as soon as the daemon is
+        // reachable, or while it starts, must not meet SIGHUP's default action, which terminates.
+        let hangups = await UnixSignalsSequence(trapping: .sighup)
         let configuration: DaemonConfiguration
         do {
             configuration = try makeConfiguration()
@@ -98,7 +102,7 @@ struct Discoverd: AsyncParsableCommand {
         var daemon = Daemon(
             configuration: configuration, configurationPath: configPathInUse,
             loadConfiguration: { () throws(ConfigurationError) in try command.makeConfiguration() },
-            logLevel: level, logger: logger)
+            logLevel: level, logger: logger, hangups: hangups)
         daemon.activated = activated
         do {
             try await daemon.run()
