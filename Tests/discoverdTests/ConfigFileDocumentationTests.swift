@@ -67,32 +67,32 @@ struct ConfigFileDocumentationTests {
     func examplesParse() throws {
         let examples = try Self.settings()
         #expect(examples.count >= 29)
-        for example in examples {
-            var config = DaemonConfiguration()
-            // A key-file example names a file that must exist (and be private) when it is read: put a key there.
-            let value = example.key == "key-file" ? try Self.withKeyFile(example.value) : example.value
-            #expect(throws: Never.self, "\(example)") {
-                try config.apply(text: "[\(example.section)]\n\(example.key) = \(value)\n", source: "example")
+        // A key-file example names a file that must exist (and be private) when it is read: put a key there.
+        let keys = FileManager.default.temporaryDirectory.path + "/conf-doc-\(UUID().uuidString.lowercased())"
+        try FileManager.default.createDirectory(atPath: keys, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: keys) }
+        // Credential names are read from $CREDENTIALS_DIRECTORY, which is the key directory meanwhile.
+        try CredentialsDirectory.with(keys) {
+            for example in examples {
+                var config = DaemonConfiguration()
+                let value = example.key == "key-file" ? try Self.withKeyFile(example.value, in: keys) : example.value
+                #expect(throws: Never.self, "\(example)") {
+                    try config.apply(text: "[\(example.section)]\n\(example.key) = \(value)\n", source: "example")
+                }
             }
         }
     }
 
-    /// `key-file = [DOMAIN] PATH` with PATH (absolute, or a credential name in $CREDENTIALS_DIRECTORY) replaced by
-    /// a private key file in a temporary directory.
-    static func withKeyFile(_ value: String) throws -> String {
-        let directory = FileManager.default.temporaryDirectory.path + "/conf-doc-\(UUID().uuidString.lowercased())"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    /// `key-file = [DOMAIN] PATH` with PATH (absolute, or a credential name in $CREDENTIALS_DIRECTORY) backed by
+    /// a private key file in `directory`.
+    static func withKeyFile(_ value: String, in directory: String) throws -> String {
         var fields = value.split(separator: " ").map(String.init)
         let name = fields[fields.count - 1]
         let path = directory + "/" + (name.split(separator: "/").last.map(String.init) ?? name)
         try "key \"doc-key\" { algorithm hmac-sha256; secret \"c2VjcmV0c2VjcmV0c2VjcmV0\"; };\n".write(
             toFile: path, atomically: false, encoding: .utf8)
         chmod(path, 0o600)
-        if name.hasPrefix("/") {
-            fields[fields.count - 1] = path
-        } else {
-            setenv("CREDENTIALS_DIRECTORY", directory, 1)
-        }
+        if name.hasPrefix("/") { fields[fields.count - 1] = path }
         return fields.joined(separator: " ")
     }
 }

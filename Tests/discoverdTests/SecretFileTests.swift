@@ -140,10 +140,10 @@ struct SecretFileTests {
     @Test func aCredentialNameIsReadFromTheCredentialsDirectory() throws {
         let dir = try Self.directory([("tsig", Self.keyFile, 0o400)])
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        setenv("CREDENTIALS_DIRECTORY", dir, 1)
-        defer { unsetenv("CREDENTIALS_DIRECTORY") }
         var config = DaemonConfiguration()
-        try config.apply(text: "[wide-area]\nkey-file = dyn.example tsig\n", source: "c")
+        try CredentialsDirectory.with(dir) {
+            try config.apply(text: "[wide-area]\nkey-file = dyn.example tsig\n", source: "c")
+        }
         #expect(config.wideAreaKeys.key(for: "dyn.example")?.name == "dyn-key.")
     }
 }
