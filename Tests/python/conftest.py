@@ -1,5 +1,6 @@
 """Fixtures that run the real discoverd binary for tests written against independent peers."""
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -50,7 +51,10 @@ class Daemon:
                 break
             time.sleep(0.02)
         self.stop()
-        pytest.fail("discoverd did not start: " + open(self.log_path).read())
+        log = open(self.log_path).read()
+        self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        pytest.fail("discoverd did not start: " + log)
 
     def stop(self):
         if self.proc.poll() is None:
@@ -67,5 +71,9 @@ class Daemon:
 @pytest.fixture
 def daemon():
     d = Daemon()
-    yield d
-    d.stop()
+    try:
+        yield d
+    finally:
+        d.stop()
+        d.log.close()
+        shutil.rmtree(d.dir, ignore_errors=True)
