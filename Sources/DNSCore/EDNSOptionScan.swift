@@ -11,8 +11,14 @@ public enum EDNSOptionScan {
     /// The first option `code` of the OPT record of `bytes`; nil when the message has none, or is cut short or
     /// malformed on the way to it. Never traps, whatever `bytes` holds.
     public static func find(_ code: UInt16, in bytes: [UInt8]) -> Found? {
+        locate(code, in: bytes).map { Found(value: Array(bytes[$0.value]), payloadSize: $0.payloadSize) }
+    }
+
+    /// Where ``find(_:in:)``'s option data lies in `bytes`, without copying it (a DoT reply's keepalive is read
+    /// this way on every reply).
+    public static func locate(_ code: UInt16, in bytes: [UInt8]) -> (value: Range<Int>, payloadSize: Int)? {
         func u16(_ at: Int) -> Int { Int(bytes[at]) << 8 | Int(bytes[at + 1]) }
-        var found: Found?
+        var found: (value: Range<Int>, payloadSize: Int)?
         _ = walkRecords(bytes) { record in
             guard record.isAdditional, u16(record.fixed) == 41 else { return true }
             let rdata = record.fixed + 10
@@ -22,7 +28,7 @@ public enum EDNSOptionScan {
                 let size = u16(option + 2)
                 guard option + 4 + size <= end else { return false }
                 if u16(option) == Int(code) {
-                    found = Found(value: Array(bytes[(option + 4)..<(option + 4 + size)]), payloadSize: u16(record.fixed + 2))
+                    found = ((option + 4)..<(option + 4 + size), u16(record.fixed + 2))
                     return false
                 }
                 option += 4 + size

@@ -125,6 +125,40 @@ import Testing
         #expect(EDNSPadding.keepaliveTimeout(in: bad) == nil)
     }
 
+    /// A try's query shares its template until it is sent: `wire` stamps the try's ID into a copy, the padded
+    /// copy for DoT and DoH carries it too, and another ID (a collision on a DoT connection, DoH GET's 0) is
+    /// stamped into either; the template itself never changes, and replies are matched as before.
+    @Test func aTrysIDIsStampedIntoCopiesOfTheSharedTemplate() throws {
+        let dnsName = try DNSName("www.lab.test.")
+        let template = try DNSQuery.make(name: dnsName, type: .a, class: .in, id: 0, dnssecOK: false, ednsBufferSize: 1232)
+        let question = DNSQuestion(name: dnsName.text, type: .a)
+        let query = PendingQuery(template: template, id: 0xBEEF, question: question, nameLength: dnsName.wire.count)
+        #expect(Array(query.wire.prefix(2)) == [0xBE, 0xEF])
+        #expect(Array(query.wire.dropFirst(2)) == Array(template.dropFirst(2)))
+        let padded = try #require(query.padded(keepalive: true))
+        #expect(padded.id == 0xBEEF && Array(padded.wire.prefix(2)) == [0xBE, 0xEF])
+        #expect(padded.wire == EDNSPadding.pad(query.wire, questionLength: query.questionLength, keepalive: true))
+        let moved = padded.withID(0)
+        #expect(moved.id == 0 && Array(moved.wire.prefix(2)) == [0, 0])
+        #expect(Array(moved.wire.dropFirst(2)) == Array(padded.wire.dropFirst(2)))
+        #expect(Array(query.withID(7).wire.prefix(2)) == [0, 7])
+        #expect(Array(template.prefix(2)) == [0, 0])
+        // The padded query still accepts its reply: the question echoed (in another case), with its ID.
+        var reply = Array(padded.wire.prefix(12 + query.questionLength))
+        reply[2] |= 0x80
+        reply[10] = 0; reply[11] = 0
+        reply[13] = UInt8(ascii: "W")
+        guard case .accept(let message) = padded.classify(reply, overTCP: true) else {
+            Issue.record("the reply to the padded query was not accepted")
+            return
+        }
+        #expect(message.id == 0xBEEF)
+        guard case .drop = moved.classify(reply, overTCP: true) else {
+            Issue.record("a reply with the old ID was accepted after the ID changed")
+            return
+        }
+    }
+
     @Test func refusesWhatItCannotPad() {
         #expect(EDNSPadding.pad([0, 1, 2], questionLength: 5, keepalive: true) == nil)
         let noOPT: [UInt8] = [0, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1, 0x61, 0, 0, 1, 0, 1]

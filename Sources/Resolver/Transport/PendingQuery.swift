@@ -11,23 +11,27 @@ struct PendingQuery: Sendable {
     let id: UInt16
     /// The question the reply must echo.
     let question: DNSQuestion
-    /// The query in wire format, as sent (without a TCP length prefix).
-    let wire: [UInt8]
+    /// The query as built: the shared template (any ID in its first two bytes) until ``wire`` stamps `id` into a
+    /// copy, or a wire that carries `id` already (`stamped`). Only the question bytes are read before sending.
+    private let bytes: [UInt8]
+    private let stamped: Bool
     /// Length of the question section in `wire` (name, type, class), which starts right after the header.
     let questionLength: Int
 
-    /// Stamps `id` into a query built once by `DNSQuery.make` with any ID.
+    /// The query in wire format, as sent (without a TCP length prefix).
+    var wire: [UInt8] { stamped ? bytes : Self.stamp(bytes, id: id) }
+
+    /// A query built once by `DNSQuery.make` with any ID, sent with `id`: the template is shared, not copied, until
+    /// the bytes are needed (a padded copy for DoT and DoH is made from it directly, with `id`).
     ///
     /// - Parameters:
-    ///   - template: the query in wire format; its first two bytes are replaced.
+    ///   - template: the query in wire format; its first two bytes are replaced when sent.
     ///   - nameLength: the wire length of the query name.
     init(template: [UInt8], id: UInt16, question: DNSQuestion, nameLength: Int) {
-        var wire = template
-        wire[0] = UInt8(id >> 8)
-        wire[1] = UInt8(id & 0xFF)
         self.id = id
         self.question = question
-        self.wire = wire
+        self.bytes = template
+        self.stamped = false
         self.questionLength = nameLength + 4
     }
 
@@ -36,8 +40,31 @@ struct PendingQuery: Sendable {
     init(stampedWire wire: [UInt8], id: UInt16, question: DNSQuestion, questionLength: Int) {
         self.id = id
         self.question = question
-        self.wire = wire
+        self.bytes = wire
+        self.stamped = true
         self.questionLength = questionLength
+    }
+
+    /// The same query with another ID.
+    func withID(_ id: UInt16) -> PendingQuery {
+        guard stamped else { return PendingQuery(template: bytes, id: id, question: question, nameLength: questionLength - 4) }
+        return PendingQuery(stampedWire: Self.stamp(bytes, id: id), id: id, question: question, questionLength: questionLength)
+    }
+
+    /// The query with keepalive and padding options (``EDNSPadding``) and its ID, built in one copy; nil if it has
+    /// no OPT record to carry them.
+    func padded(keepalive: Bool) -> PendingQuery? {
+        guard let wire = EDNSPadding.pad(bytes, id: id, questionLength: questionLength, keepalive: keepalive) else {
+            return nil
+        }
+        return PendingQuery(stampedWire: wire, id: id, question: question, questionLength: questionLength)
+    }
+
+    private static func stamp(_ bytes: [UInt8], id: UInt16) -> [UInt8] {
+        var wire = bytes
+        wire[0] = UInt8(id >> 8)
+        wire[1] = UInt8(id & 0xFF)
+        return wire
     }
 
     /// What a received message means for this query.
@@ -84,12 +111,11 @@ struct PendingQuery: Sendable {
     /// Whether `bytes` holds exactly one question equal to ours: name compared case-insensitively (RFC 4343),
     /// type and class byte for byte.
     private func echoesQuestion(_ bytes: [UInt8], header: DNSHeader) -> Bool {
-        guard header.questionCount == 1, bytes.count >= 12 + questionLength, wire.count >= 12 + questionLength else {
-            return false
-        }
+        guard header.questionCount == 1, bytes.count >= 12 + questionLength, self.bytes.count >= 12 + questionLength
+        else { return false }
         let nameEnd = 12 + questionLength - 4
         let end = 12 + questionLength
-        return wire.withUnsafeBufferPointer { sent in
+        return self.bytes.withUnsafeBufferPointer { sent in
             bytes.withUnsafeBufferPointer { received in
                 // The name: equal, or equal once ASCII letters are folded (label length octets are at most 63,
                 // below "A", so folding them changes nothing).

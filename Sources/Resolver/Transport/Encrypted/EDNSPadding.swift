@@ -16,8 +16,11 @@ enum EDNSPadding {
     ///
     /// - Parameters:
     ///   - wire: the query without a TCP length prefix.
+    ///   - id: the message ID to write into the copy; nil keeps the one `wire` has.
     ///   - questionLength: the wire length of the question (name, type, class).
-    static func pad(_ wire: [UInt8], questionLength: Int, keepalive: Bool, block: Int = queryBlock) -> [UInt8]? {
+    static func pad(
+        _ wire: [UInt8], id: UInt16? = nil, questionLength: Int, keepalive: Bool, block: Int = queryBlock
+    ) -> [UInt8]? {
         let optStart = 12 + questionLength
         // OPT: root name (1), type 41 (2), UDP size (2), extended rcode and flags (4), RDLENGTH (2), options.
         guard wire.count >= optStart + 11, wire[4] == 0, wire[5] == 1, wire[6] == 0, wire[7] == 0, wire[8] == 0,
@@ -41,6 +44,10 @@ enum EDNSPadding {
         out.appendZeroes(fill)
         out[rdLengthAt] = UInt8(newLength >> 8)
         out[rdLengthAt + 1] = UInt8(newLength & 0xFF)
+        if let id {
+            out[0] = UInt8(id >> 8)
+            out[1] = UInt8(id & 0xFF)
+        }
         return out
     }
 
@@ -55,7 +62,7 @@ enum EDNSPadding {
 extension EDNSPadding {
     /// The TIMEOUT of the edns-tcp-keepalive option of a reply (RFC 7828 §3.1: units of 100 ms), if it has one.
     static func keepaliveTimeout(in reply: [UInt8]) -> UInt16? {
-        guard let found = EDNSOptionScan.find(keepaliveCode, in: reply), found.value.count == 2 else { return nil }
-        return UInt16(found.value[0]) << 8 | UInt16(found.value[1])
+        guard let found = EDNSOptionScan.locate(keepaliveCode, in: reply), found.value.count == 2 else { return nil }
+        return UInt16(reply[found.value.lowerBound]) << 8 | UInt16(reply[found.value.lowerBound + 1])
     }
 }

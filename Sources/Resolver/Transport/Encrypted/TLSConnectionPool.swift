@@ -406,21 +406,6 @@ struct ReconnectBackoff {
     }
 }
 
-extension PendingQuery {
-    /// The same query with another ID.
-    func withID(_ id: UInt16) -> PendingQuery {
-        PendingQuery(template: wire, id: id, question: question, nameLength: questionLength - 4)
-    }
-
-    /// The query with keepalive and padding options (``EDNSPadding``), or nil if it has no OPT record to carry them.
-    func padded(keepalive: Bool) -> PendingQuery? {
-        guard let wire = EDNSPadding.pad(wire, questionLength: questionLength, keepalive: keepalive) else {
-            return nil
-        }
-        return PendingQuery(stampedWire: wire, id: id, question: question, questionLength: questionLength)
-    }
-}
-
 extension ExchangeOutcome {
     /// The failure text of an outcome that is not a response.
     var reason: String {
