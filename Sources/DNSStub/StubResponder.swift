@@ -171,9 +171,10 @@ public final class StubResponder: Sendable {
             }
             return .pending
         }
+        // The name was decoded from the wire: lowercased and absolute already (StubQuery.nameText).
         let options = WalkOptions(
             optimistic: state.settings.optimistic, dnssecOK: query.edns?.dnssecOK ?? false, staleOnFailure: true,
-            checkingDisabled: query.checkingDisabled)
+            checkingDisabled: query.checkingDisabled, nameIsNormalized: true)
         if LocalZones.mayBeLocal(query.nameText), LocalZones.isLocal(query.name) {
             guard state.settings.answerLocal else {
                 return .reply(
@@ -215,7 +216,8 @@ public final class StubResponder: Sendable {
         // flight) is answered here, without a task: a flood costs the stub no more than its replies.
         let queryClient = client.queryClient
         if let refused = resolver.refusalNow(
-            query.nameText, type: query.type, class: query.class, dnssecOK: options.dnssecOK, client: queryClient)
+            query.nameText, type: query.type, class: query.class, dnssecOK: options.dnssecOK, client: queryClient,
+            nameIsNormalized: true)
         {
             return .reply(failure(query, refused, limit: limit))
         }

@@ -170,6 +170,27 @@ struct ResolutionWalkTests {
         #expect(resolver.cache.statistics.hits == before + 1)
     }
 
+    /// The stub's names are normalised already (`WalkOptions.nameIsNormalized`): its walks and cache keys take them
+    /// as they are, and they share entries with the API's, which normalises whatever text it gets.
+    @Test func aNormalisedNameSharesTheCacheWithTheSameNameAsWritten() async throws {
+        let transport = ReplyTransport(["www.example. A": reply([aRecord("www.example.", [192, 0, 2, 7])])])
+        let resolver = makeResolver(transport)
+        var trace = WalkTrace(keepingSteps: true)
+        let normalized = WalkOptions(nameIsNormalized: true)
+        let fetched = try await resolver.walk("www.example.", type: .a, options: normalized, trace: &trace)
+        guard case .records(let records, let owner) = fetched.answer else { Issue.record("no records"); return }
+        #expect(owner == "www.example." && records.count == 1)
+        // Written otherwise, through the API's path: the same entry, nothing asked again.
+        var hit = WalkTrace(keepingSteps: true)
+        let written = try await resolver.walk("WWW.Example", type: .a, options: WalkOptions(), trace: &hit)
+        guard case .records(let again, _) = written.answer else { Issue.record("no records"); return }
+        #expect(again == records)
+        var cached = WalkTrace(keepingSteps: true)
+        #expect(resolver.cachedWalk("www.example.", type: .a, options: normalized, trace: &cached) != nil)
+        #expect(transport.count("www.example.", .a) == 1)
+        #expect(resolver.refusalNow("www.example.", type: .a, client: nil, nameIsNormalized: true) == nil)
+    }
+
     // MARK: - One in-flight table: coalescing and bounds
 
     @Test func theCoalescingKeyIncludesTheDOBit() async throws {

@@ -13,12 +13,17 @@ public struct WalkOptions: Sendable {
     public var client: QueryClient?
     /// CD (RFC 4035 §3.2.2): bogus entries are served as they came, and nothing is called secure.
     public var checkingDisabled: Bool
+    /// The name is a valid name's presentation text, lowercased and absolute (the DNS stub's, decoded from the
+    /// wire): the walk and its cache keys take it as it is instead of checking and normalising it again.
+    /// Default false (the API's names are text a client wrote).
+    public var nameIsNormalized: Bool
 
     public init(
         optimistic: Bool = true, dnssecOK: Bool = false, staleOnFailure: Bool = true, client: QueryClient? = nil,
-        checkingDisabled: Bool = false
+        checkingDisabled: Bool = false, nameIsNormalized: Bool = false
     ) {
         self.checkingDisabled = checkingDisabled
+        self.nameIsNormalized = nameIsNormalized
         self.optimistic = optimistic
         self.dnssecOK = dnssecOK
         self.staleOnFailure = staleOnFailure
@@ -103,7 +108,10 @@ extension DNSResolver {
     public func cachedWalk(
         _ name: String, type: RRType, class rrClass: RRClass = .in, options: WalkOptions, trace: inout WalkTrace
     ) -> RRsetResult? {
-        let firstKey = CacheKey(name: name, type: type.rawValue, dnsClass: rrClass.rawValue)
+        let firstKey =
+            options.nameIsNormalized
+            ? CacheKey(normalizedName: name, type: type.rawValue, dnsClass: rrClass.rawValue)
+            : CacheKey(name: name, type: type.rawValue, dnsClass: rrClass.rawValue)
         var first = lookupHop(firstKey, type: type, options: options, counting: false, trace: &trace)
         // Nearly every hit: the first entry holds the records themselves (scrubbed entries hold the asked type at
         // the name first, no alias): no chain to build.
@@ -176,13 +184,16 @@ extension DNSResolver {
             beginRefreshes(trace.refreshes)
             trace.refreshes = PendingRefreshes()
         }
-        var chain = AliasChain(start: name, maximumHops: configuration.maximumAliasHops)
+        var chain =
+            options.nameIsNormalized
+            ? AliasChain(normalizedStart: name, maximumHops: configuration.maximumAliasHops)
+            : AliasChain(start: name, maximumHops: configuration.maximumAliasHops)
         while true {
             let current = chain.current
             // An alias target is a valid name from the wire, normalised by the chain; the start may be any text
-            // (an invalid name is left as written there), so the key normalises it.
+            // (an invalid name is left as written there), so the key normalises it unless the caller did.
             let key =
-                chain.names.count == 1
+                chain.names.count == 1 && !options.nameIsNormalized
                 ? CacheKey(name: current, type: type.rawValue, dnsClass: rrClass.rawValue)
                 : CacheKey(normalizedName: current, type: type.rawValue, dnsClass: rrClass.rawValue)
             var entry = lookupHop(key, type: type, options: options, counting: true, trace: &trace)

@@ -690,12 +690,16 @@ public final class DNSResolver: Sendable {
     /// The refusal a walk for (name, type) from `client` would meet at its first upstream query, decided now and
     /// without a task: a front door under a flood answers it at once instead of starting work that can only be
     /// refused. Nil when the question would be admitted, or would join one already in flight.
+    /// - Parameter nameIsNormalized: as ``WalkOptions/nameIsNormalized``.
     public func refusalNow(
-        _ name: String, type: RRType, class rrClass: RRClass = .in, dnssecOK: Bool = false, client: QueryClient?
+        _ name: String, type: RRType, class rrClass: RRClass = .in, dnssecOK: Bool = false, client: QueryClient?,
+        nameIsNormalized: Bool = false
     ) -> ResolverError? {
-        let key = InflightKey(
-            cacheKey: CacheKey(name: name, type: type.rawValue, dnsClass: rrClass.rawValue), dnssecOK: dnssecOK,
-            checkingDisabled: false)
+        let cacheKey =
+            nameIsNormalized
+            ? CacheKey(normalizedName: name, type: type.rawValue, dnsClass: rrClass.rawValue)
+            : CacheKey(name: name, type: type.rawValue, dnsClass: rrClass.rawValue)
+        let key = InflightKey(cacheKey: cacheKey, dnssecOK: dnssecOK, checkingDisabled: false)
         let (refused, global) = inflight.refusal(key, client: client)
         return refused ? refusal(name: name, type: type, global: global, client: client) : nil
     }
