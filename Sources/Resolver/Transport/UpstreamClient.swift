@@ -312,27 +312,31 @@ public final class UpstreamClient: DNSTransport, Sendable {
             let detail = unusable.isEmpty ? "" : " (not numeric addresses: \(unusable.joined(separator: ", ")))"
             throw DNSTransportError(code: .noUpstreams, message: "no upstream DNS server configured\(detail)")
         }
-        // A plain name (letters, digits, `-`, `_`) goes from its text to the wire in one pass; anything else through
-        // DNSName's parser (escapes, and the error for an invalid name).
-        var nameWire: [UInt8] = []
+        // The query is written once, with ID 0 (each try stamps its own): a plain name (letters, digits, `-`, `_`)
+        // goes from its text straight into it in one pass; anything else through DNSName's parser (escapes, and the
+        // error for an invalid name).
+        var template: [UInt8] = []
+        template.reserveCapacity(12 + question.name.utf8.count + 2 + DNSQuery.trailerLength)
+        DNSQuery.appendHeader(id: 0, to: &template)
         let nameText: String
-        if let plain = DNSName.appendPlainWireNormalized(question.name, to: &nameWire) {
+        if let plain = DNSName.appendPlainWireNormalized(question.name, to: &template) {
             nameText = plain
         } else {
             do {
                 let name = try DNSName(question.name)
-                nameWire = name.wire
+                template.append(contentsOf: name.wire)
                 nameText = name.text
             } catch {
                 throw DNSTransportError(code: .invalidQuery, message: "cannot encode a query for \(question): \(error)")
             }
         }
-        let template = DNSQuery.make(
-            nameWire: nameWire, type: question.type, class: question.class, id: 0, dnssecOK: dnssecOK,
-            ednsBufferSize: configuration.ednsBufferSize)
+        let nameLength = template.count - 12
+        DNSQuery.appendTrailer(
+            type: question.type, class: question.class, dnssecOK: dnssecOK,
+            ednsBufferSize: configuration.ednsBufferSize, to: &template)
         let request = Request(
             question: DNSQuestion(normalizedName: nameText, type: question.type, class: question.class),
-            template: template, nameLength: nameWire.count)
+            template: template, nameLength: nameLength)
 
         var attempts: [QueryAttempt] = []
         var lastFailure: DNSMessage?

@@ -84,9 +84,25 @@ public enum DNSQuery {
         // built the same bytes (`makeWithLDNS` in the tests compares them) at about 12 000 instructions a
         // query on the miss path.
         var out: [UInt8] = []
-        out.reserveCapacity(12 + nameWire.count + 4 + 11)
-        out.append(contentsOf: [UInt8(id >> 8), UInt8(id & 0xFF), 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 1])
+        out.reserveCapacity(12 + nameWire.count + trailerLength)
+        appendHeader(id: id, to: &out)
         out.append(contentsOf: nameWire)
+        appendTrailer(type: type, class: rrClass, dnssecOK: dnssecOK, ednsBufferSize: ednsBufferSize, to: &out)
+        return out
+    }
+
+    /// Bytes after the question name: type and class, then the OPT record.
+    static let trailerLength = 4 + 11
+
+    /// A query's header: `id`, RD set, one question, one additional record (the OPT). The name follows.
+    static func appendHeader(id: UInt16, to out: inout [UInt8]) {
+        out.append(contentsOf: [UInt8(id >> 8), UInt8(id & 0xFF), 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 1])
+    }
+
+    /// What follows the question name: its type and class, and an OPT record without options.
+    static func appendTrailer(
+        type: RRType, class rrClass: RRClass, dnssecOK: Bool, ednsBufferSize: UInt16, to out: inout [UInt8]
+    ) {
         out.append(contentsOf: [
             UInt8(type.rawValue >> 8), UInt8(type.rawValue & 0xFF), UInt8(rrClass.rawValue >> 8),
             UInt8(rrClass.rawValue & 0xFF),
@@ -94,7 +110,6 @@ public enum DNSQuery {
         out.append(contentsOf: [
             0, 0, 41, UInt8(ednsBufferSize >> 8), UInt8(ednsBufferSize & 0xFF), 0, 0, dnssecOK ? 0x80 : 0, 0, 0, 0,
         ])
-        return out
     }
 
     /// Builds a query for a name in presentation format; see `make(name:type:class:id:dnssecOK:ednsBufferSize:)`.
