@@ -96,20 +96,24 @@ public enum DNSQuery {
 
     /// A query's header: `id`, RD set, one question, one additional record (the OPT). The name follows.
     static func appendHeader(id: UInt16, to out: inout [UInt8]) {
-        out.append(contentsOf: [UInt8(id >> 8), UInt8(id & 0xFF), 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 1])
+        // A tuple, not an array literal: the literal is an array allocated and freed on every call.
+        let header: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) = (
+            UInt8(id >> 8), UInt8(id & 0xFF), 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 1
+        )
+        withUnsafeBytes(of: header) { out.append(contentsOf: $0) }
     }
 
     /// What follows the question name: its type and class, and an OPT record without options.
     static func appendTrailer(
         type: RRType, class rrClass: RRClass, dnssecOK: Bool, ednsBufferSize: UInt16, to out: inout [UInt8]
     ) {
-        out.append(contentsOf: [
-            UInt8(type.rawValue >> 8), UInt8(type.rawValue & 0xFF), UInt8(rrClass.rawValue >> 8),
-            UInt8(rrClass.rawValue & 0xFF),
-        ])
-        out.append(contentsOf: [
-            0, 0, 41, UInt8(ednsBufferSize >> 8), UInt8(ednsBufferSize & 0xFF), 0, 0, dnssecOK ? 0x80 : 0, 0, 0, 0,
-        ])
+        let trailer:
+            (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) = (
+                UInt8(type.rawValue >> 8), UInt8(type.rawValue & 0xFF), UInt8(rrClass.rawValue >> 8),
+                UInt8(rrClass.rawValue & 0xFF),
+                0, 0, 41, UInt8(ednsBufferSize >> 8), UInt8(ednsBufferSize & 0xFF), 0, 0, dnssecOK ? 0x80 : 0, 0, 0, 0
+            )
+        withUnsafeBytes(of: trailer) { out.append(contentsOf: $0) }
     }
 
     /// Builds a query for a name in presentation format; see `make(name:type:class:id:dnssecOK:ednsBufferSize:)`.
