@@ -83,6 +83,9 @@ public final class EncodedSections: Sendable, Hashable {
         -> ([UInt8], UInt16, Int, UInt16)
     {
         var out: [UInt8] = []
+        // Room for every record written out in full (a plain name's wire form is its text plus at most 2 octets):
+        // one allocation, not one per growth.
+        out.reserveCapacity(records.reduce(0) { $0 + $1.name.utf8.count + 2 + 10 + $1.rdata.count })
         guard records.contains(where: { isDNSSEC($0.type) }) else {
             let count = UInt16(clamping: append(records, to: &out, ttlOffsets: &ttlOffsets))
             return (out, count, out.count, count)
