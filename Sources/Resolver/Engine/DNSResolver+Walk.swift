@@ -206,12 +206,12 @@ extension DNSResolver {
                     trace.provenance.addDNSSEC(answer.payload, stale: false)
                     trace.provenance.sources.insert(.network)
                     trace.provenance.ttl = min(trace.provenance.ttl, ttl)
-                    trace.provenance.attempts += attempts
+                    trace.provenance.addAttempts(attempts)
                     trace.record(
                         RecordAnswer(answer: answer, ttl: ttl, source: .network, staleSeconds: nil, attempts: attempts))
                     entry = answer
                 case .failure(let error):
-                    trace.provenance.attempts += error.attempts
+                    trace.provenance.addAttempts(error.attempts)
                     // RFC 8767 §4: when the network fails, expired data (negative answers included) beats an error.
                     guard options.staleOnFailure,
                         case .stale(let stale, let seconds, let staleTTL, _) = cache.lookup(key, afterFailure: true)

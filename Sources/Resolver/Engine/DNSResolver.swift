@@ -273,7 +273,7 @@ public final class DNSResolver: Sendable {
             bindings = resolution.bindings
             fallback = resolution.fallbackTarget
         case .failure(let error):
-            provenance.attempts += error.attempts
+            provenance.addAttempts(error.attempts)
             if error.code == .noSuchName && port == 443 { throw error }
             logger.debug("HTTPS lookup failed, planning without it", metadata: ["dns.name": "\(hostName)", "error": "\(error)"])
         }
@@ -283,7 +283,7 @@ public final class DNSResolver: Sendable {
             provenance.merge(addressProvenance)
             known[hostName] = addresses
         case .failure(let error):
-            provenance.attempts += error.attempts
+            provenance.addAttempts(error.attempts)
             if bindings.isEmpty && fallback == hostName { throw error }
         }
 
@@ -322,7 +322,7 @@ public final class DNSResolver: Sendable {
                     known[target] = addresses
                     provenance.merge(targetProvenance)
                 case .failure(let error):
-                    provenance.attempts += error.attempts
+                    provenance.addAttempts(error.attempts)
                 }
             }
         }
@@ -537,7 +537,7 @@ public final class DNSResolver: Sendable {
                 if list == nil && (isV6 ? family != .ipv4 : family != .ipv6) { nxdomain += 1 }
                 if isV6 { addresses.ipv6 = list } else { addresses.ipv4 = list }
             case .failure(let error):
-                provenance.attempts += error.attempts
+                provenance.addAttempts(error.attempts)
                 failure = failure ?? error
             }
         }

@@ -24,6 +24,13 @@ struct Provenance: Sendable {
     var ttl: UInt32 = .max
     var staleSeconds: UInt32?
     var attempts: [QueryAttempt] = []
+
+    /// Adds a hop's attempts; the first hop's array is shared as it is (a miss's one upstream question), not copied
+    /// into a new one.
+    mutating func addAttempts(_ more: [QueryAttempt]) {
+        if attempts.isEmpty { attempts = more } else { attempts += more }
+    }
+
     /// Keys answered from expired cache: their refreshes are what a `more` caller waits for.
     var staleKeys: [CacheKey] = []
     /// How many cache entries were used (fresh or stale).
