@@ -18,7 +18,8 @@ struct PendingQuery: Sendable {
     /// Length of the question section in `wire` (name, type, class), which starts right after the header.
     let questionLength: Int
 
-    /// The query in wire format, as sent (without a TCP length prefix).
+    /// The query in wire format, as sent (without a TCP length prefix). A template query makes a copy on every
+    /// read: read it once per send.
     var wire: [UInt8] { stamped ? bytes : Self.stamp(bytes, id: id) }
 
     /// A query built once by `DNSQuery.make` with any ID, sent with `id`: the template is shared, not copied, until
@@ -47,8 +48,11 @@ struct PendingQuery: Sendable {
 
     /// The same query with another ID.
     func withID(_ id: UInt16) -> PendingQuery {
-        guard stamped else { return PendingQuery(template: bytes, id: id, question: question, nameLength: questionLength - 4) }
-        return PendingQuery(stampedWire: Self.stamp(bytes, id: id), id: id, question: question, questionLength: questionLength)
+        guard stamped else {
+            return PendingQuery(template: bytes, id: id, question: question, nameLength: questionLength - 4)
+        }
+        return PendingQuery(
+            stampedWire: Self.stamp(bytes, id: id), id: id, question: question, questionLength: questionLength)
     }
 
     /// The query with keepalive and padding options (``EDNSPadding``) and its ID, built in one copy; nil if it has

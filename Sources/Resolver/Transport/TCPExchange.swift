@@ -23,9 +23,10 @@ enum TCPExchange {
                 }
                 .connect(to: address)
             connected.whenSuccess { channel in
-                var frame = channel.allocator.buffer(capacity: query.wire.count + 2)
-                frame.writeInteger(UInt16(truncatingIfNeeded: query.wire.count))
-                frame.writeBytes(query.wire)
+                let wire = query.wire
+                var frame = channel.allocator.buffer(capacity: wire.count + 2)
+                frame.writeInteger(UInt16(truncatingIfNeeded: wire.count))
+                frame.writeBytes(wire)
                 channel.writeAndFlush(frame).whenFailure { error in promise.succeed(.failed("send: \(error)")) }
             }
             return connected

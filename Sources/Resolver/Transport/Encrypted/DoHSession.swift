@@ -139,10 +139,10 @@ private final class DoHStreamHandler: ChannelDuplexHandler {
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        let query = request.query
+        let wire = request.query.wire
         let server = request.server
         if request.get {
-            let dns = Data(query.wire).base64EncodedString()
+            let dns = Data(wire).base64EncodedString()
                 .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
                 .replacingOccurrences(of: "=", with: "")
             let headers: HPACKHeaders = [
@@ -154,10 +154,10 @@ private final class DoHStreamHandler: ChannelDuplexHandler {
             let headers: HPACKHeaders = [
                 ":method": "POST", ":scheme": "https", ":authority": server.authority, ":path": server.path,
                 "content-type": "application/dns-message", "accept": "application/dns-message",
-                "content-length": "\(query.wire.count)",
+                "content-length": "\(wire.count)",
             ]
             context.write(wrapOutboundOut(.headers(.init(headers: headers))), promise: nil)
-            let buffer = context.channel.allocator.buffer(bytes: query.wire)
+            let buffer = context.channel.allocator.buffer(bytes: wire)
             context.writeAndFlush(
                 wrapOutboundOut(.data(.init(data: .byteBuffer(buffer), endStream: true))), promise: nil)
         }

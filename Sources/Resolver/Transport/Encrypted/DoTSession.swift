@@ -43,9 +43,10 @@ final class DoTSession: TLSSession, @unchecked Sendable {
         let id = query.id
         pending[id] = (query, completion)
         completion.tag = Int(id)
-        var frame = channel.allocator.buffer(capacity: query.wire.count + 2)
-        frame.writeInteger(UInt16(truncatingIfNeeded: query.wire.count))
-        frame.writeBytes(query.wire)
+        let wire = query.wire
+        var frame = channel.allocator.buffer(capacity: wire.count + 2)
+        frame.writeInteger(UInt16(truncatingIfNeeded: wire.count))
+        frame.writeBytes(wire)
         // No write promise: a write fails only with its connection (the TLS handler closes it on any failure,
         // NIO on a socket error), and the pool then ends every try on it with the reason.
         channel.write(frame, promise: nil)
