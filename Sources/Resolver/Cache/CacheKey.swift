@@ -26,6 +26,16 @@ public struct CacheKey: Hashable, Sendable, Codable, CustomStringConvertible {
         self.init(normalizedName: DomainName.normalize(name), type: type, dnsClass: dnsClass)
     }
 
+    /// A key for `name`, normalised here unless `isNormalized` says it is lowercased and absolute already (an alias
+    /// target the chain normalised, or a name decoded from the wire: ``WalkOptions/nameIsNormalized``).
+    init(name: String, isNormalized: Bool, type: UInt16, dnsClass: UInt16) {
+        if isNormalized {
+            self.init(normalizedName: name, type: type, dnsClass: dnsClass)
+        } else {
+            self.init(name: name, type: type, dnsClass: dnsClass)
+        }
+    }
+
     /// Creates a key for a name that is lowercased and absolute already (an alias target the chain normalised).
     init(normalizedName name: String, type: UInt16, dnsClass: UInt16) {
         assert(DomainName.normalize(name) == name, "\(name) is not normalised")

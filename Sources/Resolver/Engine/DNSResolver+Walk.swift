@@ -108,10 +108,8 @@ extension DNSResolver {
     public func cachedWalk(
         _ name: String, type: RRType, class rrClass: RRClass = .in, options: WalkOptions, trace: inout WalkTrace
     ) -> RRsetResult? {
-        let firstKey =
-            options.nameIsNormalized
-            ? CacheKey(normalizedName: name, type: type.rawValue, dnsClass: rrClass.rawValue)
-            : CacheKey(name: name, type: type.rawValue, dnsClass: rrClass.rawValue)
+        let firstKey = CacheKey(
+            name: name, isNormalized: options.nameIsNormalized, type: type.rawValue, dnsClass: rrClass.rawValue)
         var first = lookupHop(firstKey, type: type, options: options, counting: false, trace: &trace)
         // Nearly every hit: the first entry holds the records themselves (scrubbed entries hold the asked type at
         // the name first, no alias): no chain to build.
@@ -142,7 +140,8 @@ extension DNSResolver {
             trace.refreshes = PendingRefreshes()
             return nil
         }
-        var chain = AliasChain(start: firstKey.name, maximumHops: configuration.maximumAliasHops)
+        var chain = AliasChain(
+            start: firstKey.name, isNormalized: options.nameIsNormalized, maximumHops: configuration.maximumAliasHops)
         while true {
             let entry: CacheAnswer<CachedRRset>?
             if let hop = first {
@@ -184,18 +183,15 @@ extension DNSResolver {
             beginRefreshes(trace.refreshes)
             trace.refreshes = PendingRefreshes()
         }
-        var chain =
-            options.nameIsNormalized
-            ? AliasChain(normalizedStart: name, maximumHops: configuration.maximumAliasHops)
-            : AliasChain(start: name, maximumHops: configuration.maximumAliasHops)
+        var chain = AliasChain(
+            start: name, isNormalized: options.nameIsNormalized, maximumHops: configuration.maximumAliasHops)
         while true {
             let current = chain.current
             // An alias target is a valid name from the wire, normalised by the chain; the start may be any text
             // (an invalid name is left as written there), so the key normalises it unless the caller did.
-            let key =
-                chain.names.count == 1 && !options.nameIsNormalized
-                ? CacheKey(name: current, type: type.rawValue, dnsClass: rrClass.rawValue)
-                : CacheKey(normalizedName: current, type: type.rawValue, dnsClass: rrClass.rawValue)
+            let key = CacheKey(
+                name: current, isNormalized: chain.names.count > 1 || options.nameIsNormalized, type: type.rawValue,
+                dnsClass: rrClass.rawValue)
             var entry = lookupHop(key, type: type, options: options, counting: true, trace: &trace)
             if entry == nil {
                 let task = upstreamTask(

@@ -695,11 +695,10 @@ public final class DNSResolver: Sendable {
         _ name: String, type: RRType, class rrClass: RRClass = .in, dnssecOK: Bool = false, client: QueryClient?,
         nameIsNormalized: Bool = false
     ) -> ResolverError? {
-        let cacheKey =
-            nameIsNormalized
-            ? CacheKey(normalizedName: name, type: type.rawValue, dnsClass: rrClass.rawValue)
-            : CacheKey(name: name, type: type.rawValue, dnsClass: rrClass.rawValue)
-        let key = InflightKey(cacheKey: cacheKey, dnssecOK: dnssecOK, checkingDisabled: false)
+        let key = InflightKey(
+            cacheKey: CacheKey(
+                name: name, isNormalized: nameIsNormalized, type: type.rawValue, dnsClass: rrClass.rawValue),
+            dnssecOK: dnssecOK, checkingDisabled: false)
         let (refused, global) = inflight.refusal(key, client: client)
         return refused ? refusal(name: name, type: type, global: global, client: client) : nil
     }

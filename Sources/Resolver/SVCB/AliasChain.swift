@@ -42,6 +42,16 @@ public struct AliasChain: Hashable, Sendable {
         self.init(normalizedStart: DNSName.normalized(name), maximumHops: maximumHops)
     }
 
+    /// Starts a chain at `name`, normalised here unless `isNormalized` says it is a valid name lowercased and
+    /// absolute already (``WalkOptions/nameIsNormalized``).
+    init(start name: String, isNormalized: Bool, maximumHops: Int) {
+        if isNormalized {
+            self.init(normalizedStart: name, maximumHops: maximumHops)
+        } else {
+            self.init(start: name, maximumHops: maximumHops)
+        }
+    }
+
     /// Starts a chain at a name that is lowercased and absolute already (another chain's `current`).
     init(normalizedStart name: String, maximumHops: Int) {
         self.names = [name]
