@@ -1,5 +1,5 @@
 # Sourced by Scripts/bench and Scripts/bench-dnssec: the release build they measure, with the flags of the shipped
-# binary (debian/rules: -enforce-exclusivity=unchecked).
+# binary (Scripts/release-flags, as debian/rules).
 #
 # release_build REPO SCRATCH WORKTREE LOG
 #   Others edit the working tree while a bench builds, so it builds a snapshot of the committed tree (HEAD) in
@@ -21,9 +21,11 @@ release_build() {
         (cd "$snap" && find . -type f) | while IFS= read -r f; do [[ -e $snap.new/$f ]] || rm -f "$snap/$f"; done
         rm -rf "$snap.new"
     fi
+    local flags
+    mapfile -t flags < <("$repo/Scripts/release-flags") || return 1
     printf 'building discoverd (release, package %s, scratch %s)\n' "$pkg" "$scratch" >&2
     for attempt in 1 2 3; do
-        swift build -c release -Xswiftc -enforce-exclusivity=unchecked --package-path "$pkg" --scratch-path "$scratch" \
+        swift build -c release "${flags[@]}" --package-path "$pkg" --scratch-path "$scratch" \
             --product discoverd >"$log" 2>&1 && return 0
         printf 'build attempt %s failed (tail of %s):\n' "$attempt" "$log" >&2
         tail -n 5 "$log" >&2
