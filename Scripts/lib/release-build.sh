@@ -21,8 +21,9 @@ release_build() {
         (cd "$snap" && find . -type f) | while IFS= read -r f; do [[ -e $snap.new/$f ]] || rm -f "$snap/$f"; done
         rm -rf "$snap.new"
     fi
-    local flags
-    mapfile -t flags < <("$repo/Scripts/release-flags") || return 1
+    local text flags
+    text="$("$repo/Scripts/release-flags")" || return 1  # (a failure inside < <(...) would go unseen)
+    mapfile -t flags <<<"$text"
     printf 'building discoverd (release, package %s, scratch %s)\n' "$pkg" "$scratch" >&2
     for attempt in 1 2 3; do
         swift build -c release "${flags[@]}" --package-path "$pkg" --scratch-path "$scratch" \
