@@ -277,6 +277,45 @@ def test_privacy_no_lab_name_on_port_53_and_queries_padded_to_128(server, workdi
         assert not [n for n in answers if n % 468 == 0 or n % 128 == 0], answers
 
 
+def test_a_burst_shares_tls_records_and_every_query_stays_padded(server, workdir):
+    # Queries that reach the connection in one event-loop turn are encrypted together: fewer TLS records than
+    # queries, each record a whole number of padded queries (2 bytes of length + a multiple of 128 each), and
+    # every query answered.
+    d = daemon(workdir, f"{server}#{NAME}")
+    try:
+        assert ask("warm.lab.test", "A", server="127.0.0.1", port=d.port).rcode in ("NOERROR", "NXDOMAIN")
+        cap = Capture(workdir / "burst.pcap")
+        names = [uniq("burst") for _ in range(64)]
+        s = netns_socket("dlab-a", socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            s.settimeout(5)
+            queries = {}
+            for i, n in enumerate(names):
+                q = make_query(n, "A", qid=1000 + i)
+                queries[q.id] = n
+                s.sendto(q.to_wire(), ("127.0.0.1", d.port))
+            answered = {}
+            while len(answered) < len(names):
+                r = dns.message.from_wire(s.recv(65535))
+                answered[r.id] = dns.rcode.to_text(r.rcode())
+        finally:
+            s.close()
+            packets = cap.stop()
+        assert set(answered.values()) == {"NXDOMAIN"}, answered
+        stream = b"".join(p[4] for p in packets if p[0] == "192.0.2.1" and p[3] == 853)
+        records = [length - 16 - 1 for ctype, length in tls_records(stream) if ctype == 23]
+        assert sum(records) >= len(names) * 130, records
+
+        def whole_queries(n: int) -> bool:
+            # n = 2k + 128j with j >= k >= 1 (k queries of at least 128 bytes each)
+            return any((n - 2 * k) % 128 == 0 and (n - 2 * k) // 128 >= k for k in range(1, n // 130 + 1))
+
+        assert all(whole_queries(n) for n in records), records
+        assert len(records) < len(names), f"{len(records)} records for {len(names)} queries"
+    finally:
+        d.stop()
+
+
 def test_thousand_queries_one_connection_one_handshake(server, workdir):
     d = daemon(workdir, f"{server}#{NAME}")
     try:

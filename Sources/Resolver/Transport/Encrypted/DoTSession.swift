@@ -9,11 +9,11 @@ import NIOCore
 /// and is padded to a multiple of 128 bytes (RFC 7830, RFC 8467 §4.1); the timeout the server gives back in its
 /// keepalive option bounds how long the pool keeps the connection idle.
 ///
-/// The queries sent during one event-loop tick go out together: each is written (one TLS record per query, so
-/// every record's size shows its padding) and the connection is flushed once the tick's other tasks have run, so a
-/// burst costs one `write` instead of one per query (RFC 7766 §6.2.1.1 allows any number of queries in one
-/// segment). A query sent while no other waits on the connection goes out at once: a lone miss does not wait a
-/// loop turn for company.
+/// The queries sent during one event-loop tick go out together: each is written, and the connection is flushed
+/// once the tick's other tasks have run, so a burst is encrypted in one `SSL_write` (its queries share TLS records,
+/// each still padded on its own) and costs one `write` instead of one per query (RFC 7766 §6.2.1.1 allows any
+/// number of queries in one segment). A query sent while no other waits on the connection goes out at once, in a
+/// record of its own: a lone miss does not wait a loop turn for company.
 final class DoTSession: TLSSession, @unchecked Sendable {
     // @unchecked Sendable: every `var` is read and written only on its pool's event loop.
     static let sendsKeepalive = true
@@ -30,7 +30,7 @@ final class DoTSession: TLSSession, @unchecked Sendable {
     }
 
     func channelHandlers() -> [any ChannelHandler] {
-        [ByteToMessageHandler(DNSStreamFrameDecoder()), DoTReplyHandler(session: self)]
+        [DoTReplyHandler { [self] frame in received(frame) }]
     }
 
     func handshakeCompleted(alpn: String?, channel: any Channel) throws {}
@@ -68,7 +68,7 @@ final class DoTSession: TLSSession, @unchecked Sendable {
         if pending[id]?.completion === completion { pending[id] = nil }
     }
 
-    fileprivate func received(_ frame: [UInt8]) {
+    private func received(_ frame: [UInt8]) {
         guard frame.count >= 2 else { return }
         let id = UInt16(frame[0]) << 8 | UInt16(frame[1])
         guard let (query, completion) = pending[id] else {
@@ -88,35 +88,48 @@ final class DoTSession: TLSSession, @unchecked Sendable {
     }
 }
 
-/// Hands decoded frames to the ``DoTSession``; a framing error closes the connection (its tries then fail).
-private final class DoTReplyHandler: ChannelInboundHandler {
-    typealias InboundIn = [UInt8]
-    private let session: DoTSession
+/// Splits the plaintext stream into DNS messages (RFC 1035 §4.2.2: a 2-byte length, then the message) and hands
+/// each to the ``DoTSession``; an error from the TLS handler error closes the connection (its tries then fail).
+///
+/// One handler instead of NIO's `ByteToMessageHandler` and a decoder: a read that holds whole messages (nearly
+/// every DoT read: one reply per TLS record) is split in place; only a partial message is kept for the next read.
+final class DoTReplyHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    private let deliver: ([UInt8]) -> Void
+    /// The start of a message whose rest has not come yet.
+    private var carry: ByteBuffer?
 
-    init(session: DoTSession) {
-        self.session = session
+    /// - Parameter deliver: called with each message, in order, on the channel's loop.
+    init(deliver: @escaping ([UInt8]) -> Void) {
+        self.deliver = deliver
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        session.received(unwrapInboundIn(data))
+        var buffer = unwrapInboundIn(data)
+        if var kept = carry {
+            carry = nil
+            kept.writeBuffer(&buffer)
+            buffer = kept
+        }
+        while let frame = Self.nextFrame(&buffer) {
+            deliver(frame)
+        }
+        if buffer.readableBytes > 0 {
+            buffer.discardReadBytes()
+            carry = buffer
+        }
+    }
+
+    /// The next whole message in `buffer` (its length prefix consumed), or nil when it has not all come yet.
+    static func nextFrame(_ buffer: inout ByteBuffer) -> [UInt8]? {
+        guard let length = buffer.getInteger(at: buffer.readerIndex, as: UInt16.self),
+            buffer.readableBytes >= 2 + Int(length)
+        else { return nil }
+        buffer.moveReaderIndex(forwardBy: 2)
+        return buffer.readBytes(length: Int(length)) ?? []
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         context.close(promise: nil)
-    }
-}
-
-/// Splits a DNS-over-TCP byte stream into messages (RFC 1035 §4.2.2: a 2-byte length, then the message).
-struct DNSStreamFrameDecoder: ByteToMessageDecoder {
-    typealias InboundOut = [UInt8]
-
-    mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
-        guard let length = buffer.getInteger(at: buffer.readerIndex, as: UInt16.self),
-            buffer.readableBytes >= 2 + Int(length)
-        else { return .needMoreData }
-        buffer.moveReaderIndex(forwardBy: 2)
-        let frame = buffer.readBytes(length: Int(length)) ?? []
-        context.fireChannelRead(wrapInboundOut(frame))
-        return .continue
     }
 }

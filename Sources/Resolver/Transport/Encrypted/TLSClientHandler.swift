@@ -7,7 +7,9 @@ import NIOTLS
 /// - The handshake starts when the channel is active (or at once when it already is); plaintext written before
 ///   it completes waits and goes out right after it. Completion fires `TLSUserEvent.handshakeCompleted` with the
 ///   agreed ALPN protocol, as NIO's TLS handlers do, so HTTP/2 and the pool's ``TLSLinkEvents`` see the usual event.
-/// - Writes are encrypted as they come and sent as one buffer per flush; their promises complete with that write.
+/// - Writes wait for the flush and are encrypted together then (one `SSL_write`): a burst of DoT queries, or an
+///   HTTP/2 request's frames, shares TLS records instead of taking one each, and the flush sends the ciphertext as
+///   one buffer. Their promises complete with that write.
 /// - A failure (a refused certificate, a broken handshake, garbage) is fired as a ``TLSClientError`` and closes the
 ///   channel; the server's close_notify closes it cleanly; an end without one is ``TLSClientError/uncleanShutdown``.
 /// - Our close sends close_notify first. The OpenSSL connection is freed when the channel goes inactive or the
@@ -40,7 +42,11 @@ final class TLSClientHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// Plaintext written before the handshake completed, and whether a flush was asked for it.
     private var waiting: [(ByteBuffer, EventLoopPromise<Void>?)] = []
     private var flushAsked = false
-    /// Promises of plaintext encrypted since the last flush.
+    /// Plaintext written since the last flush, and the promises of those writes: encrypted together at the flush.
+    /// Each record's size is still a sum of padded messages (RFC 8467), so this hides no less than a record each.
+    private var staged: ByteBuffer?
+    private var stagedPromises: [EventLoopPromise<Void>] = []
+    /// Promises of plaintext encrypted but not yet sent.
     private var unflushed: [EventLoopPromise<Void>] = []
 
     /// After the handshake: the protocol version (`TLSv1.3`), whether the session was resumed, the ALPN protocol.
@@ -151,17 +157,10 @@ final class TLSClientHandler: ChannelDuplexHandler, RemovableChannelHandler {
         guard state == .ready else { return }
         let queued = waiting
         waiting = []
-        for (buffer, promise) in queued {
-            // A failed write closes the connection; the writes queued after it fail the same way.
-            guard state == .ready else {
-                promise?.fail(ChannelError.ioOnClosedChannel)
-                continue
-            }
-            encrypt(buffer, promise: promise, context: context)
-        }
+        for (buffer, promise) in queued { stage(buffer, promise: promise, context: context) }
         if flushAsked {
             flushAsked = false
-            sendCiphertext(context: context)
+            flushStaged(context: context)
         }
         // Application data (or a session ticket) may have come with the last handshake flight.
         readPlaintext(context: context)
@@ -217,7 +216,7 @@ final class TLSClientHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let buffer = unwrapOutboundIn(data)
         switch state {
         case .idle, .handshaking: waiting.append((buffer, promise))
-        case .ready: encrypt(buffer, promise: promise, context: context)
+        case .ready: stage(buffer, promise: promise, context: context)
         case .closed: promise?.fail(ChannelError.ioOnClosedChannel)
         }
     }
@@ -225,7 +224,7 @@ final class TLSClientHandler: ChannelDuplexHandler, RemovableChannelHandler {
     func flush(context: ChannelHandlerContext) {
         switch state {
         case .idle, .handshaking: flushAsked = true
-        case .ready: sendCiphertext(context: context)
+        case .ready: flushStaged(context: context)
         case .closed: break
         }
     }
@@ -242,26 +241,44 @@ final class TLSClientHandler: ChannelDuplexHandler, RemovableChannelHandler {
         context.close(mode: mode, promise: promise)
     }
 
-    /// Encrypts one write. A failure ends the connection (OpenSSL's state is then unusable): the write's promise
+    /// Keeps one write's plaintext for the next flush.
+    private func stage(_ buffer: ByteBuffer, promise: EventLoopPromise<Void>?, context: ChannelHandlerContext) {
+        if staged == nil {
+            staged = buffer
+        } else {
+            var buffer = buffer
+            staged!.writeBuffer(&buffer)
+        }
+        if let promise { stagedPromises.append(promise) }
+    }
+
+    /// Encrypts what was written since the last flush in one `SSL_write` and sends it with whatever else OpenSSL
+    /// has for the server. A failure ends the connection (OpenSSL's state is then unusable): the writes' promises
     /// and every other waiting one fail and the channel closes, so a writer without a promise (a DoT query) learns
     /// of it from the close.
-    private func encrypt(_ buffer: ByteBuffer, promise: EventLoopPromise<Void>?, context: ChannelHandlerContext) {
-        guard let connection else {
-            promise?.fail(ChannelError.ioOnClosedChannel)
-            return
-        }
-        if buffer.readableBytes > 0 {
-            let written = buffer.withUnsafeReadableBytes { bytes in
-                ctls_write(connection, bytes.bindMemory(to: UInt8.self).baseAddress, bytes.count)
-            }
-            guard written == buffer.readableBytes else {
-                let error = failure(connection, verification: false)
-                promise?.fail(error)
-                failed(context: context, error)
+    private func flushStaged(context: ChannelHandlerContext) {
+        if let buffer = staged {
+            staged = nil
+            let promises = stagedPromises
+            stagedPromises = []
+            guard let connection else {
+                for promise in promises { promise.fail(ChannelError.ioOnClosedChannel) }
                 return
             }
+            if buffer.readableBytes > 0 {
+                let written = buffer.withUnsafeReadableBytes { bytes in
+                    ctls_write(connection, bytes.bindMemory(to: UInt8.self).baseAddress, bytes.count)
+                }
+                guard written == buffer.readableBytes else {
+                    let error = failure(connection, verification: false)
+                    for promise in promises { promise.fail(error) }
+                    failed(context: context, error)
+                    return
+                }
+            }
+            unflushed.append(contentsOf: promises)
         }
-        if let promise { unflushed.append(promise) }
+        sendCiphertext(context: context)
     }
 
     /// Sends every byte of ciphertext OpenSSL has for the server as one write; the promises of the plaintext in it
@@ -323,7 +340,9 @@ final class TLSClientHandler: ChannelDuplexHandler, RemovableChannelHandler {
         waiting = []
         flushAsked = false
         for (_, promise) in queued { promise?.fail(error) }
-        let promises = unflushed
+        staged = nil
+        let promises = stagedPromises + unflushed
+        stagedPromises = []
         unflushed = []
         for promise in promises { promise.fail(error) }
     }
