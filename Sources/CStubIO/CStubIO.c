@@ -119,6 +119,39 @@ int cstub_send_to(int fd, const uint8_t *bytes, size_t length, const void *addre
     return result < 0 ? -errno : 0;
 }
 
+int cstub_send_many(int fd, const uint8_t *data, const size_t *offsets, const size_t *lengths,
+                    const struct sockaddr_storage *addresses, const uint32_t *address_lengths, unsigned count) {
+    struct mmsghdr headers[64];
+    struct iovec vectors[64];
+    unsigned done = 0, went = 0;
+    while (done < count) {
+        unsigned n = count - done < 64 ? count - done : 64;
+        memset(headers, 0, sizeof headers[0] * n);
+        for (unsigned i = 0; i < n; i++) {
+            vectors[i].iov_base = (void *)(data + offsets[done + i]);
+            vectors[i].iov_len = lengths[done + i];
+            headers[i].msg_hdr.msg_name = (void *)&addresses[done + i];
+            headers[i].msg_hdr.msg_namelen = address_lengths[done + i];
+            headers[i].msg_hdr.msg_iov = &vectors[i];
+            headers[i].msg_hdr.msg_iovlen = 1;
+        }
+        unsigned sent = 0;
+        while (sent < n) {
+            int result = sendmmsg(fd, headers + sent, n - sent, MSG_DONTWAIT);
+            if (result > 0) {
+                sent += (unsigned)result;
+                went += (unsigned)result;
+            } else if (result < 0 && errno == EINTR) {
+                continue;
+            } else {
+                sent += 1;  // this reply cannot go (full buffer, unreachable client): drop it, send the rest
+            }
+        }
+        done += n;
+    }
+    return (int)went;
+}
+
 void cstub_set_thread_name(const char *name) {
     char short_name[16];
     strncpy(short_name, name, sizeof short_name - 1);

@@ -225,6 +225,8 @@ public final class StubResponder: Sendable {
         let reply = later()
         var taskOptions = options
         taskOptions.client = queryClient
+        // This task is never cancelled: the walk asks upstream in it rather than in a task of its own.
+        taskOptions.fetchInPlace = true
         Task(executorPreference: resolver.preferredExecutor) { [taskOptions] in
             reply(await self.resolve(query, options: taskOptions, limit: limit))
         }

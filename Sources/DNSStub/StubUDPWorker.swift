@@ -2,6 +2,7 @@ import DNSCore
 import CStubIO
 import Logging
 import NIOCore
+import NIOPosix
 import Resolver
 import Synchronization
 
@@ -12,11 +13,24 @@ import Glibc
 /// A UDP socket of the stub, shared by the workers that read it and by late replies (misses answered from a
 /// task). Late replies and `close()` take the lock, so a reply never goes to a descriptor number that was closed
 /// and reused.
+///
+/// Late replies leave in batches: while other misses of the socket still wait for theirs, a late reply made on an
+/// event loop waits in an outbox until the loop's queued jobs have run (the other replies that the same read of the
+/// upstream's connection produced), and the outbox goes out with one `sendmmsg`. The last reply awaited goes out at
+/// once, so a miss at a time never waits for company.
 final class StubUDPSocket: Sendable {
     let descriptor: CInt
     /// True until ``close()``; late replies check it under the same lock. A socket the service manager passed is
     /// closed too at shutdown: that closes our copy only.
     private let open = Mutex<Bool>(true)
+    /// Misses read from this socket whose late reply has not been sent yet (``expectLateReply()``).
+    private let awaitingReplies = Atomic<Int>(0)
+    private let outbox = Mutex(Outbox())
+
+    private struct Outbox: ~Copyable {
+        var replies: [([UInt8], Peer)] = []
+        var flushScheduled = false
+    }
 
     init(descriptor: CInt) {
         self.descriptor = descriptor
@@ -94,6 +108,64 @@ final class StubUDPSocket: Sendable {
                     cstub_send_to(descriptor, bytes.baseAddress, bytes.count, $0.baseAddress, peer.length)
                 }
             }
+        }
+    }
+
+    /// Counts a miss whose reply will come later, through ``sendLate(_:to:)`` (exactly once).
+    func expectLateReply() {
+        awaitingReplies.add(1, ordering: .relaxed)
+    }
+
+    /// A miss's reply: at once when no other miss of this socket awaits its reply or when not on an event loop;
+    /// otherwise into the outbox, sent with the other replies of the loop's turn.
+    func sendLate(_ reply: [UInt8], to peer: Peer) {
+        let others = awaitingReplies.subtract(1, ordering: .relaxed).newValue
+        guard others > 0, let loop = MultiThreadedEventLoopGroup.currentEventLoop else {
+            send(reply, to: peer)
+            return
+        }
+        let schedule = outbox.withLock { outbox in
+            outbox.replies.append((reply, peer))
+            defer { outbox.flushScheduled = true }
+            return !outbox.flushScheduled
+        }
+        // Runs after the jobs already queued on the loop: the replies they make join this one.
+        if schedule { loop.execute { self.flushOutbox() } }
+    }
+
+    /// Sends every reply in the outbox, with one `sendmmsg` per 64.
+    private func flushOutbox() {
+        let replies = outbox.withLock { outbox in
+            outbox.flushScheduled = false
+            defer { outbox.replies.removeAll(keepingCapacity: true) }
+            return outbox.replies
+        }
+        if replies.count == 1 {
+            send(replies[0].0, to: replies[0].1)
+            return
+        }
+        guard !replies.isEmpty else { return }
+        var data: [UInt8] = []
+        data.reserveCapacity(replies.reduce(0) { $0 + $1.0.count })
+        var offsets: [Int] = []
+        var lengths: [Int] = []
+        var addresses: [sockaddr_storage] = []
+        var addressLengths: [UInt32] = []
+        offsets.reserveCapacity(replies.count)
+        lengths.reserveCapacity(replies.count)
+        addresses.reserveCapacity(replies.count)
+        addressLengths.reserveCapacity(replies.count)
+        for (reply, peer) in replies {
+            offsets.append(data.count)
+            lengths.append(reply.count)
+            data.append(contentsOf: reply)
+            addresses.append(peer.address)
+            addressLengths.append(peer.length)
+        }
+        open.withLock { open in
+            guard open else { return }
+            _ = cstub_send_many(
+                descriptor, data, offsets, lengths, addresses, addressLengths, UInt32(replies.count))
         }
     }
 
@@ -247,7 +319,8 @@ final class StubUDPWorker: @unchecked Sendable {
                     bytes, client: client, overTCP: false, cookies: cookies, refreshes: &refreshes
                 ) {
                     let peer = StubUDPSocket.Peer(sender, length: senderLength)
-                    return { reply in socket.send(reply, to: peer) }
+                    socket.expectLateReply()
+                    return { reply in socket.sendLate(reply, to: peer) }
                 }
                 guard case .reply(let reply) = outcome else { continue }
                 let queued = reply.withUnsafeBufferPointer { cstub_batch_queue_reply(batch, index, $0.baseAddress, $0.count) }

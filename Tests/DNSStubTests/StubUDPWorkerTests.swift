@@ -1,6 +1,7 @@
 import DNSCore
 import Logging
 import NIOCore
+import NIOPosix
 import Resolver
 import Testing
 
@@ -116,6 +117,103 @@ private struct SilentTransport: DNSTransport {
         worker.socket.close()
         // A late reply after close goes nowhere and does not touch a reused descriptor.
         worker.socket.send([1, 2, 3], to: .init([0, 0], length: 2))
+    }
+
+    /// A bound client socket on loopback, and its address as a late reply's peer.
+    static func boundClient() throws -> (fd: CInt, peer: StubUDPSocket.Peer) {
+        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        try #require(fd >= 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
+            }
+        }
+        try #require(bound)
+        let peer = withUnsafeBytes(of: address) { StubUDPSocket.Peer($0.baseAddress!, length: UInt32(length)) }
+        return (fd, peer)
+    }
+
+    /// The datagrams waiting on `fd` now, without blocking.
+    static func pending(_ fd: CInt) -> [[UInt8]] {
+        var found: [[UInt8]] = []
+        var buffer = [UInt8](repeating: 0, count: 512)
+        while true {
+            let count = recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+            guard count >= 0 else { return found }
+            found.append(Array(buffer[0..<count]))
+        }
+    }
+
+    /// Late replies made on an event loop while other misses still await theirs leave together once the loop's
+    /// queued jobs have run; the last one awaited, and one made off any event loop, leave at once.
+    @Test func lateRepliesOfOneLoopTurnLeaveTogetherAndTheLastAtOnce() async throws {
+        let socket = try StubUDPSocket.bind(HostAndPort(host: "127.0.0.1", port: 0))
+        let (fd, peer) = try Self.boundClient()
+        defer {
+            close(fd)
+            socket.close()
+        }
+        for _ in 0..<4 { socket.expectLateReply() }
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        let inTurn = try await loop.submit {
+            socket.sendLate([1], to: peer)
+            socket.sendLate([2], to: peer)
+            return Self.pending(fd)
+        }.get()
+        #expect(inTurn.isEmpty, "held until the loop's turn ends")
+        // The flush was queued behind the job above: once a later job runs, both have gone.
+        try await loop.submit {}.get()
+        var received: [[UInt8]] = []
+        for _ in 0..<100 where received.count < 2 {
+            received += Self.pending(fd)
+            try await Task.sleep(for: .milliseconds(1))
+        }
+        #expect(Set(received) == [[1], [2]])
+        // Off any event loop: at once, although one more miss still awaits its reply.
+        let offLoop = await Task.detached {
+            socket.sendLate([3], to: peer)
+            return Self.pending(fd)
+        }.value
+        #expect(offLoop == [[3]])
+        // The last reply awaited: at once, on the loop too.
+        let last = try await loop.submit {
+            socket.sendLate([4], to: peer)
+            return Self.pending(fd)
+        }.get()
+        #expect(last == [[4]])
+    }
+
+    /// More replies than one `sendmmsg` call takes (64) all arrive, each to its peer.
+    @Test func aLargeOutboxGoesOutWhole() async throws {
+        let socket = try StubUDPSocket.bind(HostAndPort(host: "127.0.0.1", port: 0))
+        let (fd, peer) = try Self.boundClient()
+        let (other, otherPeer) = try Self.boundClient()
+        defer {
+            close(fd)
+            close(other)
+            socket.close()
+        }
+        for _ in 0..<151 { socket.expectLateReply() }
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        try await loop.submit {
+            for index in 0..<150 { socket.sendLate([UInt8(index)], to: index % 3 == 0 ? otherPeer : peer) }
+        }.get()
+        try await loop.submit {}.get()
+        var mine: [[UInt8]] = []
+        var theirs: [[UInt8]] = []
+        for _ in 0..<200 where mine.count + theirs.count < 150 {
+            mine += Self.pending(fd)
+            theirs += Self.pending(other)
+            try await Task.sleep(for: .milliseconds(1))
+        }
+        let expectedTheirs: Set<[UInt8]> = Set((0..<150).filter { $0 % 3 == 0 }.map { [UInt8($0)] })
+        let expectedMine: Set<[UInt8]> = Set((0..<150).filter { $0 % 3 != 0 }.map { [UInt8($0)] })
+        #expect(Set(theirs) == expectedTheirs)
+        #expect(Set(mine) == expectedMine)
     }
 
     @Test func clientAddresses() {

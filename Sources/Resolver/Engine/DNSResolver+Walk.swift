@@ -17,6 +17,10 @@ public struct WalkOptions: Sendable {
     /// wire): the walk and its cache keys take it as it is instead of checking and normalising it again.
     /// Default false (the API's names are text a client wrote).
     public var nameIsNormalized: Bool
+    /// A hop nobody asks upstream yet is asked in the walk's own task instead of one of its own (other askers of
+    /// the same question join it). Only for a caller whose task is never cancelled during the walk, since its
+    /// joiners share the outcome: the DNS stub's. Default false.
+    public var fetchInPlace = false
 
     public init(
         optimistic: Bool = true, dnssecOK: Bool = false, staleOnFailure: Bool = true, client: QueryClient? = nil,
@@ -194,10 +198,18 @@ extension DNSResolver {
                 dnsClass: rrClass.rawValue)
             var entry = lookupHop(key, type: type, options: options, counting: true, trace: &trace)
             if entry == nil {
-                let task = upstreamTask(
-                    for: key, name: current, type: type, class: rrClass, dnssecOK: options.dnssecOK,
-                    isRefresh: false, client: options.client)
-                switch await task.value {
+                let outcome: FetchOutcome
+                if options.fetchInPlace {
+                    outcome = await fetchInPlace(
+                        for: key, name: current, type: type, class: rrClass, dnssecOK: options.dnssecOK,
+                        client: options.client)
+                } else {
+                    outcome = await upstreamTask(
+                        for: key, name: current, type: type, class: rrClass, dnssecOK: options.dnssecOK,
+                        isRefresh: false, client: options.client
+                    ).value
+                }
+                switch outcome {
                 case .answer(let answer, let ttl, let attempts):
                     trace.provenance.addDNSSEC(answer.payload, stale: false)
                     trace.provenance.sources.insert(.network)

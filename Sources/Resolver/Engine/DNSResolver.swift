@@ -666,12 +666,35 @@ public final class DNSResolver: Sendable {
             return outcome
         }
         switch admission {
-        case .joined(let task), .started(let task):
+        case .started(let task), .joined(.task(let task)):
             return task
+        case .joined(let running):
+            // A question the stub runs in place: a task of our own to wait for it.
+            return Task(executorPreference: transport.preferredExecutor) { await running.value }
         case .refused(let global):
             if isRefresh { cache.refreshFailed(key) }
             let error = refusal(name: name, type: type, global: global, client: client)
             return Task { .failure(error) }
+        }
+    }
+
+    /// ``upstreamTask(for:name:type:class:dnssecOK:isRefresh:client:)``'s question, asked in the calling task when
+    /// nobody asks it yet (``InflightTable/admitInPlace(_:client:)``): for a caller that is never cancelled
+    /// (``WalkOptions/fetchInPlace``).
+    nonisolated(nonsending) func fetchInPlace(
+        for key: CacheKey, name: String, type: RRType, class rrClass: RRClass, dnssecOK: Bool, client: QueryClient?
+    ) async -> FetchOutcome {
+        let dnssecOK = dnssecOK || validator.active
+        let inflightKey = InflightKey(cacheKey: key, dnssecOK: dnssecOK, checkingDisabled: false)
+        switch inflight.admitInPlace(inflightKey, client: client) {
+        case .joined(let running):
+            return await running.value
+        case .run(let fetch):
+            let outcome = await query(name: name, type: type, class: rrClass, dnssecOK: dnssecOK, key: key)
+            inflight.finishInPlace(inflightKey, fetch, outcome: outcome)
+            return outcome
+        case .refused(let global):
+            return .failure(refusal(name: name, type: type, global: global, client: client))
         }
     }
 
@@ -890,8 +913,8 @@ public final class DNSResolver: Sendable {
         var attempts: [QueryAttempt] = []
         for key in Set(keys) {
             let inflightKey = InflightKey(cacheKey: key, dnssecOK: false, checkingDisabled: false)
-            guard let task = inflight.running(inflightKey) else { continue }
-            switch await task.value {
+            guard let running = inflight.running(inflightKey) else { continue }
+            switch await running.value {
             case .answer(_, _, let more): attempts += more
             case .failure(let error): throw error
             }

@@ -67,14 +67,37 @@ struct InflightKey: Hashable, Sendable {
 
 /// The resolver's one in-flight table: coalesces identical questions and bounds distinct ones.
 final class InflightTable<Outcome: Sendable>: Sendable {
+    /// A question in flight: in a task of its own, or run in place by the caller that started it
+    /// (``admitInPlace(_:client:)``). Either way every joiner waits for the same outcome.
+    enum Running: Sendable {
+        case task(Task<Outcome, Never>)
+        case inPlace(InPlaceFetch<Outcome>)
+
+        var value: Outcome {
+            get async {
+                switch self {
+                case .task(let task): await task.value
+                case .inPlace(let fetch): await fetch.value
+                }
+            }
+        }
+    }
+
     enum Admission {
-        case joined(Task<Outcome, Never>)
+        case joined(Running)
         case started(Task<Outcome, Never>)
         case refused(global: Bool)
     }
 
+    enum InPlaceAdmission {
+        case joined(Running)
+        /// The caller runs the question itself, then hands its outcome to ``finishInPlace(_:_:outcome:)``.
+        case run(InPlaceFetch<Outcome>)
+        case refused(global: Bool)
+    }
+
     private struct Entry {
-        var task: Task<Outcome, Never>
+        var running: Running
         var client: QueryClient?
     }
 
@@ -124,9 +147,9 @@ final class InflightTable<Outcome: Sendable>: Sendable {
         return nil
     }
 
-    /// The task in flight for `key`, if any.
-    func running(_ key: InflightKey) -> Task<Outcome, Never>? {
-        state.withLock { $0.entries[key]?.task }
+    /// The question in flight for `key`, if any.
+    func running(_ key: InflightKey) -> Running? {
+        state.withLock { $0.entries[key]?.running }
     }
 
     /// Joins the question in flight for `key`, or starts `body` as a new one when the limits allow. The task
@@ -138,7 +161,7 @@ final class InflightTable<Outcome: Sendable>: Sendable {
         state.withLock { state in
             if let running = state.entries[key] {
                 state.coalesced &+= 1
-                return .joined(running.task)
+                return .joined(running.running)
             }
             if let global = Self.refusal(&state, client: client) { return .refused(global: global) }
             let task = Task(executorPreference: executor) { [self] in
@@ -146,11 +169,38 @@ final class InflightTable<Outcome: Sendable>: Sendable {
                 finish(key)
                 return outcome
             }
-            state.entries[key] = Entry(task: task, client: client)
-            if let client { state.perClient[client, default: 0] += 1 }
-            state.peak = max(state.peak, state.entries.count)
+            Self.enter(&state, key, Entry(running: .task(task), client: client))
             return .started(task)
         }
+    }
+
+    /// Joins the question in flight for `key`, or registers one that the caller runs itself, in its own task:
+    /// no task made, started and awaited for it (about a tenth of a DoT miss's instructions). Only for a caller
+    /// that is never cancelled while it runs the question (the DNS stub's): its joiners share what it gets. The
+    /// caller must end a `.run` with ``finishInPlace(_:_:outcome:)``, whatever happens.
+    func admitInPlace(_ key: InflightKey, client: QueryClient?) -> InPlaceAdmission {
+        state.withLock { state in
+            if let running = state.entries[key] {
+                state.coalesced &+= 1
+                return .joined(running.running)
+            }
+            if let global = Self.refusal(&state, client: client) { return .refused(global: global) }
+            let fetch = InPlaceFetch<Outcome>()
+            Self.enter(&state, key, Entry(running: .inPlace(fetch), client: client))
+            return .run(fetch)
+        }
+    }
+
+    /// Ends a question run in place: out of the table, then its joiners resumed with `outcome`.
+    func finishInPlace(_ key: InflightKey, _ fetch: InPlaceFetch<Outcome>, outcome: Outcome) {
+        finish(key)
+        fetch.finish(outcome)
+    }
+
+    private static func enter(_ state: inout State, _ key: InflightKey, _ entry: Entry) {
+        state.entries[key] = entry
+        if let client = entry.client { state.perClient[client, default: 0] += 1 }
+        state.peak = max(state.peak, state.entries.count)
     }
 
     private func finish(_ key: InflightKey) {
@@ -170,5 +220,39 @@ final class InflightTable<Outcome: Sendable>: Sendable {
                 coalesced: state.coalesced, busiestClient: busiest?.key.description,
                 busiestClientInflight: busiest?.value ?? 0)
         }
+    }
+}
+
+/// The outcome of a question run in place (``InflightTable/admitInPlace(_:client:)``) and the joiners waiting
+/// for it.
+final class InPlaceFetch<Outcome: Sendable>: Sendable {
+    private struct State {
+        var outcome: Outcome?
+        var waiters: [UnsafeContinuation<Outcome, Never>] = []
+    }
+    private let state = Mutex(State())
+
+    /// The outcome, once the runner has it.
+    var value: Outcome {
+        get async {
+            if let done = state.withLock({ $0.outcome }) { return done }
+            return await withUnsafeContinuation { continuation in
+                let done: Outcome? = state.withLock { state in
+                    if let outcome = state.outcome { return outcome }
+                    state.waiters.append(continuation)
+                    return nil
+                }
+                if let done { continuation.resume(returning: done) }
+            }
+        }
+    }
+
+    func finish(_ outcome: Outcome) {
+        let waiters = state.withLock { state in
+            state.outcome = outcome
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume(returning: outcome) }
     }
 }
