@@ -97,10 +97,11 @@ int cstub_batch_queue_reply(cstub_batch *batch, unsigned index, const uint8_t *b
     return 0;
 }
 
-int cstub_batch_send(cstub_batch *batch, int fd) {
+/// Sends `count` prepared messages with as few `sendmmsg` calls as it takes, without blocking; returns how many went.
+static unsigned send_all(int fd, struct mmsghdr *headers, unsigned count) {
     unsigned sent = 0, went = 0;
-    while (sent < batch->queued) {
-        int result = sendmmsg(fd, batch->out_headers + sent, batch->queued - sent, MSG_DONTWAIT);
+    while (sent < count) {
+        int result = sendmmsg(fd, headers + sent, count - sent, MSG_DONTWAIT);
         if (result > 0) {
             sent += (unsigned)result;
             went += (unsigned)result;
@@ -110,6 +111,11 @@ int cstub_batch_send(cstub_batch *batch, int fd) {
             sent += 1;  // this reply cannot go (full buffer, unreachable client): drop it, send the rest
         }
     }
+    return went;
+}
+
+int cstub_batch_send(cstub_batch *batch, int fd) {
+    unsigned went = send_all(fd, batch->out_headers, batch->queued);
     batch->queued = 0;
     return (int)went;
 }
@@ -135,18 +141,7 @@ int cstub_send_many(int fd, const uint8_t *data, const size_t *offsets, const si
             headers[i].msg_hdr.msg_iov = &vectors[i];
             headers[i].msg_hdr.msg_iovlen = 1;
         }
-        unsigned sent = 0;
-        while (sent < n) {
-            int result = sendmmsg(fd, headers + sent, n - sent, MSG_DONTWAIT);
-            if (result > 0) {
-                sent += (unsigned)result;
-                went += (unsigned)result;
-            } else if (result < 0 && errno == EINTR) {
-                continue;
-            } else {
-                sent += 1;  // this reply cannot go (full buffer, unreachable client): drop it, send the rest
-            }
-        }
+        went += send_all(fd, headers, n);
         done += n;
     }
     return (int)went;
