@@ -175,9 +175,9 @@ final class InflightTable<Outcome: Sendable>: Sendable {
     }
 
     /// Joins the question in flight for `key`, or registers one that the caller runs itself, in its own task:
-    /// no task made, started and awaited for it (about a tenth of a DoT miss's instructions). Only for a caller
-    /// that is never cancelled while it runs the question (the DNS stub's): its joiners share what it gets. The
-    /// caller must end a `.run` with ``finishInPlace(_:_:outcome:)``, whatever happens.
+    /// no task made, started and awaited for it (7 % of a DoT miss's instructions, BENCHMARKS.md round 8). Only
+    /// for a caller that is never cancelled while it runs the question (the DNS stub's): its joiners share what it
+    /// gets. The caller must end a `.run` with ``finishInPlace(_:_:outcome:)``, whatever happens.
     func admitInPlace(_ key: InflightKey, client: QueryClient?) -> InPlaceAdmission {
         state.withLock { state in
             if let running = state.entries[key] {
