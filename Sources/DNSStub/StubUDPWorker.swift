@@ -25,12 +25,8 @@ final class StubUDPSocket: Sendable {
     private let open = Mutex<Bool>(true)
     /// Misses read from this socket whose late reply has not been sent yet (``expectLateReply()``).
     private let awaitingReplies = Atomic<Int>(0)
-    private let outbox = Mutex(Outbox())
-
-    private struct Outbox: ~Copyable {
-        var replies: [([UInt8], Peer)] = []
-        var flushScheduled = false
-    }
+    /// Late replies waiting for their loop's turn to end; a flush is scheduled exactly while it is not empty.
+    private let outbox = Mutex<[([UInt8], Peer)]>([])
 
     init(descriptor: CInt) {
         self.descriptor = descriptor
@@ -125,9 +121,8 @@ final class StubUDPSocket: Sendable {
             return
         }
         let schedule = outbox.withLock { outbox in
-            outbox.replies.append((reply, peer))
-            defer { outbox.flushScheduled = true }
-            return !outbox.flushScheduled
+            outbox.append((reply, peer))
+            return outbox.count == 1
         }
         // Runs after the jobs already queued on the loop: the replies they make join this one.
         if schedule { loop.execute { self.flushOutbox() } }
@@ -136,15 +131,13 @@ final class StubUDPSocket: Sendable {
     /// Sends every reply in the outbox, with one `sendmmsg` per 64.
     private func flushOutbox() {
         let replies = outbox.withLock { outbox in
-            outbox.flushScheduled = false
-            defer { outbox.replies.removeAll(keepingCapacity: true) }
-            return outbox.replies
+            defer { outbox.removeAll(keepingCapacity: true) }
+            return outbox
         }
-        if replies.count == 1 {
-            send(replies[0].0, to: replies[0].1)
+        guard replies.count > 1 else {
+            if let (reply, peer) = replies.first { send(reply, to: peer) }
             return
         }
-        guard !replies.isEmpty else { return }
         var data: [UInt8] = []
         data.reserveCapacity(replies.reduce(0) { $0 + $1.0.count })
         var offsets: [Int] = []
