@@ -58,7 +58,10 @@ struct TLSPoolPolicy: Sendable {
 ///   which tries fail at once with the same reason, so the resolver serves stale answers instead of waiting.
 /// - Bookkeeping: connections opened and open, handshakes and resumed ones, failures with their reason
 ///   (``UpstreamStatistics``).
-final class TLSConnectionPool<Session: TLSSession>: EncryptedConnection, @unchecked Sendable {
+///
+/// Not generic over the session type: a generic pool ran unspecialised behind ``EncryptedConnection`` and asked the
+/// runtime for its nested types' metadata on every query (BENCHMARKS.md, round 9).
+final class TLSConnectionPool: EncryptedConnection, @unchecked Sendable {
     // @unchecked Sendable: every `var` below (and every `Link`) is read and written only on `loop` (each entry
     // point hops there first; `preconditionInEventLoop` guards `start`).
     let loop: any EventLoop
@@ -69,7 +72,9 @@ final class TLSConnectionPool<Session: TLSSession>: EncryptedConnection, @unchec
     private let tls: TLSClientContext
     private let idleTimeout: TimeAmount
     private let policy: TLSPoolPolicy
-    private let makeSession: () -> Session
+    private let makeSession: () -> any TLSSession
+    /// The session type's ``TLSSession/sendsKeepalive``.
+    private let sendsKeepalive: Bool
     private let logger: Logger
 
     /// Open and opening connections, oldest first.
@@ -78,7 +83,7 @@ final class TLSConnectionPool<Session: TLSSession>: EncryptedConnection, @unchec
 
     /// One TLS connection and the tries on it. @unchecked Sendable: used on `loop` only.
     private final class Link: TryHolder, @unchecked Sendable {
-        let session: Session
+        let session: any TLSSession
         var channel: (any Channel)?
         var ready = false
         var retired = false
@@ -93,7 +98,7 @@ final class TLSConnectionPool<Session: TLSSession>: EncryptedConnection, @unchec
         /// When the last try ended (meaningful while `tries` is empty).
         var idleSince = NIODeadline.now()
 
-        init(session: Session) { self.session = session }
+        init(session: any TLSSession) { self.session = session }
 
         func timedOut(_ number: Int) { tries[number]?.succeed(.timedOut) }
         func waits(_ number: Int) -> Bool { tries[number] != nil }
@@ -103,7 +108,7 @@ final class TLSConnectionPool<Session: TLSSession>: EncryptedConnection, @unchec
     /// When each try times out; one timer for all of them instead of one scheduled and cancelled per query.
     private lazy var deadlines = TryDeadlines(loop: loop)
 
-    init(
+    init<Session: TLSSession>(
         server: UpstreamServer, address: SocketAddress, tls: TLSClientContext, statistics: UpstreamStatistics,
         idleTimeout: Duration, policy: TLSPoolPolicy, loop: any EventLoop, logger: Logger,
         makeSession: @escaping () -> Session
@@ -116,7 +121,8 @@ final class TLSConnectionPool<Session: TLSSession>: EncryptedConnection, @unchec
         self.policy = policy
         self.loop = loop
         self.taskExecutor = EventLoopTaskExecutor(loop: loop)
-        self.makeSession = makeSession
+        self.makeSession = { makeSession() }
+        self.sendsKeepalive = Session.sendsKeepalive
         var logger = logger
         logger[metadataKey: "dns.server"] = "\(server)"
         self.logger = logger
@@ -134,7 +140,7 @@ final class TLSConnectionPool<Session: TLSSession>: EncryptedConnection, @unchec
 
     func start(_ query: PendingQuery, timeout: TimeAmount, completion: TryCompletion) {
         loop.preconditionInEventLoop()
-        guard let padded = query.padded(keepalive: Session.sendsKeepalive) else {
+        guard let padded = query.padded(keepalive: sendsKeepalive) else {
             completion.succeed(.failed("the query cannot carry EDNS padding"))
             return
         }
