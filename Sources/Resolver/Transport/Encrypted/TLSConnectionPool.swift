@@ -121,7 +121,7 @@ final class TLSConnectionPool: EncryptedConnection, @unchecked Sendable {
         self.policy = policy
         self.loop = loop
         self.taskExecutor = EventLoopTaskExecutor(loop: loop)
-        self.makeSession = { makeSession() }
+        self.makeSession = makeSession
         self.sendsKeepalive = Session.sendsKeepalive
         var logger = logger
         logger[metadataKey: "dns.server"] = "\(server)"
