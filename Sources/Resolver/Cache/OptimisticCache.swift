@@ -155,6 +155,11 @@ public final class OptimisticCache<Value: Sendable & Codable>: Sendable {
         }
     }
 
+    /// Counts a lookup made with `counting: false` that missed, where the miss is then fetched.
+    public func countMiss() {
+        state.withLock { $0.statistics.misses += 1 }
+    }
+
     /// Stores an answer from the network, replacing any entry for the key and ending a refresh in flight.
     ///
     /// TTLs are clamped by the policy. A TTL of 0 means "use for this transaction only" (RFC 8767 §4, amending

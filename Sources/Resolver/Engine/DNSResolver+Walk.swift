@@ -53,6 +53,9 @@ public struct WalkTrace: Sendable {
     /// A stale hop that carried an alias was met: its refresh restarts the chain there, so the stale names behind
     /// it are not refreshed on their own.
     var restartsAtAlias = false
+    /// ``DNSResolver/cachedWalk(_:type:class:options:trace:)`` found nothing for the first hop (fresh, or stale
+    /// where allowed): the walk's first step is an upstream query.
+    public internal(set) var missedFirstHop = false
 
     /// - Parameters:
     ///   - keepingSteps: record every hop's answer (the stub assembles its reply from them).
@@ -64,6 +67,15 @@ public struct WalkTrace: Sendable {
 
     /// The weakest DNSSEC state of the entries the walk used (docs/DNSSEC.md).
     public var dnssec: DNSSECState { provenance.reportedDNSSEC }
+
+    /// Records a hop the network answered.
+    mutating func addFetched(_ answer: CacheAnswer<CachedRRset>, ttl: UInt32, attempts: [QueryAttempt]) {
+        provenance.addDNSSEC(answer.payload, stale: false)
+        provenance.sources.insert(.network)
+        provenance.ttl = min(provenance.ttl, ttl)
+        provenance.addAttempts(attempts)
+        record(RecordAnswer(answer: answer, ttl: ttl, source: .network, staleSeconds: nil, attempts: attempts))
+    }
 
     /// Records a hop's answer when steps are kept.
     mutating func record(_ step: @autoclosure () -> RecordAnswer) {
@@ -142,6 +154,7 @@ extension DNSResolver {
         if first == nil {
             startRefreshes(trace.refreshes)
             trace.refreshes = PendingRefreshes()
+            trace.missedFirstHop = true
             return nil
         }
         var chain = AliasChain(
@@ -181,6 +194,128 @@ extension DNSResolver {
     nonisolated(nonsending) public func walk(
         _ name: String, type: RRType, class rrClass: RRClass = .in, options: WalkOptions, trace: inout WalkTrace
     ) async throws(ResolverError) -> RRsetResult {
+        try await walk(name, type: type, class: rrClass, options: options, trace: &trace, firstHop: nil)
+    }
+
+    /// The DNS stub's miss: ``walk(_:type:class:options:trace:)`` with ``WalkOptions/fetchInPlace``, after
+    /// ``cachedWalk(_:type:class:options:trace:)`` returned nil with `trace`, and without a task where it can be.
+    ///
+    /// When the first hop missed (``WalkTrace/missedFirstHop``), nobody asks its question yet, and the transport
+    /// asks without a task (``DNSTransport/startQuery(_:dnssecOK:completion:)``: one upstream over its kept DoT or
+    /// DoH connection), the hop is fetched by callback; when its answer ends the chain, as for nearly every miss,
+    /// the walk ends in that callback, on the connection's loop. Everything else is the walk in a task, handed the
+    /// hop fetched already if there is one (a longer chain, a failure and what RFC 8767 serves for it).
+    ///
+    /// `completion` runs exactly once, with the walk's trace (its steps kept, as the stub assembles its reply from
+    /// them) or its error.
+    public func walkInPlace(
+        _ name: String, type: RRType, class rrClass: RRClass = .in, options: WalkOptions, after trace: WalkTrace,
+        completion: @escaping @Sendable (Result<WalkTrace, ResolverError>) -> Void
+    ) {
+        let options = {
+            var options = options
+            options.fetchInPlace = true
+            return options
+        }()
+        let key = CacheKey(
+            name: name, isNormalized: options.nameIsNormalized, type: type.rawValue, dnsClass: rrClass.rawValue)
+        let dnssecOK = options.dnssecOK || validator.active
+        let inflightKey = InflightKey(cacheKey: key, dnssecOK: dnssecOK, checkingDisabled: false)
+        guard trace.missedFirstHop else {
+            return walkInTask(name, type: type, class: rrClass, options: options, firstHop: nil, completion: completion)
+        }
+        // The first hop's lookup, made uncounted by cachedWalk, is the walk's: a miss.
+        cache.countMiss()
+        let fetch: InPlaceFetch<FetchOutcome>
+        switch inflight.admitInPlace(inflightKey, client: options.client) {
+        case .run(let admitted):
+            fetch = admitted
+        case .joined(let running):
+            Task(executorPreference: transport.preferredExecutor) { [self] in
+                await walkReporting(
+                    name, type: type, class: rrClass, options: options, firstHop: await running.value,
+                    completion: completion)
+            }
+            return
+        case .refused(let global):
+            let error = refusal(name: name, type: type, global: global, client: options.client)
+            return walkInTask(
+                name, type: type, class: rrClass, options: options, firstHop: .failure(error), completion: completion)
+        }
+        let started = startQuery(name: key.name, type: type, class: rrClass, dnssecOK: dnssecOK, key: key) {
+            [self] (outcome: FetchOutcome) in
+            inflight.finishInPlace(inflightKey, fetch, outcome: outcome)
+            guard case .answer(let answer, let ttl, let attempts) = outcome else {
+                return walkInTask(name, type: type, class: rrClass, options: options, firstHop: outcome,
+                    completion: completion)
+            }
+            var trace = WalkTrace(keepingSteps: true, keepingDependencies: false)
+            trace.addFetched(answer, ttl: ttl, attempts: attempts)
+            if !options.checkingDisabled, let validation = answer.payload?.validation, validation.state == .bogus {
+                return completion(.failure(Self.bogus(validation, name: key.name, attempts: trace.provenance.attempts)))
+            }
+            var chain = AliasChain(
+                start: key.name, isNormalized: true, maximumHops: configuration.maximumAliasHops)
+            do throws(ResolverError) {
+                if try cnameStep(answer, name: name, type: type, chain: &chain, provenance: trace.provenance) != nil {
+                    return completion(.success(trace))
+                }
+            } catch {
+                return completion(.failure(error))
+            }
+            // The chain goes on past this answer: the walk follows it, from this hop.
+            walkInTask(name, type: type, class: rrClass, options: options, firstHop: outcome, completion: completion)
+        }
+        if !started {
+            // The transport asks only in a task: the walk asks there, for the question admitted here.
+            Task(executorPreference: transport.preferredExecutor) { [self] in
+                let outcome = await query(name: key.name, type: type, class: rrClass, dnssecOK: dnssecOK, key: key)
+                inflight.finishInPlace(inflightKey, fetch, outcome: outcome)
+                await walkReporting(name, type: type, class: rrClass, options: options, firstHop: outcome,
+                    completion: completion)
+            }
+        }
+    }
+
+    /// The walk in a task of its own (on the first upstream's connection's loop), with its first hop's outcome
+    /// when it was fetched already.
+    private func walkInTask(
+        _ name: String, type: RRType, class rrClass: RRClass, options: WalkOptions, firstHop: FetchOutcome?,
+        completion: @escaping @Sendable (Result<WalkTrace, ResolverError>) -> Void
+    ) {
+        Task(executorPreference: transport.preferredExecutor) { [self] in
+            await walkReporting(name, type: type, class: rrClass, options: options, firstHop: firstHop,
+                completion: completion)
+        }
+    }
+
+    /// The walk, its trace or its error handed to `completion`.
+    nonisolated(nonsending) private func walkReporting(
+        _ name: String, type: RRType, class rrClass: RRClass, options: WalkOptions, firstHop: FetchOutcome?,
+        completion: @Sendable (Result<WalkTrace, ResolverError>) -> Void
+    ) async {
+        var trace = WalkTrace(keepingSteps: true, keepingDependencies: false)
+        do {
+            _ = try await walk(name, type: type, class: rrClass, options: options, trace: &trace, firstHop: firstHop)
+            completion(.success(trace))
+        } catch {
+            completion(.failure(error))
+        }
+    }
+
+    /// The error of a bogus answer (RFC 4035 §5.5: SERVFAIL, with the verdict's reason).
+    static func bogus(_ validation: DNSSECValidation, name: String, attempts: [QueryAttempt]) -> ResolverError {
+        ResolverError(
+            code: .upstreamFailure, name: name, rcode: "SERVFAIL", reason: "DNSSEC: \(validation.reason ?? "bogus")",
+            attempts: attempts, dnssec: validation)
+    }
+
+    /// ``walk(_:type:class:options:trace:)``, its first hop's outcome given when it was fetched already.
+    nonisolated(nonsending) func walk(
+        _ name: String, type: RRType, class rrClass: RRClass, options: WalkOptions, trace: inout WalkTrace,
+        firstHop: FetchOutcome?
+    ) async throws(ResolverError) -> RRsetResult {
+        var given = firstHop
         defer {
             // Registered now, not handed to another loop: a `more` caller waits for these very refreshes next, and
             // each refresh yields before its query, so the answer still goes out first.
@@ -196,10 +331,13 @@ extension DNSResolver {
             let key = CacheKey(
                 name: current, isNormalized: chain.names.count > 1 || options.nameIsNormalized, type: type.rawValue,
                 dnsClass: rrClass.rawValue)
-            var entry = lookupHop(key, type: type, options: options, counting: true, trace: &trace)
+            var entry = given == nil ? lookupHop(key, type: type, options: options, counting: true, trace: &trace) : nil
             if entry == nil {
                 let outcome: FetchOutcome
-                if options.fetchInPlace {
+                if let fetched = given {
+                    outcome = fetched
+                    given = nil
+                } else if options.fetchInPlace {
                     outcome = await fetchInPlace(
                         for: key, name: current, type: type, class: rrClass, dnssecOK: options.dnssecOK,
                         client: options.client)
@@ -211,12 +349,7 @@ extension DNSResolver {
                 }
                 switch outcome {
                 case .answer(let answer, let ttl, let attempts):
-                    trace.provenance.addDNSSEC(answer.payload, stale: false)
-                    trace.provenance.sources.insert(.network)
-                    trace.provenance.ttl = min(trace.provenance.ttl, ttl)
-                    trace.provenance.addAttempts(attempts)
-                    trace.record(
-                        RecordAnswer(answer: answer, ttl: ttl, source: .network, staleSeconds: nil, attempts: attempts))
+                    trace.addFetched(answer, ttl: ttl, attempts: attempts)
                     entry = answer
                 case .failure(let error):
                     trace.provenance.addAttempts(error.attempts)
@@ -246,10 +379,7 @@ extension DNSResolver {
                 }
             }
             if !options.checkingDisabled, let validation = entry!.payload?.validation, validation.state == .bogus {
-                throw ResolverError(
-                    code: .upstreamFailure, name: current, rcode: "SERVFAIL",
-                    reason: "DNSSEC: \(validation.reason ?? "bogus")", attempts: trace.provenance.attempts,
-                    dnssec: validation)
+                throw Self.bogus(validation, name: current, attempts: trace.provenance.attempts)
             }
             if let result = try cnameStep(entry!, name: name, type: type, chain: &chain, provenance: trace.provenance) {
                 return result

@@ -699,7 +699,7 @@ public final class DNSResolver: Sendable {
     }
 
     /// The error of a question refused at a limit, logged once.
-    private func refusal(name: String, type: RRType, global: Bool, client: QueryClient?) -> ResolverError {
+    func refusal(name: String, type: RRType, global: Bool, client: QueryClient?) -> ResolverError {
         let limits = inflight.limits
         let reason =
             global
@@ -726,34 +726,110 @@ public final class DNSResolver: Sendable {
         return refused ? refusal(name: name, type: type, global: global, client: client) : nil
     }
 
-    nonisolated(nonsending) private func query(
+    nonisolated(nonsending) func query(
         name: String, type: RRType, class rrClass: RRClass, dnssecOK: Bool, key: CacheKey
     ) async
         -> FetchOutcome
     {
         let exchange: DNSExchange
-        // On the walk `name` is the chain's current name, the key's: lowercased and absolute already.
-        let question =
-            name == key.name
+        do {
+            exchange = try await transport.query(
+                question(name: name, type: type, class: rrClass, key: key), dnssecOK: dnssecOK)
+        } catch {
+            return .failure(Self.failure(error, name: name))
+        }
+        let reply: Reply
+        switch prepare(exchange, name: name, type: type, class: rrClass, dnssecOK: dnssecOK, key: key) {
+        case .success(let prepared): reply = prepared
+        case .failure(let error): return .failure(error)
+        }
+        var validation: DNSSECValidation?
+        if validator.enabled {
+            // Validated once, here, on store: every hit reads the verdict (docs/DNSSEC.md).
+            if let known = validator.verdictWithoutData(upstream: reply.upstream) {
+                validation = known
+            } else {
+                validation = await validator.validate(
+                    reply.answer, name: key.name, type: type, upstream: reply.upstream, fetcher: self)
+            }
+        }
+        return store(reply, validation: validation)
+    }
+
+    /// ``query(name:type:class:dnssecOK:key:)`` without a task, where the transport can ask without one
+    /// (``DNSTransport/startQuery(_:dnssecOK:completion:)``) and no DNSSEC verdict needs data fetched:
+    /// `completion` gets the outcome, stored as that function stores it. False, with nothing started, where the
+    /// transport cannot; a reply whose verdict needs data is validated in a task of its own.
+    func startQuery(
+        name: String, type: RRType, class rrClass: RRClass, dnssecOK: Bool, key: CacheKey,
+        completion: @escaping @Sendable (FetchOutcome) -> Void
+    ) -> Bool {
+        transport.startQuery(question(name: name, type: type, class: rrClass, key: key), dnssecOK: dnssecOK) {
+            [self] result in
+            let exchange: DNSExchange
+            switch result {
+            case .success(let got): exchange = got
+            case .failure(let error): return completion(.failure(Self.failure(error, name: name)))
+            }
+            let reply: Reply
+            switch prepare(exchange, name: name, type: type, class: rrClass, dnssecOK: dnssecOK, key: key) {
+            case .success(let prepared): reply = prepared
+            case .failure(let error): return completion(.failure(error))
+            }
+            guard validator.enabled else { return completion(store(reply, validation: nil)) }
+            if let known = validator.verdictWithoutData(upstream: reply.upstream) {
+                return completion(store(reply, validation: known))
+            }
+            Task(executorPreference: transport.preferredExecutor) { [self] in
+                let validation = await validator.validate(
+                    reply.answer, name: key.name, type: type, upstream: reply.upstream, fetcher: self)
+                completion(store(reply, validation: validation))
+            }
+        }
+    }
+
+    /// The question of a hop: on the walk `name` is the chain's current name, the key's, lowercased and absolute
+    /// already.
+    private func question(name: String, type: RRType, class rrClass: RRClass, key: CacheKey) -> DNSQuestion {
+        name == key.name
             ? DNSQuestion(normalizedName: name, type: type, class: rrClass)
             : DNSQuestion(name: name, type: type, class: rrClass)
-        do {
-            exchange = try await transport.query(question, dnssecOK: dnssecOK)
-        } catch {
-            let code: ResolverError.Code =
-                switch error.code {
-                case .invalidQuery: .invalidName
-                case .networkError: .networkError
-                default: .timeout
-                }
-            return .failure(ResolverError(code: code, name: name, reason: error.message, attempts: error.attempts))
-        }
+    }
+
+    /// A transport's error as the resolver reports it.
+    private static func failure(_ error: DNSTransportError, name: String) -> ResolverError {
+        let code: ResolverError.Code =
+            switch error.code {
+            case .invalidQuery: .invalidName
+            case .networkError: .networkError
+            default: .timeout
+            }
+        return ResolverError(code: code, name: name, reason: error.message, attempts: error.attempts)
+    }
+
+    /// An upstream reply made ready to store: scrubbed, its answer and TTL, before its DNSSEC verdict.
+    private struct Reply: Sendable {
+        var answer: CacheAnswer<CachedRRset>
+        var ttl: UInt32
+        var exchange: DNSExchange
+        var name: String
+        var type: RRType
+        var key: CacheKey
+        /// The upstream that sent it (the last try's): allow-downgrade validates it only when the probe showed that
+        /// upstream passes DNSSEC data.
+        var upstream: String? { exchange.attempts.last?.server }
+    }
+
+    /// What an upstream reply holds for the question: only what answers it (bailiwick); nothing else is cached,
+    /// persisted or served. A response code other than NOERROR and NXDOMAIN is a failure.
+    private func prepare(
+        _ exchange: DNSExchange, name: String, type: RRType, class rrClass: RRClass, dnssecOK: Bool, key: CacheKey
+    ) -> Result<Reply, ResolverError> {
         let message = exchange.message
         guard message.rcode == .noError || message.rcode == .nxDomain else {
             return .failure(
                 ResolverError(code: .upstreamFailure, name: name, rcode: "\(message.rcode)", attempts: exchange.attempts))
         }
-        // Keep only what answers the question (bailiwick): nothing else is cached, persisted or served.
         let scrubbed = ReplyScrubber.scrub(
             message, question: DNSQuestion(normalizedName: key.name, type: type, class: rrClass),
             maximumHops: configuration.maximumAliasHops)
@@ -766,51 +842,50 @@ public final class DNSResolver: Sendable {
                     "dns.dropped": "\(scrubbed.dropped - message.additional.count)",
                 ])
         }
-        var answer: CacheAnswer<CachedRRset>
-        var ttl: UInt32
         if !scrubbed.answer.isEmpty {
             // A chain that ends in NXDOMAIN is still a chain: its names exist, the walk asks the last one itself.
-            answer = .positive(
-                CachedRRset(
-                    records: scrubbed.answer,
-                    authority: dnssecOK ? scrubbed.authority.filter { EncodedSections.isDNSSEC($0.type) } : [],
-                    dnssecOK: dnssecOK, authenticatedTransport: exchange.authenticatedTransport))
-            ttl = scrubbed.answer.map(\.ttl).min() ?? 0
-        } else {
-            let authority = negativeAuthority(scrubbed.authority, dnssecOK: dnssecOK)
-            answer = message.rcode == .nxDomain ? .nxdomain(authority) : .nodata(authority)
-            ttl = Self.negativeTTL(scrubbed.authority) ?? configuration.negativeTTLWithoutSOA
+            return .success(
+                Reply(
+                    answer: .positive(
+                        CachedRRset(
+                            records: scrubbed.answer,
+                            authority: dnssecOK ? scrubbed.authority.filter { EncodedSections.isDNSSEC($0.type) } : [],
+                            dnssecOK: dnssecOK, authenticatedTransport: exchange.authenticatedTransport)),
+                    ttl: scrubbed.answer.map(\.ttl).min() ?? 0, exchange: exchange, name: name, type: type, key: key))
         }
-        if validator.enabled {
-            // Validated once, here, on store: every hit reads the verdict (docs/DNSSEC.md).
-            // The upstream that sent this reply (the last try's): allow-downgrade validates it only when the probe
-            // showed that upstream passes DNSSEC data.
-            let upstream = exchange.attempts.last?.server
-            let validation: DNSSECValidation
-            if let known = validator.verdictWithoutData(upstream: upstream) {
-                validation = known
-            } else {
-                validation = await validator.validate(answer, name: key.name, type: type, upstream: upstream, fetcher: self)
-            }
+        let authority = negativeAuthority(scrubbed.authority, dnssecOK: dnssecOK)
+        return .success(
+            Reply(
+                answer: message.rcode == .nxDomain ? .nxdomain(authority) : .nodata(authority),
+                ttl: Self.negativeTTL(scrubbed.authority) ?? configuration.negativeTTLWithoutSOA, exchange: exchange,
+                name: name, type: type, key: key))
+    }
+
+    /// Stores a prepared reply with its DNSSEC verdict (nil: the validator is off) and returns the fetch's outcome.
+    private func store(_ reply: Reply, validation: DNSSECValidation?) -> FetchOutcome {
+        var answer = reply.answer
+        var ttl = reply.ttl
+        let name = reply.name
+        if let validation {
             if validation.isUnreachable {
                 return .failure(
                     ResolverError(
-                        code: .timeout, name: name, reason: validation.reason, attempts: exchange.attempts,
+                        code: .timeout, name: name, reason: validation.reason, attempts: reply.exchange.attempts,
                         dnssec: validation))
             }
             answer = Self.withValidation(answer, validation)
-            validator.count(validation, name: key.name)
+            validator.count(validation, name: reply.key.name)
             // A bogus answer is cached briefly, so a repaired zone recovers soon.
             if validation.state == .bogus {
                 ttl = min(ttl, 60)
                 logger.info(
                     "DNSSEC bogus",
-                    metadata: ["dns.name": "\(name)", "dns.type": "\(type)", "reason": "\(validation.reason ?? "")"])
+                    metadata: ["dns.name": "\(name)", "dns.type": "\(reply.type)", "reason": "\(validation.reason ?? "")"])
             }
         }
-        cache.store(answer, for: key, ttl: ttl)
-        logger.debug("fetched", metadata: ["dns.name": "\(name)", "dns.type": "\(type)", "dns.ttl": "\(ttl)"])
-        return .answer(answer, ttl: ttl, attempts: exchange.attempts)
+        cache.store(answer, for: reply.key, ttl: ttl)
+        logger.debug("fetched", metadata: ["dns.name": "\(name)", "dns.type": "\(reply.type)", "dns.ttl": "\(ttl)"])
+        return .answer(answer, ttl: ttl, attempts: reply.exchange.attempts)
     }
 
     /// The same answer carrying `validation`.

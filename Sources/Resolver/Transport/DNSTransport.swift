@@ -103,6 +103,12 @@ public protocol DNSTransport: Sendable {
     /// connection (DoT, DoH), so that such a task changes threads once, when it starts. Nil: no preference (plain
     /// DNS runs on whatever loop asks).
     var preferredExecutor: (any TaskExecutor)? { get }
+    /// ``query(_:dnssecOK:)`` without a task, where the transport can (``UpstreamClient``: one upstream over its
+    /// kept DoT or DoH connection): `completion` runs exactly once. False, with nothing started, where it cannot.
+    func startQuery(
+        _ question: DNSQuestion, dnssecOK: Bool,
+        completion: @escaping @Sendable (Result<DNSExchange, DNSTransportError>) -> Void
+    ) -> Bool
 }
 
 /// One upstream's reply to ``DNSTransport/queryEach(_:dnssecOK:)``.
@@ -129,6 +135,14 @@ extension DNSTransport {
 
     /// A transport without kept connections prefers no executor.
     public var preferredExecutor: (any TaskExecutor)? { nil }
+
+    /// A transport that only queries in a task starts nothing.
+    public func startQuery(
+        _ question: DNSQuestion, dnssecOK: Bool,
+        completion: @escaping @Sendable (Result<DNSExchange, DNSTransportError>) -> Void
+    ) -> Bool {
+        false
+    }
 
     /// A transport that cannot address its upstreams one by one: one query, the reply credited to the upstream
     /// that sent it (the last attempt's server).

@@ -312,31 +312,7 @@ public final class UpstreamClient: DNSTransport, Sendable {
             let detail = unusable.isEmpty ? "" : " (not numeric addresses: \(unusable.joined(separator: ", ")))"
             throw DNSTransportError(code: .noUpstreams, message: "no upstream DNS server configured\(detail)")
         }
-        // The query is written once, with ID 0 (each try stamps its own): a plain name (letters, digits, `-`, `_`)
-        // goes from its text straight into it in one pass; anything else through DNSName's parser (escapes, and the
-        // error for an invalid name).
-        var template: [UInt8] = []
-        template.reserveCapacity(12 + question.name.utf8.count + 2 + DNSQuery.trailerLength)
-        DNSQuery.appendHeader(id: 0, to: &template)
-        let nameText: String
-        if let plain = DNSName.appendPlainWireNormalized(question.name, to: &template) {
-            nameText = plain
-        } else {
-            do {
-                let name = try DNSName(question.name)
-                template.append(contentsOf: name.wire)
-                nameText = name.text
-            } catch {
-                throw DNSTransportError(code: .invalidQuery, message: "cannot encode a query for \(question): \(error)")
-            }
-        }
-        let nameLength = template.count - 12
-        DNSQuery.appendTrailer(
-            type: question.type, class: question.class, dnssecOK: dnssecOK,
-            ednsBufferSize: configuration.ednsBufferSize, to: &template)
-        let request = Request(
-            question: DNSQuestion(normalizedName: nameText, type: question.type, class: question.class),
-            template: template, nameLength: nameLength)
+        let request = try Self.request(question, dnssecOK: dnssecOK, configuration: configuration)
 
         var attempts: [QueryAttempt] = []
         var lastFailure: DNSMessage?
@@ -364,19 +340,59 @@ public final class UpstreamClient: DNSTransport, Sendable {
             }
             if answered.count == targets.count { break }
         }
+        return try Self.ending(
+            lastFailure: lastFailure, insecure: insecure.keys.sorted().map { insecure[$0]! }, attempts: attempts,
+            request: request, targets: targets
+        ).get()
+    }
+
+    /// The query of `question` in wire format, written once with ID 0 (each try stamps its own): a plain name
+    /// (letters, digits, `-`, `_`) goes from its text straight into it in one pass; anything else through
+    /// DNSName's parser (escapes, and the error for an invalid name).
+    private static func request(
+        _ question: DNSQuestion, dnssecOK: Bool, configuration: Configuration
+    ) throws(DNSTransportError) -> Request {
+        var template: [UInt8] = []
+        template.reserveCapacity(12 + question.name.utf8.count + 2 + DNSQuery.trailerLength)
+        DNSQuery.appendHeader(id: 0, to: &template)
+        let nameText: String
+        if let plain = DNSName.appendPlainWireNormalized(question.name, to: &template) {
+            nameText = plain
+        } else {
+            do {
+                let name = try DNSName(question.name)
+                template.append(contentsOf: name.wire)
+                nameText = name.text
+            } catch {
+                throw DNSTransportError(code: .invalidQuery, message: "cannot encode a query for \(question): \(error)")
+            }
+        }
+        let nameLength = template.count - 12
+        DNSQuery.appendTrailer(
+            type: question.type, class: question.class, dnssecOK: dnssecOK,
+            ednsBufferSize: configuration.ednsBufferSize, to: &template)
+        return Request(
+            question: DNSQuestion(normalizedName: nameText, type: question.type, class: question.class),
+            template: template, nameLength: nameLength)
+    }
+
+    /// How a query ends when no upstream gave a final response: the last failure response, else why not.
+    private static func ending(
+        lastFailure: DNSMessage?, insecure: [String], attempts: [QueryAttempt], request: Request, targets: [Target]
+    ) -> Result<DNSExchange, DNSTransportError> {
         if let lastFailure {
-            return DNSExchange(message: lastFailure, attempts: attempts)
+            return .success(DNSExchange(message: lastFailure, attempts: attempts))
         }
         if !insecure.isEmpty {
             // Nothing answered, and at least one upstream could not be reached securely: say why (EDE 23).
-            throw DNSTransportError(
-                code: .networkError,
-                message: insecure.keys.sorted().map { insecure[$0]! }.joined(separator: "; "), attempts: attempts)
+            return .failure(
+                DNSTransportError(code: .networkError, message: insecure.joined(separator: "; "), attempts: attempts))
         }
-        throw DNSTransportError(
-            code: .timeout,
-            message: "no acceptable response for \(request.question) from \(targets.map(\.server.description))",
-            attempts: attempts)
+        return .failure(
+            DNSTransportError(
+                code: .timeout,
+                message: "no acceptable response for \(request.question) from \(targets.map(\.server.description))",
+                attempts: attempts))
     }
 
     /// Every upstream as `QueryAttempt.server` names it, in failover order.
@@ -463,20 +479,30 @@ public final class UpstreamClient: DNSTransport, Sendable {
     nonisolated(nonsending) private func ask(
         _ target: Target, _ request: Request, _ configuration: Configuration, _ attempts: inout [QueryAttempt]
     ) async -> UpstreamResult {
-        var logger = self.logger
-        // The per-try metadata is for the debug lines of the try; below debug nothing logs it per query, and
-        // setting it costs three copies of the handler's metadata on every miss.
-        if logger.logLevel <= .debug {
-            logger[metadataKey: "dns.name"] = "\(request.question.name)"
-            logger[metadataKey: "dns.type"] = "\(request.question.type)"
-            logger[metadataKey: "dns.server"] = "\(target.label)"
-        }
+        let logger = tryLogger(target, request)
         // The loop this task runs on when it is one of the group's (a plain try then needs no thread change).
         let loop = group.any()
         let outcome = await target.transport.attempt(configuration, on: loop, logger: logger) { transport, exchange in
             await timed(transport, target, request, &attempts, maxSockets: configuration.maxSockets, logger: logger,
                 exchange: exchange)
         }
+        return Self.result(of: outcome, from: target)
+    }
+
+    /// The logger of a try: the per-try metadata is for its debug lines; below debug nothing logs it per query,
+    /// and setting it costs three copies of the handler's metadata on every miss.
+    private func tryLogger(_ target: Target, _ request: Request) -> Logger {
+        var logger = self.logger
+        if logger.logLevel <= .debug {
+            logger[metadataKey: "dns.name"] = "\(request.question.name)"
+            logger[metadataKey: "dns.type"] = "\(request.question.type)"
+            logger[metadataKey: "dns.server"] = "\(target.label)"
+        }
+        return logger
+    }
+
+    /// What a try's outcome means for the query: a final response, one to fail over from, or nothing usable.
+    private static func result(of outcome: ExchangeOutcome, from target: Target) -> UpstreamResult {
         switch outcome {
         case .response(let message):
             return Self.failoverCodes.contains(message.rcode) ? .failover(message) : .final(message)
@@ -503,14 +529,29 @@ public final class UpstreamClient: DNSTransport, Sendable {
         // NIO's monotonic clock: a difference in nanoseconds, where Duration's components cost 128-bit arithmetic.
         let started = NIODeadline.now()
         let outcome: ExchangeOutcome
-        if openSockets.wrappingAdd(1, ordering: .relaxed).newValue > maxSockets {
-            openSockets.wrappingSubtract(1, ordering: .relaxed)
-            socketRefusals.add(1, ordering: .relaxed)
-            outcome = .failed("\(maxSockets) upstream sockets open ([limits] upstream-sockets)")
+        if let refusal = takeSocket(maxSockets: maxSockets) {
+            outcome = refusal
         } else {
             outcome = await exchange(query)
             openSockets.wrappingSubtract(1, ordering: .relaxed)
         }
+        ended(outcome, transport, target, request, query, started: started, &attempts, logger: logger)
+        return outcome
+    }
+
+    /// Counts a try's socket against the budget; the refusal when `maxSockets` are open already.
+    private func takeSocket(maxSockets: Int) -> ExchangeOutcome? {
+        guard openSockets.wrappingAdd(1, ordering: .relaxed).newValue > maxSockets else { return nil }
+        openSockets.wrappingSubtract(1, ordering: .relaxed)
+        socketRefusals.add(1, ordering: .relaxed)
+        return .failed("\(maxSockets) upstream sockets open ([limits] upstream-sockets)")
+    }
+
+    /// Records a try that ended: the upstream's counters, a `QueryAttempt`, a debug line.
+    private func ended(
+        _ outcome: ExchangeOutcome, _ transport: QueryTransport, _ target: Target, _ request: Request,
+        _ query: PendingQuery, started: NIODeadline, _ attempts: inout [QueryAttempt], logger: Logger
+    ) {
         let milliseconds = Double((NIODeadline.now() - started).nanoseconds) / 1e6
         let rcode: String
         switch outcome {
@@ -533,7 +574,6 @@ public final class UpstreamClient: DNSTransport, Sendable {
                 "dns.transport": "\(transport.rawValue)", "dns.id": "\(query.id)", "dns.rcode": "\(rcode)",
                 "dns.ms": "\(milliseconds)", "dns.outcome": "\(Self.describe(outcome))",
             ])
-        return outcome
     }
 
     private static func describe(_ outcome: ExchangeOutcome) -> String {
@@ -549,5 +589,118 @@ public final class UpstreamClient: DNSTransport, Sendable {
 
     private func cancelled(_ request: Request, _ attempts: [QueryAttempt]) -> DNSTransportError {
         DNSTransportError(code: .timeout, message: "query for \(request.question) cancelled", attempts: attempts)
+    }
+}
+
+extension UpstreamClient {
+    /// ``query(_:dnssecOK:)`` without a task, when the only upstream is reached over its kept DoT or DoH
+    /// connection (the DNS stub's misses): the same tries, rounds, records and errors, each try a callback on the
+    /// connection's loop instead of an async frame, a continuation and a task's executor checks.
+    ///
+    /// - Returns: false, with nothing started, for any other set-up (several upstreams, plain DNS, DDR): call
+    ///   ``query(_:dnssecOK:)``. True: `completion` runs exactly once, on the connection's loop, or on the calling
+    ///   thread when the query cannot be written (an invalid name) or the socket budget refuses its tries.
+    public func startQuery(
+        _ question: DNSQuestion, dnssecOK: Bool,
+        completion: @escaping @Sendable (Result<DNSExchange, DNSTransportError>) -> Void
+    ) -> Bool {
+        let (targets, configuration) = setup.withLock { ($0.targets, $0.configuration) }
+        guard targets.count == 1, let kept = targets[0].transport.keptConnection else { return false }
+        let request: Request
+        do {
+            request = try Self.request(question, dnssecOK: dnssecOK, configuration: configuration)
+        } catch {
+            completion(.failure(error))
+            return true
+        }
+        StartedQuery(
+            client: self, target: targets[0], kept: kept, request: request, configuration: configuration,
+            completion: completion
+        ).next()
+        return true
+    }
+
+    /// One ``startQuery(_:dnssecOK:completion:)`` in flight: its rounds of tries to the one upstream, one try at
+    /// a time, as ``query(_:dnssecOK:)`` makes them for one upstream (``ask(_:_:_:_:)`` and
+    /// ``EncryptedTransport``'s resend included).
+    private final class StartedQuery: @unchecked Sendable {
+        // @unchecked Sendable: the state changes between tries only, in the callback of the try that ended, which
+        // runs on the connection's loop; each try is started after the previous one ended.
+        private let client: UpstreamClient
+        private let target: Target
+        private let kept: (connection: any EncryptedConnection, kind: QueryTransport)
+        private let request: Request
+        private let configuration: Configuration
+        private let completion: @Sendable (Result<DNSExchange, DNSTransportError>) -> Void
+        private let logger: Logger
+        private var attempts: [QueryAttempt] = []
+        private var round = 0
+        /// The current try sent its query again after the server closed the connection on it.
+        private var resent = false
+        private var insecure: String?
+
+        init(
+            client: UpstreamClient, target: Target, kept: (connection: any EncryptedConnection, kind: QueryTransport),
+            request: Request, configuration: Configuration,
+            completion: @escaping @Sendable (Result<DNSExchange, DNSTransportError>) -> Void
+        ) {
+            self.client = client
+            self.target = target
+            self.kept = kept
+            self.request = request
+            self.configuration = configuration
+            self.completion = completion
+            logger = client.tryLogger(target, request)
+        }
+
+        /// Sends the next exchange: a new ID, the socket budget, the try's timeout.
+        func next() {
+            let query = request.pending()
+            let started = NIODeadline.now()
+            if let refusal = client.takeSocket(maxSockets: configuration.maxSockets) {
+                ended(refusal, query, started: started)
+                return
+            }
+            kept.connection.exchange(query, timeout: TimeAmount(configuration.tcpTimeout)) { outcome in
+                self.client.openSockets.wrappingSubtract(1, ordering: .relaxed)
+                self.ended(outcome, query, started: started)
+            }
+        }
+
+        private func ended(_ outcome: ExchangeOutcome, _ query: PendingQuery, started: NIODeadline) {
+            client.ended(outcome, kept.kind, target, request, query, started: started, &attempts, logger: logger)
+            if !resent, EncryptedTransport.resends(outcome) {
+                resent = true
+                next()
+                return
+            }
+            resent = false
+            switch UpstreamClient.result(of: outcome, from: target) {
+            case .final(let message):
+                completion(
+                    .success(
+                        DNSExchange(
+                            message: message, attempts: attempts,
+                            authenticatedTransport: UpstreamClient.authenticated(target, last: attempts.last))))
+                return
+            case .failover(let message):
+                // The only upstream answered: nobody else to ask.
+                completion(.success(DNSExchange(message: message, attempts: attempts)))
+                return
+            case .insecure(let reason):
+                insecure = reason
+            case .nothing, .cancelled:
+                break
+            }
+            round += 1
+            if round < max(1, configuration.attempts) {
+                next()
+                return
+            }
+            completion(
+                UpstreamClient.ending(
+                    lastFailure: nil, insecure: insecure.map { [$0] } ?? [], attempts: attempts, request: request,
+                    targets: [target]))
+        }
     }
 }

@@ -21,11 +21,15 @@ protocol UpstreamTransport: Sendable {
     ) async -> ExchangeOutcome
     /// The event loop that owns this upstream's kept connection, if it has one (``DNSTransport/preferredExecutor``).
     var connectionExecutor: EventLoopTaskExecutor? { get }
+    /// The kept connection whose every try is one exchange on it (DoT, DoH), for tries without a task
+    /// (``UpstreamClient/startQuery(_:dnssecOK:completion:)``); nil for any other transport.
+    var keptConnection: (connection: any EncryptedConnection, kind: QueryTransport)? { get }
 }
 
 extension UpstreamTransport {
     /// Plain DNS opens a socket per try on the loop it runs on: no loop of its own.
     var connectionExecutor: EventLoopTaskExecutor? { nil }
+    var keptConnection: (connection: any EncryptedConnection, kind: QueryTransport)? { nil }
 }
 
 /// Plain DNS (RFC 1035): UDP with EDNS(0) from a fresh socket, then TCP to the same server when the UDP reply is

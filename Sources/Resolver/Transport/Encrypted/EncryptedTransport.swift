@@ -35,6 +35,20 @@ extension EncryptedConnection {
         }
     }
 
+    /// ``exchange(_:timeout:)`` without a task, from any thread: `callback` gets the outcome on `loop`.
+    func exchange(_ query: PendingQuery, timeout: TimeAmount, then callback: @escaping @Sendable (ExchangeOutcome) -> Void) {
+        let completion = TryCompletion(loop: loop)
+        if loop.inEventLoop {
+            completion.wait(callback)
+            start(query, timeout: timeout, completion: completion)
+        } else {
+            loop.execute {
+                completion.wait(callback)
+                self.start(query, timeout: timeout, completion: completion)
+            }
+        }
+    }
+
     /// On `loop`: waits for the try's end and starts it, unless a cancel ended it first.
     private func begin(
         _ query: PendingQuery, timeout: TimeAmount, completion: TryCompletion,
@@ -81,6 +95,7 @@ struct EncryptedTransport: UpstreamTransport {
     let kind: QueryTransport
 
     var connectionExecutor: EventLoopTaskExecutor? { connection.taskExecutor }
+    var keptConnection: (connection: any EncryptedConnection, kind: QueryTransport)? { (connection, kind) }
 
     nonisolated(nonsending) func attempt(
         _ configuration: UpstreamClient.Configuration, on loop: any EventLoop, logger: Logger, run: TryExchange
@@ -90,11 +105,19 @@ struct EncryptedTransport: UpstreamTransport {
             await connection.exchange(query, timeout: TimeAmount(configuration.tcpTimeout))
         }
         // RFC 7766 §6.2.3: a server may close an idle or busy connection with queries unanswered; they are sent
-        // again once, on a new connection, before the try counts as failed.
-        guard case .failed(let reason) = outcome, reason == EncryptedConnections.closedByServer else { return outcome }
+        // again once, on a new connection, before the try counts as failed (`StartedQuery` does the same).
+        guard Self.resends(outcome) else { return outcome }
         return await run(kind) { query in
             await connection.exchange(query, timeout: TimeAmount(configuration.tcpTimeout))
         }
+    }
+}
+
+extension EncryptedTransport {
+    /// Whether a try's outcome is a query the server closed its connection on, which is sent once more.
+    static func resends(_ outcome: ExchangeOutcome) -> Bool {
+        guard case .failed(let reason) = outcome else { return false }
+        return reason == EncryptedConnections.closedByServer
     }
 }
 

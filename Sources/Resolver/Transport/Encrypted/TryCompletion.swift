@@ -16,6 +16,8 @@ final class TryCompletion: @unchecked Sendable {
     /// Free for the session that carries the try: DoT keeps the message ID here.
     var tag = 0
     private var continuation: UnsafeContinuation<ExchangeOutcome, Never>?
+    /// Who waits without a task (``UpstreamClient/startQuery(_:dnssecOK:completion:)``).
+    private var callback: ((ExchangeOutcome) -> Void)?
     /// The outcome when it came before anyone waited (a cancel or a refusal before ``wait(_:)``).
     private var early: ExchangeOutcome?
     private(set) var isEnded = false
@@ -45,6 +47,9 @@ final class TryCompletion: @unchecked Sendable {
         if let continuation {
             self.continuation = nil
             continuation.resume(returning: outcome)
+        } else if let callback {
+            self.callback = nil
+            callback(outcome)
         } else {
             early = outcome
         }
@@ -72,6 +77,19 @@ final class TryCompletion: @unchecked Sendable {
             continuation.resume(returning: .failed("internal: try ended without an outcome"))
         } else {
             self.continuation = continuation
+        }
+    }
+
+    /// Like ``wait(_:)`` for a caller without a task: `callback` gets the outcome on `loop`.
+    func wait(_ callback: @escaping (ExchangeOutcome) -> Void) {
+        loop.assertInEventLoop()
+        if let early {
+            self.early = nil
+            callback(early)
+        } else if isEnded {
+            callback(.failed("internal: try ended without an outcome"))
+        } else {
+            self.callback = callback
         }
     }
 
