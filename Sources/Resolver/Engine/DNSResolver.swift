@@ -807,17 +807,30 @@ public final class DNSResolver: Sendable {
         return ResolverError(code: code, name: name, reason: error.message, attempts: error.attempts)
     }
 
-    /// An upstream reply made ready to store: scrubbed, its answer and TTL, before its DNSSEC verdict.
-    private struct Reply: Sendable {
-        var answer: CacheAnswer<CachedRRset>
-        var ttl: UInt32
-        var exchange: DNSExchange
-        var name: String
-        var type: RRType
-        var key: CacheKey
+    /// An upstream reply made ready to store: scrubbed, its answer and TTL, before its DNSSEC verdict. A class:
+    /// it goes from the transport's callback through validation to the cache, one reference instead of copies.
+    private final class Reply: Sendable {
+        let answer: CacheAnswer<CachedRRset>
+        let ttl: UInt32
+        let exchange: DNSExchange
+        let name: String
+        let type: RRType
+        let key: CacheKey
         /// The upstream that sent it (the last try's): allow-downgrade validates it only when the probe showed that
         /// upstream passes DNSSEC data.
         var upstream: String? { exchange.attempts.last?.server }
+
+        init(
+            answer: CacheAnswer<CachedRRset>, ttl: UInt32, exchange: DNSExchange, name: String, type: RRType,
+            key: CacheKey
+        ) {
+            self.answer = answer
+            self.ttl = ttl
+            self.exchange = exchange
+            self.name = name
+            self.type = type
+            self.key = key
+        }
     }
 
     /// What an upstream reply holds for the question: only what answers it (bailiwick); nothing else is cached,

@@ -242,7 +242,11 @@ public struct ResolverError: Error, Sendable, Hashable, CustomStringConvertible 
 ///
 /// Both sections are also kept encoded (``wire``), so the DNS stub answers a hit by copying bytes and patching
 /// TTLs instead of encoding records again; the encoding is derived, never persisted.
-public struct CachedRRset: Sendable, Codable, Hashable {
+///
+/// Immutable, and a class: a miss hands its answer through the cache, the walk's steps and the reply, and a copy
+/// of a struct of six references cost six reference counts each time (16 copies a DoT miss, BENCHMARKS.md round
+/// 10); equality and hashing are by value, as before.
+public final class CachedRRset: Sendable, Codable, Hashable {
     /// The answer section as received.
     public let records: [ResourceRecord]
     /// The authority section kept for negative answers (the SOA); empty for positive ones.
@@ -284,7 +288,7 @@ public struct CachedRRset: Sendable, Codable, Hashable {
 
     private enum CodingKeys: String, CodingKey { case records, authority, dnssecOK, validation, authenticatedTransport }
 
-    public init(from decoder: any Decoder) throws {
+    public convenience init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         self.init(
             records: try container.decode([ResourceRecord].self, forKey: .records),

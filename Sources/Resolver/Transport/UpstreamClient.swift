@@ -81,22 +81,38 @@ public final class UpstreamClient: DNSTransport, Sendable {
         }
     }
 
-    /// An upstream with its parsed socket address.
-    private struct Target: Sendable {
-        var server: UpstreamServer
+    /// An upstream with its parsed socket address. Immutable, and a class: every try of a query hands it on,
+    /// one reference instead of a copy of its dozen fields.
+    private final class Target: Sendable {
+        let server: UpstreamServer
         /// How the server is reached: plain DNS, a kept DoT or DoH connection, or not at all (strict mode).
-        var transport: any UpstreamTransport
+        let transport: any UpstreamTransport
         /// What `Status` calls the transport (`udp`, `tls`, `https`, `none`).
-        var kind: String
-        var origin: UpstreamOrigin = .configured
+        let kind: String
+        let origin: UpstreamOrigin
         /// Why it is not used, when it is not.
-        var note: String?
-        var statistics: UpstreamStatistics
+        let note: String?
+        let statistics: UpstreamStatistics
         /// DDR of a plain upstream: what it designated, once asked.
-        var ddr: DDRDiscovery?
-        var strict = false
+        let ddr: DDRDiscovery?
+        let strict: Bool
         /// `server.description`, made once at set-up: every try records it (``QueryAttempt/server``).
-        var label = ""
+        let label: String
+
+        init(
+            server: UpstreamServer, transport: any UpstreamTransport, kind: String, origin: UpstreamOrigin = .configured,
+            note: String? = nil, statistics: UpstreamStatistics, ddr: DDRDiscovery? = nil, strict: Bool = false
+        ) {
+            self.server = server
+            self.transport = transport
+            self.kind = kind
+            self.origin = origin
+            self.note = note
+            self.statistics = statistics
+            self.ddr = ddr
+            self.strict = strict
+            label = server.description
+        }
 
         /// Transport, origin and note as they are now (DDR may have upgraded the upstream since the set-up).
         var now: (kind: String, origin: UpstreamOrigin, note: String?) {
@@ -289,7 +305,6 @@ public final class UpstreamClient: DNSTransport, Sendable {
                 }
             }
         }
-        for index in result.targets.indices { result.targets[index].label = result.targets[index].server.description }
         return result
     }
 
