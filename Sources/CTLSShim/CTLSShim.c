@@ -176,6 +176,13 @@ void ctls_connection_free(ctls_connection *connection) {
     free(connection);
 }
 
+/// Empties the thread's error queue before an SSL call, as SSL_get_error needs it empty: only when it holds
+/// something. OpenSSL 3.0's ERR_clear_error clears all 16 slots whatever they hold, about 870 instructions, which
+/// every read and write of a DoT miss paid (BENCHMARKS.md, round 10); a peek at an empty queue costs a tenth.
+static void clear_errors(void) {
+    if (ERR_peek_error() != 0) ERR_clear_error();
+}
+
 int ctls_feed(ctls_connection *connection, const uint8_t *bytes, size_t length) {
     while (length > 0) {
         int chunk = length > 1 << 30 ? 1 << 30 : (int)length;
@@ -205,7 +212,7 @@ static int settle(ctls_connection *connection, int result) {
 }
 
 int ctls_handshake(ctls_connection *connection) {
-    ERR_clear_error();
+    clear_errors();
     int result = SSL_do_handshake(connection->ssl);
     if (result == 1) return 1;
     int settled = settle(connection, result);
@@ -213,14 +220,14 @@ int ctls_handshake(ctls_connection *connection) {
 }
 
 int ctls_read(ctls_connection *connection, uint8_t *buffer, size_t capacity) {
-    ERR_clear_error();
+    clear_errors();
     int result = SSL_read(connection->ssl, buffer, capacity > 1 << 30 ? 1 << 30 : (int)capacity);
     if (result > 0) return result;
     return settle(connection, result);
 }
 
 int ctls_write(ctls_connection *connection, const uint8_t *bytes, size_t length) {
-    ERR_clear_error();
+    clear_errors();
     if (length > 1 << 30) return -1;
     int result = SSL_write(connection->ssl, bytes, (int)length);
     if (result > 0) return result;

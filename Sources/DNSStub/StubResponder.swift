@@ -217,7 +217,7 @@ public final class StubResponder: Sendable {
         let queryClient = client.queryClient
         if let refused = resolver.refusalNow(
             query.nameText, type: query.type, class: query.class, dnssecOK: options.dnssecOK, client: queryClient,
-            nameIsNormalized: true)
+            nameIsNormalized: true, after: trace)
         {
             return .reply(failure(query, refused, limit: limit))
         }

@@ -56,6 +56,8 @@ public struct WalkTrace: Sendable {
     /// ``DNSResolver/cachedWalk(_:type:class:options:trace:)`` found nothing for the first hop (fresh, or stale
     /// where allowed): the walk's first step is an upstream query.
     public internal(set) var missedFirstHop = false
+    /// The first hop's key when it missed: what the walk after it asks for, not hashed again.
+    var firstKey: CacheKey?
 
     /// - Parameters:
     ///   - keepingSteps: record every hop's answer (the stub assembles its reply from them).
@@ -155,6 +157,7 @@ extension DNSResolver {
             startRefreshes(trace.refreshes)
             trace.refreshes = PendingRefreshes()
             trace.missedFirstHop = true
+            trace.firstKey = firstKey
             return nil
         }
         var chain = AliasChain(
@@ -217,13 +220,11 @@ extension DNSResolver {
             options.fetchInPlace = true
             return options
         }()
-        let key = CacheKey(
-            name: name, isNormalized: options.nameIsNormalized, type: type.rawValue, dnsClass: rrClass.rawValue)
-        let dnssecOK = options.dnssecOK || validator.active
-        let inflightKey = InflightKey(cacheKey: key, dnssecOK: dnssecOK, checkingDisabled: false)
-        guard trace.missedFirstHop else {
+        guard trace.missedFirstHop, let key = trace.firstKey else {
             return walkInTask(name, type: type, class: rrClass, options: options, firstHop: nil, completion: completion)
         }
+        let dnssecOK = options.dnssecOK || validator.active
+        let inflightKey = InflightKey(cacheKey: key, dnssecOK: dnssecOK, checkingDisabled: false)
         // The first hop's lookup, made uncounted by cachedWalk, is the walk's: a miss.
         cache.countMiss()
         let fetch: InPlaceFetch<FetchOutcome>

@@ -713,14 +713,17 @@ public final class DNSResolver: Sendable {
     /// The refusal a walk for (name, type) from `client` would meet at its first upstream query, decided now and
     /// without a task: a front door under a flood answers it at once instead of starting work that can only be
     /// refused. Nil when the question would be admitted, or would join one already in flight.
-    /// - Parameter nameIsNormalized: as ``WalkOptions/nameIsNormalized``.
+    /// - Parameters:
+    ///   - nameIsNormalized: as ``WalkOptions/nameIsNormalized``.
+    ///   - trace: the trace of the ``cachedWalk(_:type:class:options:trace:)`` that missed, whose key for the name
+    ///     is used instead of hashing the name again.
     public func refusalNow(
         _ name: String, type: RRType, class rrClass: RRClass = .in, dnssecOK: Bool = false, client: QueryClient?,
-        nameIsNormalized: Bool = false
+        nameIsNormalized: Bool = false, after trace: WalkTrace? = nil
     ) -> ResolverError? {
         let key = InflightKey(
-            cacheKey: CacheKey(
-                name: name, isNormalized: nameIsNormalized, type: type.rawValue, dnsClass: rrClass.rawValue),
+            cacheKey: trace?.firstKey
+                ?? CacheKey(name: name, isNormalized: nameIsNormalized, type: type.rawValue, dnsClass: rrClass.rawValue),
             dnssecOK: dnssecOK, checkingDisabled: false)
         let (refused, global) = inflight.refusal(key, client: client)
         return refused ? refusal(name: name, type: type, global: global, client: client) : nil

@@ -286,11 +286,11 @@ final class TLSClientHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private func sendCiphertext(context: ChannelHandlerContext) {
         let promises = unflushed
         unflushed = []
-        guard let connection, ctls_pending(connection) > 0 else {
+        let pending = connection.map { ctls_pending($0) } ?? 0
+        guard let connection, pending > 0 else {
             for promise in promises { promise.succeed(()) }
             return
         }
-        let pending = ctls_pending(connection)
         var buffer = context.channel.allocator.buffer(capacity: pending)
         buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: pending) { space in
             ctls_take(connection, space.bindMemory(to: UInt8.self).baseAddress, space.count)
