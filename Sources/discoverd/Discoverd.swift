@@ -76,6 +76,9 @@ struct Discoverd: AsyncParsableCommand {
         // Run Swift tasks on the NIO event loops: a call's task then starts on the loop that read it and its
         // reply needs no hop back, instead of waking a libdispatch worker and the loop again for every call
         // (BENCHMARKS.md, "What bounds the misses"). Nothing in the daemon blocks inside a task for long.
+        // A static build (the package's) keeps the runtime's hook out of the dynamic symbol table, where NIO looks
+        // for it: there this does nothing and such tasks run on libdispatch (docs/ARCHITECTURE.md, "Threading
+        // rules"); the miss path does not depend on it.
         NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
         // Then SIGHUP, before the file is read and anything is bound: a reload sent as soon as the daemon is
         // reachable, or while it starts, must not meet SIGHUP's default action, which terminates.
