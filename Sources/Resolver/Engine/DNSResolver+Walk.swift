@@ -53,11 +53,11 @@ public struct WalkTrace: Sendable {
     /// A stale hop that carried an alias was met: its refresh restarts the chain there, so the stale names behind
     /// it are not refreshed on their own.
     var restartsAtAlias = false
-    /// ``DNSResolver/cachedWalk(_:type:class:options:trace:)`` found nothing for the first hop (fresh, or stale
-    /// where allowed): the walk's first step is an upstream query.
-    public internal(set) var missedFirstHop = false
-    /// The first hop's key when it missed: what the walk after it asks for, not hashed again.
+    /// The first hop's key when ``DNSResolver/cachedWalk(_:type:class:options:trace:)`` found nothing for it (fresh,
+    /// or stale where allowed): what the walk after it asks upstream first, not hashed again.
     var firstKey: CacheKey?
+    /// The first hop missed: the walk's first step is an upstream query.
+    public var missedFirstHop: Bool { firstKey != nil }
 
     /// - Parameters:
     ///   - keepingSteps: record every hop's answer (the stub assembles its reply from them).
@@ -156,7 +156,6 @@ extension DNSResolver {
         if first == nil {
             startRefreshes(trace.refreshes)
             trace.refreshes = PendingRefreshes()
-            trace.missedFirstHop = true
             trace.firstKey = firstKey
             return nil
         }
@@ -220,7 +219,7 @@ extension DNSResolver {
             options.fetchInPlace = true
             return options
         }()
-        guard trace.missedFirstHop, let key = trace.firstKey else {
+        guard let key = trace.firstKey else {
             return walkInTask(name, type: type, class: rrClass, options: options, firstHop: nil, completion: completion)
         }
         let dnssecOK = options.dnssecOK || validator.active
@@ -252,13 +251,10 @@ extension DNSResolver {
             }
             var trace = WalkTrace(keepingSteps: true, keepingDependencies: false)
             trace.addFetched(answer, ttl: ttl, attempts: attempts)
-            if !options.checkingDisabled, let validation = answer.payload?.validation, validation.state == .bogus {
-                return completion(.failure(Self.bogus(validation, name: key.name, attempts: trace.provenance.attempts)))
-            }
             var chain = AliasChain(
                 start: key.name, isNormalized: true, maximumHops: configuration.maximumAliasHops)
             do throws(ResolverError) {
-                if try cnameStep(answer, name: name, type: type, chain: &chain, provenance: trace.provenance) != nil {
+                if try step(answer, name: name, type: type, options: options, chain: &chain, trace: trace) != nil {
                     return completion(.success(trace))
                 }
             } catch {
@@ -304,11 +300,19 @@ extension DNSResolver {
         }
     }
 
-    /// The error of a bogus answer (RFC 4035 §5.5: SERVFAIL, with the verdict's reason).
-    static func bogus(_ validation: DNSSECValidation, name: String, attempts: [QueryAttempt]) -> ResolverError {
-        ResolverError(
-            code: .upstreamFailure, name: name, rcode: "SERVFAIL", reason: "DNSSEC: \(validation.reason ?? "bogus")",
-            attempts: attempts, dnssec: validation)
+    /// One hop of the walk with its entry in hand: a bogus entry ends it (RFC 4035 §5.5: SERVFAIL with the
+    /// verdict's reason, unless CD), otherwise ``cnameStep(_:name:type:chain:provenance:)`` follows the chain.
+    private func step(
+        _ entry: CacheAnswer<CachedRRset>, name: String, type: RRType, options: WalkOptions, chain: inout AliasChain,
+        trace: WalkTrace
+    ) throws(ResolverError) -> RRsetResult? {
+        if !options.checkingDisabled, let validation = entry.payload?.validation, validation.state == .bogus {
+            throw ResolverError(
+                code: .upstreamFailure, name: chain.current, rcode: "SERVFAIL",
+                reason: "DNSSEC: \(validation.reason ?? "bogus")", attempts: trace.provenance.attempts,
+                dnssec: validation)
+        }
+        return try cnameStep(entry, name: name, type: type, chain: &chain, provenance: trace.provenance)
     }
 
     /// ``walk(_:type:class:options:trace:)``, its first hop's outcome given when it was fetched already.
@@ -379,10 +383,7 @@ extension DNSResolver {
                     entry = stale
                 }
             }
-            if !options.checkingDisabled, let validation = entry!.payload?.validation, validation.state == .bogus {
-                throw Self.bogus(validation, name: current, attempts: trace.provenance.attempts)
-            }
-            if let result = try cnameStep(entry!, name: name, type: type, chain: &chain, provenance: trace.provenance) {
+            if let result = try step(entry!, name: name, type: type, options: options, chain: &chain, trace: trace) {
                 return result
             }
         }

@@ -734,61 +734,75 @@ public final class DNSResolver: Sendable {
     ) async
         -> FetchOutcome
     {
-        let exchange: DNSExchange
+        let result: Result<DNSExchange, DNSTransportError>
         do {
-            exchange = try await transport.query(
-                question(name: name, type: type, class: rrClass, key: key), dnssecOK: dnssecOK)
+            result = .success(
+                try await transport.query(
+                    question(name: name, type: type, class: rrClass, key: key), dnssecOK: dnssecOK))
         } catch {
-            return .failure(Self.failure(error, name: name))
+            result = .failure(error)
         }
-        let reply: Reply
-        switch prepare(exchange, name: name, type: type, class: rrClass, dnssecOK: dnssecOK, key: key) {
-        case .success(let prepared): reply = prepared
-        case .failure(let error): return .failure(error)
+        switch received(result, name: name, type: type, class: rrClass, dnssecOK: dnssecOK, key: key) {
+        case .done(let outcome):
+            return outcome
+        case .needsValidation(let reply):
+            return store(reply, validation: await validate(reply))
         }
-        var validation: DNSSECValidation?
-        if validator.enabled {
-            // Validated once, here, on store: every hit reads the verdict (docs/DNSSEC.md).
-            if let known = validator.verdictWithoutData(upstream: reply.upstream) {
-                validation = known
-            } else {
-                validation = await validator.validate(
-                    reply.answer, name: key.name, type: type, upstream: reply.upstream, fetcher: self)
-            }
-        }
-        return store(reply, validation: validation)
     }
 
     /// ``query(name:type:class:dnssecOK:key:)`` without a task, where the transport can ask without one
-    /// (``DNSTransport/startQuery(_:dnssecOK:completion:)``) and no DNSSEC verdict needs data fetched:
-    /// `completion` gets the outcome, stored as that function stores it. False, with nothing started, where the
-    /// transport cannot; a reply whose verdict needs data is validated in a task of its own.
+    /// (``DNSTransport/startQuery(_:dnssecOK:completion:)``): `completion` gets the outcome, stored as that
+    /// function stores it; a reply whose DNSSEC verdict needs data is validated in a task of its own. False, with
+    /// nothing started, where the transport cannot.
     func startQuery(
         name: String, type: RRType, class rrClass: RRClass, dnssecOK: Bool, key: CacheKey,
         completion: @escaping @Sendable (FetchOutcome) -> Void
     ) -> Bool {
         transport.startQuery(question(name: name, type: type, class: rrClass, key: key), dnssecOK: dnssecOK) {
             [self] result in
-            let exchange: DNSExchange
-            switch result {
-            case .success(let got): exchange = got
-            case .failure(let error): return completion(.failure(Self.failure(error, name: name)))
-            }
-            let reply: Reply
-            switch prepare(exchange, name: name, type: type, class: rrClass, dnssecOK: dnssecOK, key: key) {
-            case .success(let prepared): reply = prepared
-            case .failure(let error): return completion(.failure(error))
-            }
-            guard validator.enabled else { return completion(store(reply, validation: nil)) }
-            if let known = validator.verdictWithoutData(upstream: reply.upstream) {
-                return completion(store(reply, validation: known))
-            }
-            Task(executorPreference: transport.preferredExecutor) { [self] in
-                let validation = await validator.validate(
-                    reply.answer, name: key.name, type: type, upstream: reply.upstream, fetcher: self)
-                completion(store(reply, validation: validation))
+            switch received(result, name: name, type: type, class: rrClass, dnssecOK: dnssecOK, key: key) {
+            case .done(let outcome):
+                completion(outcome)
+            case .needsValidation(let reply):
+                Task(executorPreference: transport.preferredExecutor) { [self] in
+                    completion(store(reply, validation: await validate(reply)))
+                }
             }
         }
+    }
+
+    /// What a transport's result becomes: a failure, or the reply prepared and stored with its DNSSEC verdict when
+    /// that needs no data (the validator off, or allow-downgrade's verdict for the upstream); otherwise the
+    /// prepared reply, to validate (``validate(_:)``) and ``store(_:validation:)``.
+    private func received(
+        _ result: Result<DNSExchange, DNSTransportError>, name: String, type: RRType, class rrClass: RRClass,
+        dnssecOK: Bool, key: CacheKey
+    ) -> Received {
+        let exchange: DNSExchange
+        switch result {
+        case .success(let got): exchange = got
+        case .failure(let error): return .done(.failure(Self.failure(error, name: name)))
+        }
+        let reply: Reply
+        switch prepare(exchange, name: name, type: type, class: rrClass, dnssecOK: dnssecOK, key: key) {
+        case .success(let prepared): reply = prepared
+        case .failure(let error): return .done(.failure(error))
+        }
+        // Validated once, here, on store: every hit reads the verdict (docs/DNSSEC.md).
+        guard validator.enabled else { return .done(store(reply, validation: nil)) }
+        guard let known = validator.verdictWithoutData(upstream: reply.upstream) else { return .needsValidation(reply) }
+        return .done(store(reply, validation: known))
+    }
+
+    private enum Received {
+        case done(FetchOutcome)
+        case needsValidation(Reply)
+    }
+
+    /// The verdict on a reply that needs DNSSEC data fetched (keys, proofs).
+    nonisolated(nonsending) private func validate(_ reply: Reply) async -> DNSSECValidation {
+        await validator.validate(
+            reply.answer, name: reply.key.name, type: reply.type, upstream: reply.upstream, fetcher: self)
     }
 
     /// The question of a hop: on the walk `name` is the chain's current name, the key's, lowercased and absolute

@@ -27,8 +27,8 @@ protocol UpstreamTransport: Sendable {
 }
 
 extension UpstreamTransport {
-    /// Plain DNS opens a socket per try on the loop it runs on: no loop of its own.
-    var connectionExecutor: EventLoopTaskExecutor? { nil }
+    /// The kept connection's loop; plain DNS opens a socket per try on the loop it runs on: no loop of its own.
+    var connectionExecutor: EventLoopTaskExecutor? { keptConnection?.connection.taskExecutor }
     var keptConnection: (connection: any EncryptedConnection, kind: QueryTransport)? { nil }
 }
 

@@ -94,7 +94,6 @@ struct EncryptedTransport: UpstreamTransport {
     let connection: any EncryptedConnection
     let kind: QueryTransport
 
-    var connectionExecutor: EventLoopTaskExecutor? { connection.taskExecutor }
     var keptConnection: (connection: any EncryptedConnection, kind: QueryTransport)? { (connection, kind) }
 
     nonisolated(nonsending) func attempt(
