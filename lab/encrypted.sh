@@ -132,6 +132,10 @@ server:
     module-config: "iterator"
     local-zone: "." refuse
     local-zone: "$ZONE." transparent
+    # Scripts/bench-encrypted's capacity pass: every name under capacity.$ZONE answered here from local data,
+    # not through the stub zone below (the fault server and Knot), so that the forwarders in front are measured.
+    local-zone: "capacity.$ZONE." redirect
+    local-data: "capacity.$ZONE. 300 IN A 192.0.2.250"
     do-not-query-localhost: no
     local-zone: "resolver.arpa." static
     local-data: '_dns.resolver.arpa. 300 IN SVCB 1 $TLS_NAME. alpn="dot" $hints'

@@ -32,12 +32,12 @@ int cstub_batch_send(cstub_batch *batch, int fd);
 /// Sends one datagram to `address` without blocking. Returns 0 or -errno.
 int cstub_send_to(int fd, const uint8_t *bytes, size_t length, const void *address, uint32_t address_length);
 
-/// Names the calling thread (at most 15 characters are kept).
 /// Sends `count` datagrams (each `lengths[i]` bytes at `data + offsets[i]`, to `addresses[i]`) with as few
 /// `sendmmsg` calls as possible, without blocking; one that cannot go is dropped. Returns how many went.
 int cstub_send_many(int fd, const uint8_t *data, const size_t *offsets, const size_t *lengths,
                     const struct sockaddr_storage *addresses, const uint32_t *address_lengths, unsigned count);
 
+/// Names the calling thread (at most 15 characters are kept).
 void cstub_set_thread_name(const char *name);
 
 #endif
