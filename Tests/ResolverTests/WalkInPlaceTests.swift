@@ -164,6 +164,8 @@ struct WalkInPlaceTests {
             #expect(trace.steps.last?.answer.payload?.records == [aRecord("busy.example.", [192, 0, 2, 9])])
         }
         #expect(transport.started == 1 && transport.awaited == 0)
+        // The second joined the first's query (not a cache hit after it).
+        #expect(resolver.inflightStatistics.coalesced == 1)
     }
 
     @Test func aTransportThatAsksOnlyInATaskStillAnswers() async throws {
