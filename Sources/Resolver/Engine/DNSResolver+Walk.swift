@@ -243,8 +243,13 @@ extension DNSResolver {
                 name, type: type, class: rrClass, options: options, firstHop: .failure(error), completion: completion)
         }
         let started = startQuery(name: key.name, type: type, class: rrClass, dnssecOK: dnssecOK, key: key) {
-            [self] (outcome: FetchOutcome) in
-            inflight.finishInPlace(inflightKey, fetch, outcome: outcome)
+            [self] (outcome: FetchOutcome, written: Bool) in
+            // After the answer went out (or the walk's task was started): the cache, then the question in flight,
+            // whose joiners get the outcome; a question asked in between joins it instead of asking again.
+            defer {
+                if !written { write(outcome, for: key) }
+                inflight.finishInPlace(inflightKey, fetch, outcome: outcome)
+            }
             guard case .answer(let answer, let ttl, let attempts) = outcome else {
                 return walkInTask(name, type: type, class: rrClass, options: options, firstHop: outcome,
                     completion: completion)

@@ -751,21 +751,26 @@ public final class DNSResolver: Sendable {
     }
 
     /// ``query(name:type:class:dnssecOK:key:)`` without a task, where the transport can ask without one
-    /// (``DNSTransport/startQuery(_:dnssecOK:completion:)``): `completion` gets the outcome, stored as that
-    /// function stores it; a reply whose DNSSEC verdict needs data is validated in a task of its own. False, with
-    /// nothing started, where the transport cannot.
+    /// (``DNSTransport/startQuery(_:dnssecOK:completion:)``): `completion` gets the outcome as that function makes
+    /// it; a reply whose DNSSEC verdict needs data is validated in a task of its own. False, with nothing started,
+    /// where the transport cannot.
+    ///
+    /// `completion`'s second argument is false when the outcome is not in the cache yet: the caller answers first
+    /// and then writes it (``write(_:for:)``), before it ends the question in flight, so a question asked between
+    /// the two joins this one instead of asking again. A miss's answer then leaves before the cache and the
+    /// in-flight table are touched (the stub's miss: BENCHMARKS.md, round 12).
     func startQuery(
         name: String, type: RRType, class rrClass: RRClass, dnssecOK: Bool, key: CacheKey,
-        completion: @escaping @Sendable (FetchOutcome) -> Void
+        completion: @escaping @Sendable (FetchOutcome, _ written: Bool) -> Void
     ) -> Bool {
         transport.startQuery(question(name: name, type: type, class: rrClass, key: key), dnssecOK: dnssecOK) {
             [self] result in
-            switch received(result, name: name, type: type, class: rrClass, dnssecOK: dnssecOK, key: key) {
+            switch received(result, name: name, type: type, class: rrClass, dnssecOK: dnssecOK, key: key, write: false) {
             case .done(let outcome):
-                completion(outcome)
+                completion(outcome, false)
             case .needsValidation(let reply):
                 Task(executorPreference: transport.preferredExecutor) { [self] in
-                    completion(store(reply, validation: await validate(reply)))
+                    completion(store(reply, validation: await validate(reply)), true)
                 }
             }
         }
@@ -774,9 +779,10 @@ public final class DNSResolver: Sendable {
     /// What a transport's result becomes: a failure, or the reply prepared and stored with its DNSSEC verdict when
     /// that needs no data (the validator off, or allow-downgrade's verdict for the upstream); otherwise the
     /// prepared reply, to validate (``validate(_:)``) and ``store(_:validation:)``.
+    /// - Parameter write: false: the outcome is settled but not written to the cache (the caller writes it).
     private func received(
         _ result: Result<DNSExchange, DNSTransportError>, name: String, type: RRType, class rrClass: RRClass,
-        dnssecOK: Bool, key: CacheKey
+        dnssecOK: Bool, key: CacheKey, write: Bool = true
     ) -> Received {
         let exchange: DNSExchange
         switch result {
@@ -789,9 +795,18 @@ public final class DNSResolver: Sendable {
         case .failure(let error): return .done(.failure(error))
         }
         // Validated once, here, on store: every hit reads the verdict (docs/DNSSEC.md).
-        guard validator.enabled else { return .done(store(reply, validation: nil)) }
-        guard let known = validator.verdictWithoutData(upstream: reply.upstream) else { return .needsValidation(reply) }
-        return .done(store(reply, validation: known))
+        let validation: DNSSECValidation?
+        if validator.enabled {
+            guard let known = validator.verdictWithoutData(upstream: reply.upstream) else {
+                return .needsValidation(reply)
+            }
+            validation = known
+        } else {
+            validation = nil
+        }
+        let outcome = settle(reply, validation: validation)
+        if write { self.write(outcome, for: reply.key) }
+        return .done(outcome)
     }
 
     private enum Received {
@@ -893,6 +908,14 @@ public final class DNSResolver: Sendable {
 
     /// Stores a prepared reply with its DNSSEC verdict (nil: the validator is off) and returns the fetch's outcome.
     private func store(_ reply: Reply, validation: DNSSECValidation?) -> FetchOutcome {
+        let outcome = settle(reply, validation: validation)
+        write(outcome, for: reply.key)
+        return outcome
+    }
+
+    /// A prepared reply with its verdict, as the walk takes it: the answer to cache (a bogus one for 60 s at most),
+    /// or the failure an unreachable verdict means. Not written to the cache: ``write(_:for:)`` does that.
+    private func settle(_ reply: Reply, validation: DNSSECValidation?) -> FetchOutcome {
         var answer = reply.answer
         var ttl = reply.ttl
         let name = reply.name
@@ -913,9 +936,14 @@ public final class DNSResolver: Sendable {
                     metadata: ["dns.name": "\(name)", "dns.type": "\(reply.type)", "reason": "\(validation.reason ?? "")"])
             }
         }
-        cache.store(answer, for: reply.key, ttl: ttl)
-        logger.debug("fetched", metadata: ["dns.name": "\(name)", "dns.type": "\(reply.type)", "dns.ttl": "\(ttl)"])
         return .answer(answer, ttl: ttl, attempts: reply.exchange.attempts)
+    }
+
+    /// Writes a settled answer to the cache under `key`; a failure writes nothing.
+    func write(_ outcome: FetchOutcome, for key: CacheKey) {
+        guard case .answer(let answer, let ttl, _) = outcome else { return }
+        cache.store(answer, for: key, ttl: ttl)
+        logger.debug("fetched", metadata: ["dns.name": "\(key.name)", "dns.type": "\(RRType(rawValue: key.type))", "dns.ttl": "\(ttl)"])
     }
 
     /// The same answer carrying `validation`.

@@ -21,7 +21,8 @@ final class TryCompletion: @unchecked Sendable {
     /// The outcome when it came before anyone waited (a cancel or a refusal before ``wait(_:)``).
     private var early: ExchangeOutcome?
     private(set) var isEnded = false
-    /// Runs once when the try ends, before the waiting task resumes (the pool's bookkeeping).
+    /// Runs once when the try ends, before the waiting task resumes or after the waiting callback returned (the
+    /// pool's bookkeeping).
     private var endHandler: ((TryCompletion) -> Void)?
     /// Further handlers (DoH's stream close), rarely more than none.
     private var moreHandlers: [(TryCompletion) -> Void] = []
@@ -30,11 +31,29 @@ final class TryCompletion: @unchecked Sendable {
         self.loop = loop
     }
 
-    /// Ends the try with `outcome`: the handlers run, then the waiting task resumes with it.
+    /// Ends the try with `outcome`: the handlers run, then the waiting task resumes with it. A waiting callback
+    /// runs first: it does its work (a stub's miss: the answer to the client) in this call, and the bookkeeping
+    /// can wait until the answer is out.
     func succeed(_ outcome: ExchangeOutcome) {
         loop.assertInEventLoop()
         guard !isEnded else { return }
         isEnded = true
+        if continuation == nil, let callback {
+            self.callback = nil
+            callback(outcome)
+            runHandlers()
+            return
+        }
+        runHandlers()
+        if let continuation {
+            self.continuation = nil
+            continuation.resume(returning: outcome)
+        } else {
+            early = outcome
+        }
+    }
+
+    private func runHandlers() {
         if let handler = endHandler {
             endHandler = nil
             handler(self)
@@ -43,15 +62,6 @@ final class TryCompletion: @unchecked Sendable {
             let handlers = moreHandlers
             moreHandlers = []
             for handler in handlers { handler(self) }
-        }
-        if let continuation {
-            self.continuation = nil
-            continuation.resume(returning: outcome)
-        } else if let callback {
-            self.callback = nil
-            callback(outcome)
-        } else {
-            early = outcome
         }
     }
 
