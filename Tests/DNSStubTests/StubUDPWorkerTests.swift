@@ -90,6 +90,30 @@ private struct SilentTransport: DNSTransport {
         worker.socket.close()
     }
 
+    /// Receive slots are reused: each batch's senders come from that batch, whichever slots an earlier, larger
+    /// batch filled (only the headers the kernel wrote are set back between receives).
+    @Test func repliesGoToEachBatchsOwnSenders() async throws {
+        let (worker, port) = try Self.serve()
+        let first = try Client(port: port)
+        let second = try Client(port: port)
+        for round in 0..<3 {
+            // A burst from the first client fills several slots, then single queries from each client in turn.
+            let burst = (1...20).map { UInt16(round * 100 + $0) }
+            for id in burst { first.send(Wire.header(id: id) + Wire.name(["slot", "test"]) + [0, 255, 0, 1]) }
+            var answered: Set<UInt16> = []
+            for _ in burst { answered.insert(try #require(await first.receive()).prefix(2).reduce(0) { $0 << 8 | UInt16($1) }) }
+            #expect(answered == Set(burst))
+            for (index, client) in [second, first, second].enumerated() {
+                let id = UInt16(round * 100 + 50 + index)
+                client.send(Wire.header(id: id) + Wire.name(["one", "test"]) + [0, 255, 0, 1])
+                let reply = try #require(await client.receive())
+                #expect(Array(reply[0..<2]) == [UInt8(id >> 8), UInt8(id & 0xFF)])
+            }
+        }
+        await worker.stop()
+        worker.socket.close()
+    }
+
     @Test func aMissIsAnsweredLaterAndAMalformedQueryAtOnce() async throws {
         let (worker, port) = try Self.serve()
         let client = try Client(port: port)
