@@ -18,7 +18,7 @@ int main(int argc, char **argv) {
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
     SSL_CTX_load_verify_locations(ctx, ca, NULL);
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
-    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+    // As CTLSShim: no SSL_MODE_RELEASE_BUFFERS (its buffers stay with the connection; round 12).
     SSL **conns = calloc(n, sizeof *conns);
     struct mallinfo2 before = mallinfo2();
     for (int i = 0; i < n; i++) {

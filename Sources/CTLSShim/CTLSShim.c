@@ -75,7 +75,9 @@ ctls_context *ctls_context_new(const char *ca_file, int verify, const uint8_t *a
     SSL_CTX_set_verify(context->ctx, verify ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, NULL);
     // SSL_CTX_set_alpn_protos returns 0 on success.
     if (alpn && alpn_length > 0 && SSL_CTX_set_alpn_protos(context->ctx, alpn, (unsigned)alpn_length) != 0) goto failed;
-    SSL_CTX_set_mode(context->ctx, SSL_MODE_RELEASE_BUFFERS);
+    // No SSL_MODE_RELEASE_BUFFERS: with it, OpenSSL freed its read and write buffers (about 17 KB each) after every
+    // record and allocated them again for the next, two large allocations a query and two a reply. A kept
+    // connection carries a few queries at a time; its buffers are worth keeping (BENCHMARKS.md, round 12).
     SSL_CTX_set_session_cache_mode(context->ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
     SSL_CTX_sess_set_new_cb(context->ctx, new_session);
     SSL_CTX_set_app_data(context->ctx, context);
