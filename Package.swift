@@ -33,6 +33,8 @@ let package = Package(
         // C shims: system libraries found with pkg-config.
         .systemLibrary(name: "CAvahi", pkgConfig: "avahi-client", providers: [.apt(["libavahi-client-dev"])]),
         .target(name: "CStubIO"),
+        // epoll and eventfd for Resolver's IOLoop.
+        .target(name: "CIOLoop"),
         .target(name: "CBenchIO"),
         .systemLibrary(name: "CLDNS", pkgConfig: "ldns", providers: [.apt(["libldns-dev"])]),
         // TLS client of the DoT and DoH upstreams over system OpenSSL (libssl-dev) with memory BIOs and session
@@ -49,7 +51,7 @@ let package = Package(
         .target(
             name: "Resolver",
             dependencies: [
-                "CLDNS", "CTLSShim", "DNSCore",
+                "CIOLoop", "CLDNS", "CTLSShim", "DNSCore",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOTLS", package: "swift-nio"),

@@ -186,7 +186,7 @@ public final class DNSStubServer: ServiceLifecycle.Service, Sendable {
             let worker = StubUDPWorker(
                 socket: socket, responder: responder, name: "dns-udp-\(number + index)", logger: logger)
             do {
-                try worker.start()
+                try await worker.start()
             } catch {
                 for running in started { await running.stop() }
                 throw error

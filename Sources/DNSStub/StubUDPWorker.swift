@@ -116,7 +116,7 @@ final class StubUDPSocket: Sendable {
     /// otherwise into the outbox, sent with the other replies of the loop's turn.
     func sendLate(_ reply: [UInt8], to peer: Peer) {
         let others = awaitingReplies.subtract(1, ordering: .relaxed).newValue
-        guard others > 0, let loop = MultiThreadedEventLoopGroup.currentEventLoop else {
+        guard others > 0, let loop = IOLoop.current ?? MultiThreadedEventLoopGroup.currentEventLoop else {
             send(reply, to: peer)
             return
         }
@@ -204,10 +204,12 @@ final class StubUDPWorker: @unchecked Sendable {
     let socket: StubUDPSocket
     private let responder: StubResponder
     private let logger: Logger
-    private let stopping = Atomic<Bool>(false)
-    private let exited = Atomic<Bool>(false)
-    private var thread = pthread_t()
     private let name: String
+    /// The worker's loop, from ``start()``.
+    private(set) var loop: IOLoop?
+    /// The receive batch; on the loop only.
+    private var batch: OpaquePointer?
+    private var failures = 0
 
     init(socket: StubUDPSocket, responder: StubResponder, name: String, logger: Logger) {
         self.socket = socket
@@ -216,88 +218,55 @@ final class StubUDPWorker: @unchecked Sendable {
         self.logger = logger
     }
 
-    /// Starts the thread.
-    func start() throws {
-        Self.installWakeSignal()
-        let box = Unmanaged.passRetained(self)
-        let result = pthread_create(&thread, nil, { argument in
-            let worker = Unmanaged<StubUDPWorker>.fromOpaque(argument!).takeRetainedValue()
-            worker.run()
-            return nil
-        }, box.toOpaque())
-        guard result == 0 else {
-            box.release()
-            throw IOError(errnoCode: result, reason: "pthread_create")
+    /// Starts the worker's loop and watches the socket on it.
+    /// - Throws: `IOError` when the loop or its receive batch cannot be made, or the socket cannot be watched.
+    func start() async throws {
+        let loop = try IOLoop(name: name)
+        self.loop = loop
+        do {
+            try await loop.submit {
+                guard let batch = cstub_batch_new(UInt32(Self.batch), Self.slotSize) else {
+                    throw IOError(errnoCode: ENOMEM, reason: "receive batch")
+                }
+                self.batch = batch
+                try loop.watch(self.socket.descriptor, interest: .read) { _ in self.receive() }
+            }.get()
+        } catch {
+            await stop()
+            throw error
         }
     }
 
-    /// Stops the thread and waits for it (a few milliseconds at most): the flag, then the wake signal until it
-    /// has left its receive call.
+    /// Stops watching the socket and stops the loop (the tasks already queued on it run first).
     func stop() async {
-        stopping.store(true, ordering: .sequentiallyConsistent)
-        while !exited.load(ordering: .sequentiallyConsistent) {
-            // The thread is joinable and not joined yet, so its handle stays valid even while it exits.
-            _ = pthread_kill(thread, Self.wakeSignal)
-            try? await Task.sleep(for: .milliseconds(2))
-        }
-        pthread_join(thread, nil)
+        guard let loop else { return }
+        self.loop = nil
+        try? await loop.submit {
+            loop.unwatch(self.socket.descriptor)
+            if let batch = self.batch { cstub_batch_free(batch) }
+            self.batch = nil
+        }.get()
+        try? await loop.shutdownGracefully()
     }
 
-    /// A real-time signal with an empty handler installed without SA_RESTART: delivered to a worker, it makes
-    /// its blocking `recvmmsg` return EINTR so that it sees the stop flag.
-    static let wakeSignal: CInt = __libc_current_sigrtmin() + 5
-
-    private static let installed = Mutex<Bool>(false)
-
-    private static func installWakeSignal() {
-        installed.withLock { installed in
-            guard !installed else { return }
-            installed = true
-            var action = sigaction()
-            action.__sigaction_handler.sa_handler = { _ in }
-            sigemptyset(&action.sa_mask)
-            action.sa_flags = 0
-            sigaction(wakeSignal, &action, nil)
-        }
-    }
-
-    private func run() {
-        defer { exited.store(true, ordering: .sequentiallyConsistent) }
-        // The wake signal must reach this thread even if the creating thread had it blocked.
-        var mask = sigset_t()
-        sigemptyset(&mask)
-        sigaddset(&mask, Self.wakeSignal)
-        pthread_sigmask(SIG_UNBLOCK, &mask, nil)
-
-        cstub_set_thread_name(name)
-        guard let batch = cstub_batch_new(UInt32(Self.batch), Self.slotSize) else {
-            logger.error("DNS stub: out of memory for a UDP worker")
+    /// The socket is readable: takes what is there (up to ``batch`` datagrams, without waiting) and answers it.
+    private func receive() {
+        guard let batch else { return }
+        let received = cstub_batch_receive_now(batch, socket.descriptor)
+        if received < 0 {
+            let code = -received
+            if code == EINTR || code == EAGAIN || code == EWOULDBLOCK { return }
+            failures += 1
+            if failures == 1 || failures % 10_000 == 0 {
+                logger.warning(
+                    "DNS stub: receiving failed", metadata: ["error": "\(String(cString: strerror(code)))"])
+            }
             return
         }
-        defer { cstub_batch_free(batch) }
+        guard received > 0 else { return }
         let fd = socket.descriptor
         let socket = self.socket
-        var failures = 0
-
-        while !stopping.load(ordering: .relaxed) {
-            let received = cstub_batch_receive(batch, fd)
-            if received < 0 {
-                let code = -received
-                if code == EINTR || code == EAGAIN || code == EWOULDBLOCK { continue }
-                if code == EBADF || code == ENOTSOCK { return }
-                failures += 1
-                if failures == 1 || failures % 10_000 == 0 {
-                    logger.warning(
-                        "DNS stub: receiving failed", metadata: ["error": "\(String(cString: strerror(code)))"])
-                }
-                usleep(1000)  // a lasting error (out of memory) must not become a busy loop
-                continue
-            }
-            if received == 0 {
-                // Not expected from a blocking receive; never spin on it.
-                usleep(1000)
-                continue
-            }
+        do {  // one batch
             var refreshes = PendingRefreshes()
             // Once per batch: Reload may turn cookies on or off.
             let cookies = responder.cookies

@@ -59,7 +59,7 @@ private struct SilentTransport: DNSTransport {
         }
     }
 
-    static func serve() throws -> (StubUDPWorker, UInt16) {
+    static func serve() async throws -> (StubUDPWorker, UInt16) {
         let settings = StubSettings(listen: [], answerLocal: false)
         let responder = StubResponder(
             resolver: DNSResolver(transport: SilentTransport()), local: nil, settings: settings,
@@ -68,12 +68,12 @@ private struct SilentTransport: DNSTransport {
         let description = try #require(socket.localDescription)
         let port = try #require(UInt16(description.split(separator: ":").last ?? ""))
         let worker = StubUDPWorker(socket: socket, responder: responder, name: "test-udp", logger: Logger(label: "test"))
-        try worker.start()
+        try await worker.start()
         return (worker, port)
     }
 
     @Test func answersABurstLargerThanOneBatch() async throws {
-        let (worker, port) = try Self.serve()
+        let (worker, port) = try await Self.serve()
         let client = try Client(port: port)
         // ANY is answered at once (RFC 8482): 80 queries in flight, more than two receive batches of 32.
         let ids = (1...80).map { UInt16($0) }
@@ -93,7 +93,7 @@ private struct SilentTransport: DNSTransport {
     /// Receive slots are reused: each batch's senders come from that batch, whichever slots an earlier, larger
     /// batch filled (only the headers the kernel wrote are set back between receives).
     @Test func repliesGoToEachBatchsOwnSenders() async throws {
-        let (worker, port) = try Self.serve()
+        let (worker, port) = try await Self.serve()
         let first = try Client(port: port)
         let second = try Client(port: port)
         for round in 0..<3 {
@@ -115,7 +115,7 @@ private struct SilentTransport: DNSTransport {
     }
 
     @Test func aMissIsAnsweredLaterAndAMalformedQueryAtOnce() async throws {
-        let (worker, port) = try Self.serve()
+        let (worker, port) = try await Self.serve()
         let client = try Client(port: port)
         client.send(Wire.header(id: 7) + Wire.name(["miss", "test"]) + [0, 1, 0, 1])
         let late = try #require(await client.receive())
@@ -135,7 +135,7 @@ private struct SilentTransport: DNSTransport {
     }
 
     @Test func stopEndsTheThreadWhileItWaits() async throws {
-        let (worker, _) = try Self.serve()
+        let (worker, _) = try await Self.serve()
         try await Task.sleep(for: .milliseconds(20))  // blocked in recvmmsg by now
         await worker.stop()
         worker.socket.close()

@@ -17,6 +17,9 @@ void cstub_batch_free(cstub_batch *batch);
 /// Returns how many, or -errno. Clears the replies queued before.
 int cstub_batch_receive(cstub_batch *batch, int fd);
 
+/// Like cstub_batch_receive without waiting (MSG_DONTWAIT): for a loop that knows the socket is readable.
+int cstub_batch_receive_now(cstub_batch *batch, int fd);
+
 /// Datagram `index` of the last receive: its bytes and length.
 const uint8_t *cstub_batch_datagram(const cstub_batch *batch, unsigned index, size_t *length);
 

@@ -64,6 +64,11 @@ enum EncryptedConnections {
     /// The failure of a query whose connection the server closed before answering it.
     static let closedByServer = "the server closed the connection"
 
+    /// The loop of the DoT connections (their timers, and the queries of tasks and the API); the stub's workers
+    /// run the rest on their own loops (``LoopDoTConnection``). Nil only when no thread could be made: DoT then
+    /// runs on NIO (``TLSConnectionPool``).
+    static let home: IOLoop? = try? IOLoop(name: "dns-dot")
+
     /// A DoT or DoH connection to `server` at `address`, verified as ``TLSClientContext`` says (`identity`: what
     /// the certificate must prove besides its chain); nothing is opened until the first query.
     static func make(
@@ -74,6 +79,11 @@ enum EncryptedConnections {
         let tls = try TLSClientContext(
             caFile: configuration.caFile, serverName: server.tlsName, alpn: server.transport == .https ? ["h2"] : [],
             identity: identity)
+        if server.transport == .tls, let home = home {
+            return LoopDoTConnection(
+                server: server, address: address, tls: tls, statistics: statistics,
+                idleTimeout: configuration.idleTimeout, policy: .dot, home: home, logger: logger)
+        }
         let loop = group.next()
         if server.transport == .tls {
             return TLSConnectionPool(

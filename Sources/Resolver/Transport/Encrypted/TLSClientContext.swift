@@ -87,20 +87,25 @@ struct TLSClientContext: Sendable {
     /// connected one for ``Identity/configured`` without a name, the designation's original one for
     /// ``Identity/address(_:)``).
     func handler(remote: SocketAddress) throws -> TLSClientHandler {
-        let check: TLSClientHandler.Check
+        try TLSClientHandler(context: shared, serverName: serverName, check: check(remote: remote))
+    }
+
+    /// A new OpenSSL client connection to `remote`, set up as ``handler(remote:)`` sets up its own (for
+    /// ``LoopDoTConnection``, which drives the socket itself). The caller frees it.
+    func connection(remote: SocketAddress) throws -> OpaquePointer {
+        try TLSClientHandler.makeConnection(shared, serverName: serverName, check: check(remote: remote))
+    }
+
+    /// What the certificate of a connection to `remote` must carry besides its chain.
+    private func check(remote: SocketAddress) throws -> TLSClientHandler.Check {
         switch identity {
         case .configured:
-            if let serverName {
-                check = .name(serverName)
-            } else if let ip = remote.ipAddress {
-                check = .address(ip)
-            } else {
-                throw TLSClientError.setup("no address to verify the certificate against")
-            }
-        case .address(let address): check = .address(address)
-        case .unauthenticated: check = .none
+            if let serverName { return .name(serverName) }
+            if let ip = remote.ipAddress { return .address(ip) }
+            throw TLSClientError.setup("no address to verify the certificate against")
+        case .address(let address): return .address(address)
+        case .unauthenticated: return .none
         }
-        return try TLSClientHandler(context: shared, serverName: serverName, check: check)
     }
 
     /// The 4 or 16 bytes of a numeric address.

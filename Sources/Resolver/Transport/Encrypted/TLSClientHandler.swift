@@ -56,6 +56,12 @@ final class TLSClientHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     init(context shared: TLSClientContext.Shared, serverName: String?, check: Check) throws {
         self.shared = shared
+        connection = try Self.makeConnection(shared, serverName: serverName, check: check)
+    }
+
+    /// A new OpenSSL client connection of `shared` (memory BIOs): SNI `serverName`, and what the certificate must
+    /// carry. The caller frees it (`ctls_connection_free`).
+    static func makeConnection(_ shared: TLSClientContext.Shared, serverName: String?, check: Check) throws -> OpaquePointer {
         var error = [CChar](repeating: 0, count: 256)
         var host: String?
         var ip: String?
@@ -66,7 +72,7 @@ final class TLSClientHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
         let made = ctls_connection_new(shared.pointer, serverName, host, ip, &error, error.count)
         guard let made else { throw TLSClientError.setup(TLSClientContext.text(error)) }
-        connection = made
+        return made
     }
 
     deinit {
@@ -312,6 +318,12 @@ final class TLSClientHandler: ChannelDuplexHandler, RemovableChannelHandler {
     // MARK: Failure
 
     private func failure(_ connection: OpaquePointer, verification: Bool) -> TLSClientError {
+        Self.failure(connection, verification: verification)
+    }
+
+    /// Why `connection` failed: the certificate's refusal (in the handshake, when OpenSSL noted one), the
+    /// handshake's error, or a failure on the established connection.
+    static func failure(_ connection: OpaquePointer, verification: Bool) -> TLSClientError {
         var text = [CChar](repeating: 0, count: 256)
         var subject = [CChar](repeating: 0, count: 256)
         var detail = [CChar](repeating: 0, count: 256)

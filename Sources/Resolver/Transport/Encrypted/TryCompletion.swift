@@ -1,3 +1,4 @@
+import NIOConcurrencyHelpers
 import NIOCore
 
 /// The end of one try on a kept encrypted connection: what an `EventLoopPromise<ExchangeOutcome>` and its future
@@ -8,99 +9,103 @@ import NIOCore
 /// the waiting task's continuation is resumed directly and the pool's bookkeeping is one handler: about 4 000 fewer
 /// instructions per miss (callgrind, BENCHMARKS.md).
 ///
-/// Every method is called on `loop` (``cancel()`` hops there itself). The first ``succeed(_:)`` wins; later ones
-/// are ignored, as a promise's second completion would be an error.
+/// A try on a NIO pool (DoH) is used on its loop only; a DoT try may end on any thread (see below). ``cancel()``
+/// hops to `loop`, so that a loop-confined pool's bookkeeping runs there. The first ``succeed(_:)`` wins; later
+/// ones are ignored, as a promise's second completion would be an error.
 final class TryCompletion: @unchecked Sendable {
-    // @unchecked Sendable: every `var` is read and written on `loop` only.
+    // @unchecked Sendable: the state is behind `state`'s lock. A try on NIO's loops (DoH) is ended on its loop;
+    // a DoT try (``LoopDoTConnection``) may be ended by a reply on a stub worker's loop, a timeout on the
+    // connection's home loop or a cancel, whichever comes first: the lock decides, and the first wins.
     let loop: any EventLoop
-    /// Free for the session that carries the try: DoT keeps the message ID here.
+    /// Free for the session that carries the try: DoT keeps the message ID here. Set before the try is shared.
     var tag = 0
-    private var continuation: UnsafeContinuation<ExchangeOutcome, Never>?
-    /// Who waits without a task (``UpstreamClient/startQuery(_:dnssecOK:completion:)``).
-    private var callback: ((ExchangeOutcome) -> Void)?
-    /// The outcome when it came before anyone waited (a cancel or a refusal before ``wait(_:)``).
-    private var early: ExchangeOutcome?
-    private(set) var isEnded = false
-    /// Runs once when the try ends, before the waiting task resumes or after the waiting callback returned (the
-    /// pool's bookkeeping).
-    private var endHandler: ((TryCompletion) -> Void)?
-    /// Further handlers (DoH's stream close), rarely more than none.
-    private var moreHandlers: [(TryCompletion) -> Void] = []
+    private struct State {
+        var continuation: UnsafeContinuation<ExchangeOutcome, Never>?
+        /// Who waits without a task (``UpstreamClient/startQuery(_:dnssecOK:completion:)``).
+        var callback: ((ExchangeOutcome) -> Void)?
+        /// The outcome when it came before anyone waited (a cancel or a refusal before ``wait(_:)``).
+        var early: ExchangeOutcome?
+        var isEnded = false
+        /// Runs once when the try ends, before the waiting task resumes or after the waiting callback returned
+        /// (the pool's bookkeeping).
+        var endHandler: ((TryCompletion) -> Void)?
+        /// Further handlers (DoH's stream close), rarely more than none.
+        var moreHandlers: [(TryCompletion) -> Void] = []
+    }
+    private let state = NIOLockedValueBox(State())
 
     init(loop: any EventLoop) {
         self.loop = loop
     }
 
+    var isEnded: Bool { state.withLockedValue { $0.isEnded } }
+
     /// Ends the try with `outcome`: the handlers run, then the waiting task resumes with it. A waiting callback
     /// runs first: it does its work (a stub's miss: the answer to the client) in this call, and the bookkeeping
-    /// can wait until the answer is out.
+    /// can wait until the answer is out. Everything runs on the calling thread, after the lock is let go.
     func succeed(_ outcome: ExchangeOutcome) {
-        loop.assertInEventLoop()
-        guard !isEnded else { return }
-        isEnded = true
-        if continuation == nil, let callback {
-            self.callback = nil
+        let taken = state.withLockedValue { state -> State? in
+            guard !state.isEnded else { return nil }
+            state.isEnded = true
+            let taken = state
+            state.continuation = nil
+            state.callback = nil
+            state.endHandler = nil
+            state.moreHandlers = []
+            if taken.continuation == nil, taken.callback == nil { state.early = outcome }
+            return taken
+        }
+        guard let taken else { return }
+        if taken.continuation == nil, let callback = taken.callback {
             callback(outcome)
-            runHandlers()
+            runHandlers(taken)
             return
         }
-        runHandlers()
-        if let continuation {
-            self.continuation = nil
-            continuation.resume(returning: outcome)
-        } else {
-            early = outcome
-        }
+        runHandlers(taken)
+        taken.continuation?.resume(returning: outcome)
     }
 
-    private func runHandlers() {
-        if let handler = endHandler {
-            endHandler = nil
-            handler(self)
-        }
-        if !moreHandlers.isEmpty {
-            let handlers = moreHandlers
-            moreHandlers = []
-            for handler in handlers { handler(self) }
-        }
+    private func runHandlers(_ taken: State) {
+        taken.endHandler?(self)
+        for handler in taken.moreHandlers { handler(self) }
     }
 
     /// Runs `handler` when the try ends (at once when it has).
     func onEnd(_ handler: @escaping (TryCompletion) -> Void) {
-        loop.assertInEventLoop()
-        if isEnded {
-            handler(self)
-        } else if endHandler == nil {
-            endHandler = handler
-        } else {
-            moreHandlers.append(handler)
+        let now = state.withLockedValue { state -> Bool in
+            if state.isEnded { return true }
+            if state.endHandler == nil { state.endHandler = handler } else { state.moreHandlers.append(handler) }
+            return false
         }
+        if now { handler(self) }
     }
 
     /// The task that waits for the outcome; resumed at once when the try ended already.
     func wait(_ continuation: UnsafeContinuation<ExchangeOutcome, Never>) {
-        loop.assertInEventLoop()
-        if let early {
-            self.early = nil
-            continuation.resume(returning: early)
-        } else if isEnded {
-            continuation.resume(returning: .failed("internal: try ended without an outcome"))
-        } else {
-            self.continuation = continuation
+        let ready = state.withLockedValue { state -> ExchangeOutcome? in
+            if let early = state.early {
+                state.early = nil
+                return early
+            }
+            if state.isEnded { return .failed("internal: try ended without an outcome") }
+            state.continuation = continuation
+            return nil
         }
+        if let ready { continuation.resume(returning: ready) }
     }
 
-    /// Like ``wait(_:)`` for a caller without a task: `callback` gets the outcome on `loop`.
+    /// Like ``wait(_:)`` for a caller without a task: `callback` gets the outcome on the thread that ends the try.
     func wait(_ callback: @escaping (ExchangeOutcome) -> Void) {
-        loop.assertInEventLoop()
-        if let early {
-            self.early = nil
-            callback(early)
-        } else if isEnded {
-            callback(.failed("internal: try ended without an outcome"))
-        } else {
-            self.callback = callback
+        let ready = state.withLockedValue { state -> ExchangeOutcome? in
+            if let early = state.early {
+                state.early = nil
+                return early
+            }
+            if state.isEnded { return .failed("internal: try ended without an outcome") }
+            state.callback = callback
+            return nil
         }
+        if let ready { callback(ready) }
     }
 
     /// The waiting task was cancelled: the try ends with ``ExchangeOutcome/cancelled`` (the connection stays).

@@ -1,0 +1,724 @@
+import CTLSShim
+import DNSCore
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// DNS over TLS to one upstream on discoverd's own loops (``IOLoop``), outside NIO: the kept connections, their
+/// life and the queries on them, with the same behaviour as ``TLSConnectionPool`` with ``DoTSession`` (which DoH
+/// still uses) and one difference in where the work runs.
+///
+/// A stub miss is received by a UDP worker's loop, which writes the query itself (``startsAnywhere``), and the
+/// connection's socket is watched by the loop of the worker that last sent on it while no other query waited
+/// (its owner). A miss at a time is then received, sent, read back and answered on one thread, as in Unbound,
+/// and the upstream still has one connection (RFC 7766 §6.2.1). Across two threads, a hand-off to NIO's loop and
+/// the reply read there, a cold miss took 10 to 20 % longer natively (BENCHMARKS.md, round 13). Under load the
+/// owner stays: the socket moves only while no query waits on it.
+///
+/// Everything about the connections is behind one lock, since several workers send on them and the owner reads
+/// them; tries end (``TryCompletion``) only after the lock is let go, because what a try's end runs (the stub's
+/// answer, the next hop of a walk) may start another query. Timers (each try's deadline, the handshake's, the
+/// idle close) run on `home`, a loop of the process's own that also serves queries from tasks and the API.
+///
+/// - Connections open on demand, and another one only when every open one has ``TLSPoolPolicy/busyThreshold``
+///   queries waiting (at most ``TLSPoolPolicy/maximumConnections``); the query goes to the least busy ready one.
+/// - Connect and handshake are non-blocking, bounded by the try's timeout; a failure starts the back-off
+///   (``ReconnectBackoff``), during which tries fail at once with the same reason (stale answers are served).
+/// - The certificate is verified as ``TLSClientContext`` says; a failure is ``ExchangeOutcome/insecure(_:)``.
+/// - Queries carry an empty edns-tcp-keepalive option and are padded to a multiple of 128 bytes (RFC 7828, 7830,
+///   8467); an ID waiting on the connection is never reused; replies are matched in any order.
+/// - The queries a worker sends during one receive batch are encrypted with one `SSL_write` and leave with one
+///   `write` after the batch; a query sent while no other waits leaves at once.
+/// - Idle close after `idleTimeout` (further connections after ``TLSPoolPolicy/surplusIdleTimeout``), sooner at
+///   90 % of the server's keepalive; our close sends close_notify. The server's close_notify ends the tries on the
+///   connection with ``EncryptedConnections/closedByServer`` (sent once more, RFC 7766 §6.2.3); an end without one
+///   is an unclean shutdown.
+final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
+    // @unchecked Sendable: every `var` here and in `Link` is read and written under `lock`.
+    let home: IOLoop
+    var loop: any EventLoop { home }
+    let taskExecutor: EventLoopTaskExecutor
+    let server: UpstreamServer
+    let address: SocketAddress
+    let statistics: UpstreamStatistics
+    var startsAnywhere: Bool { true }
+    private let tls: TLSClientContext
+    private let idleTimeout: TimeAmount
+    private let policy: TLSPoolPolicy
+    private let logger: Logger
+    private let lock = NIOLock()
+
+    /// Open and opening connections, oldest first.
+    private var links: [Link] = []
+    private var backoff = ReconnectBackoff()
+    /// Why the last connect failed before there was a connection (``failedBeforeLink(_:)``).
+    private var immediateFailure: ExchangeOutcome?
+    private var serial = 0
+    /// Every try's deadline, in order (see ``TryDeadlines``, which this mirrors under the lock).
+    private var deadlines: [(at: NIODeadline, link: Link, number: Int)] = []
+    private var deadlineHead = 0
+    private var deadlineTimer: Scheduled<Void>?
+    private var deadlineTimerAt: NIODeadline?
+    /// Plaintext and ciphertext scratch for reads.
+    private var cipherBuffer = [UInt8](repeating: 0, count: 16_384)
+    private var plainBuffer = [UInt8](repeating: 0, count: 16_384)
+
+    private enum Phase { case connecting, handshaking, ready, closed }
+
+    /// One TLS connection and the tries on it.
+    private final class Link {
+        let fd: CInt
+        var tls: OpaquePointer?
+        var phase = Phase.connecting
+        var owner: IOLoop
+        var interest: IOLoop.Readiness
+        /// Tries waiting for the connection to be ready.
+        var queued: [(PendingQuery, TryCompletion)] = []
+        /// Every try on this connection not yet ended, by a serial number.
+        var tries: [Int: TryCompletion] = [:]
+        /// The tries whose query was written, by message ID.
+        var pending: [UInt16: (query: PendingQuery, completion: TryCompletion)] = [:]
+        /// The start of a reply whose rest has not come yet.
+        var carry: [UInt8] = []
+        /// Plaintext written since the last flush, and whether a flush is scheduled.
+        var staged: [UInt8] = []
+        var flushScheduled = false
+        /// Ciphertext the socket did not take yet.
+        var unsent: [UInt8] = []
+        var setupTimer: Scheduled<Void>?
+        var idleClose: Scheduled<Void>?
+        var idleSince = NIODeadline.now()
+        var serverKeepalive: TimeAmount?
+        var retired = false
+
+        init(fd: CInt, tls: OpaquePointer, owner: IOLoop) {
+            self.fd = fd
+            self.tls = tls
+            self.owner = owner
+            interest = .write
+        }
+    }
+
+    /// Tries to end once the lock is let go, with their outcomes.
+    private struct Endings {
+        var list: [(TryCompletion, ExchangeOutcome)] = []
+        mutating func add(_ completion: TryCompletion, _ outcome: ExchangeOutcome) { list.append((completion, outcome)) }
+        func run() { for (completion, outcome) in list { completion.succeed(outcome) } }
+    }
+
+    init(
+        server: UpstreamServer, address: SocketAddress, tls: TLSClientContext, statistics: UpstreamStatistics,
+        idleTimeout: Duration, policy: TLSPoolPolicy, home: IOLoop, logger: Logger
+    ) {
+        self.server = server
+        self.address = address
+        self.tls = tls
+        self.statistics = statistics
+        self.idleTimeout = TimeAmount(idleTimeout)
+        self.policy = policy
+        self.home = home
+        self.taskExecutor = EventLoopTaskExecutor(loop: home)
+        var logger = logger
+        logger[metadataKey: "dns.server"] = "\(server)"
+        self.logger = logger
+    }
+
+    /// Closes every connection (on reload, when the upstream is gone); waiting tries fail.
+    func shutdown() {
+        var endings = Endings()
+        lock.withLock {
+            for link in links { closeCleanly(link, &endings) }
+        }
+        endings.run()
+    }
+
+    // MARK: Tries
+
+    func start(_ query: PendingQuery, timeout: TimeAmount, completion: TryCompletion) {
+        guard let padded = query.padded(keepalive: true) else {
+            completion.succeed(.failed("the query cannot carry EDNS padding"))
+            return
+        }
+        var endings = Endings()
+        let placed = lock.withLock { () -> (Link, Int)? in
+            guard let link = pick(timeout: timeout, completion: completion, &endings) else { return nil }
+            serial &+= 1
+            link.tries[serial] = completion
+            addDeadline(.now() + timeout, link: link, number: serial)
+            if link.phase == .ready {
+                send(padded, completion: completion, on: link, &endings)
+            } else {
+                link.queued.append((padded, completion))
+            }
+            return (link, serial)
+        }
+        if let (link, number) = placed {
+            // After the lock: a try that ended meanwhile runs this at once, and it takes the lock.
+            completion.onEnd { [self] completion in tryEnded(link, number: number, completion) }
+        }
+        endings.run()
+    }
+
+    private func tryEnded(_ link: Link, number: Int, _ completion: TryCompletion) {
+        lock.withLock {
+            link.tries[number] = nil
+            let id = UInt16(truncatingIfNeeded: completion.tag)
+            if link.pending[id]?.completion === completion { link.pending[id] = nil }
+            if link.tries.isEmpty {
+                link.idleSince = .now()
+                armIdleClose(link)
+            }
+        }
+    }
+
+    /// The connection for the next try, opening one when there is none (or all are busy); nil when the try
+    /// already ended (a back-off refused it, or the connect failed at once).
+    private func pick(timeout: TimeAmount, completion: TryCompletion, _ endings: inout Endings) -> Link? {
+        var best: Link?
+        var ready = 0
+        for link in links where link.phase == .ready {
+            ready += 1
+            if best == nil || link.tries.count < best!.tries.count { best = link }
+        }
+        if let best {
+            if best.tries.count >= policy.busyThreshold, links.count < policy.maximumConnections,
+                links.count == ready, backoff.refusal() == nil
+            {
+                logger.debug(
+                    "opening another connection under load",
+                    metadata: ["dns.in-flight": "\(best.tries.count)", "dns.connections": "\(links.count + 1)"])
+                _ = connect(timeout: timeout, &endings)
+            }
+            return best
+        }
+        if let opening = links.first { return opening }
+        if let refusal = backoff.refusal() {
+            endings.add(completion, refusal)
+            return nil
+        }
+        guard let link = connect(timeout: timeout, &endings) else {
+            endings.add(completion, immediateFailure ?? .failed("connect failed"))
+            return nil
+        }
+        return link
+    }
+
+    /// Writes one query (a new ID when its own waits on the connection already). The lone query on a
+    /// connection leaves at once, from a socket that moves to the sender's loop; others wait for the end of the
+    /// sender's batch.
+    private func send(_ query: PendingQuery, completion: TryCompletion, on link: Link, _ endings: inout Endings) {
+        let alone = link.pending.isEmpty
+        var query = query
+        while link.pending[query.id] != nil { query = query.withID(QueryID.random()) }
+        link.pending[query.id] = (query, completion)
+        completion.tag = Int(query.id)
+        let wire = query.wire
+        link.staged.append(UInt8(truncatingIfNeeded: wire.count >> 8))
+        link.staged.append(UInt8(truncatingIfNeeded: wire.count))
+        link.staged.append(contentsOf: wire)
+        if alone {
+            move(link, to: IOLoop.current ?? link.owner)
+            flush(link, &endings)
+            return
+        }
+        // A stub worker's loop that stopped (its listener went away on a reload) watches nothing any more.
+        if link.owner.isStopping { move(link, to: home) }
+        if !link.flushScheduled {
+            link.flushScheduled = true
+            // After the tasks and readiness handlers of this turn of the sender's loop: the rest of its batch.
+            (IOLoop.current ?? home).execute { [self] in
+                var endings = Endings()
+                lock.withLock {
+                    link.flushScheduled = false
+                    flush(link, &endings)
+                }
+                endings.run()
+            }
+        }
+    }
+
+    /// Hands the socket's watch to `loop` (the sender's, while nothing else waits on the connection).
+    private func move(_ link: Link, to target: IOLoop) {
+        let loop = target.isStopping ? home : target
+        guard link.owner !== loop, link.phase != .closed else { return }
+        let old = link.owner
+        do {
+            old.unwatch(link.fd)
+            try watch(link, on: loop)
+            link.owner = loop
+        } catch {
+            // Stay where it was.
+            try? watch(link, on: old)
+        }
+    }
+
+    private func watch(_ link: Link, on loop: IOLoop) throws {
+        try loop.watch(link.fd, interest: link.interest) { [weak self, link] readiness in
+            self?.ready(link, readiness)
+        }
+    }
+
+    private func setInterest(_ link: Link, _ interest: IOLoop.Readiness) {
+        guard link.interest != interest, link.phase != .closed else { return }
+        link.interest = interest
+        link.owner.change(link.fd, interest: interest)
+    }
+
+    // MARK: Deadlines
+
+    private func addDeadline(_ at: NIODeadline, link: Link, number: Int) {
+        var index = deadlines.endIndex
+        while index > deadlineHead, deadlines[index - 1].at > at { index -= 1 }
+        deadlines.insert((at, link, number), at: index)
+        if let deadlineTimerAt, deadlineTimerAt <= at { return }
+        armDeadlines(at)
+    }
+
+    private func armDeadlines(_ at: NIODeadline) {
+        deadlineTimer?.cancel()
+        deadlineTimerAt = at
+        deadlineTimer = home.scheduleTask(deadline: at) { [self] in
+            var endings = Endings()
+            lock.withLock { deadlinesDue(&endings) }
+            endings.run()
+        }
+    }
+
+    private func deadlinesDue(_ endings: inout Endings) {
+        deadlineTimer = nil
+        deadlineTimerAt = nil
+        let now = NIODeadline.now()
+        while deadlineHead < deadlines.count {
+            let entry = deadlines[deadlineHead]
+            if entry.at <= now {
+                deadlineHead += 1
+                if let completion = entry.link.tries[entry.number] { endings.add(completion, .timedOut) }
+            } else if entry.link.tries[entry.number] == nil {
+                deadlineHead += 1
+            } else {
+                break
+            }
+        }
+        if deadlineHead == deadlines.count {
+            deadlines.removeAll(keepingCapacity: deadlines.count <= 1024)
+            deadlineHead = 0
+            return
+        }
+        if deadlineHead >= 256, deadlineHead * 2 >= deadlines.count {
+            deadlines.removeFirst(deadlineHead)
+            deadlineHead = 0
+        }
+        armDeadlines(deadlines[deadlineHead].at)
+    }
+
+    // MARK: Connecting
+
+    /// Opens a connection (non-blocking connect, then the handshake): nil when the socket cannot even be made or
+    /// the connect fails at once (the back-off then holds the reason).
+    private func connect(timeout: TimeAmount, _ endings: inout Endings) -> Link? {
+        statistics.connectionOpened()
+        let family: CInt
+        switch address {
+        case .v4: family = AF_INET
+        case .v6: family = AF_INET6
+        case .unixDomainSocket:
+            statistics.connectionClosed()
+            failedBeforeLink(.failed("connect: not an IP address"))
+            return nil
+        }
+        let fd = Glibc.socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else {
+            statistics.connectionClosed()
+            failedBeforeLink(.failed("connect: \(Self.errorText(errno))"))
+            return nil
+        }
+        var one: CInt = 1
+        _ = setsockopt(fd, CInt(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<CInt>.size))
+        let connection: OpaquePointer
+        do {
+            connection = try tls.connection(remote: address)
+        } catch {
+            Glibc.close(fd)
+            statistics.connectionClosed()
+            failedBeforeLink(tls.outcome(for: error))
+            return nil
+        }
+        let result = address.withSockAddr { pointer, length in Glibc.connect(fd, pointer, socklen_t(length)) }
+        let code = errno
+        if result != 0, code != EINPROGRESS {
+            ctls_connection_free(connection)
+            Glibc.close(fd)
+            statistics.connectionClosed()
+            failedBeforeLink(.failed("connect: \(Self.errorText(code))"))
+            return nil
+        }
+        let link = Link(fd: fd, tls: connection, owner: IOLoop.current ?? home)
+        do {
+            try watch(link, on: link.owner)
+        } catch {
+            ctls_connection_free(connection)
+            Glibc.close(fd)
+            statistics.connectionClosed()
+            failedBeforeLink(.failed("connect: \(error)"))
+            return nil
+        }
+        links.append(link)
+        // A server that accepts but never finishes the handshake (its accept queue full, a middlebox eating the
+        // ClientHello) must not hold a connection that counts as open and never idles out.
+        link.setupTimer = home.scheduleTask(in: timeout) { [weak self, weak link] in
+            guard let self, let link else { return }
+            var endings = Endings()
+            self.lock.withLock {
+                guard link.phase == .connecting || link.phase == .handshaking else { return }
+                let reason =
+                    link.phase == .connecting
+                    ? "connect: timed out after \(timeout.nanoseconds / 1_000_000) ms"
+                    : "TLS handshake not finished after \(timeout.nanoseconds / 1_000_000) ms"
+                self.connectFailed(link, .failed(reason), &endings)
+            }
+            endings.run()
+        }
+        if result == 0 { connected(link, &endings) }
+        return link
+    }
+
+    /// A connect that failed before there was a connection to count it on.
+    private func failedBeforeLink(_ outcome: ExchangeOutcome) {
+        immediateFailure = outcome
+        let delay = backoff.failed(outcome)
+        logger.info(
+            "encrypted upstream not reachable",
+            metadata: ["reason": "\(outcome.reason)", "dns.retry-ms": "\(delay.nanoseconds / 1_000_000)"])
+        statistics.failed(outcome.reason)
+    }
+
+    private func connected(_ link: Link, _ endings: inout Endings) {
+        var error: CInt = 0
+        var length = socklen_t(MemoryLayout<CInt>.size)
+        _ = getsockopt(link.fd, SOL_SOCKET, SO_ERROR, &error, &length)
+        guard error == 0 else {
+            connectFailed(link, .failed("connect: \(Self.errorText(error))"), &endings)
+            return
+        }
+        link.phase = .handshaking
+        setInterest(link, .read)
+        advanceHandshake(link, &endings)
+    }
+
+    private func advanceHandshake(_ link: Link, _ endings: inout Endings) {
+        guard let connection = link.tls else { return }
+        let result = ctls_handshake(connection)
+        if result < 0 {
+            let error = TLSClientHandler.failure(connection, verification: true)
+            writeCiphertext(link, &endings)
+            connectFailed(link, tls.outcome(for: error), &endings)
+            return
+        }
+        writeCiphertext(link, &endings)
+        guard result == 1, link.phase == .handshaking else { return }
+        handshakeCompleted(link, connection, &endings)
+    }
+
+    private func handshakeCompleted(_ link: Link, _ connection: OpaquePointer, _ endings: inout Endings) {
+        link.phase = .ready
+        link.setupTimer?.cancel()
+        link.setupTimer = nil
+        backoff.succeeded()
+        statistics.handshake(
+            version: ctls_version(connection).map { String(cString: $0) },
+            verifiedName: server.tlsName ?? server.host, resumed: ctls_session_reused(connection) != 0)
+        let waiting = link.queued
+        link.queued = []
+        for (query, completion) in waiting where !completion.isEnded {
+            send(query, completion: completion, on: link, &endings)
+        }
+        // Application data (or a session ticket) may have come with the last handshake flight.
+        readPlaintext(link, &endings)
+        if link.tries.isEmpty { armIdleClose(link) }
+    }
+
+    /// A connect or a handshake failed: every try on the connection fails with `outcome`, a back-off starts, and
+    /// the connection closes.
+    private func connectFailed(_ link: Link, _ outcome: ExchangeOutcome, _ endings: inout Endings) {
+        let delay = backoff.failed(outcome)
+        logger.info(
+            "encrypted upstream not reachable",
+            metadata: ["reason": "\(outcome.reason)", "dns.retry-ms": "\(delay.nanoseconds / 1_000_000)"])
+        statistics.failed(outcome.reason)
+        fail(link, outcome, &endings)
+        close(link, &endings)
+    }
+
+    // MARK: Reading and writing
+
+    /// The owner's loop found the socket ready.
+    private func ready(_ link: Link, _ readiness: IOLoop.Readiness) {
+        var endings = Endings()
+        lock.withLock {
+            guard link.phase != .closed else { return }
+            if readiness.contains(.write) {
+                if link.phase == .connecting {
+                    connected(link, &endings)
+                } else {
+                    writeOut(link, &endings)
+                }
+            }
+            if readiness.contains(.read), link.phase == .handshaking || link.phase == .ready {
+                readIn(link, &endings)
+            }
+        }
+        endings.run()
+    }
+
+    /// Reads what the socket has (a few records at most per turn; level-triggered readiness brings the rest).
+    private func readIn(_ link: Link, _ endings: inout Endings) {
+        for _ in 0..<4 {
+            guard let connection = link.tls, link.phase == .handshaking || link.phase == .ready else { return }
+            let count = cipherBuffer.withUnsafeMutableBytes { Glibc.read(link.fd, $0.baseAddress, $0.count) }
+            if count < 0 {
+                let code = errno
+                if code == EAGAIN || code == EWOULDBLOCK || code == EINTR { return }
+                brokenConnection(link, .failed("read: \(Self.errorText(code))"), &endings)
+                return
+            }
+            if count == 0 {
+                // The server closed its side without a close_notify.
+                brokenConnection(link, tls.outcome(for: TLSClientError.uncleanShutdown), &endings)
+                return
+            }
+            let fed = cipherBuffer.withUnsafeBufferPointer { ctls_feed(connection, $0.baseAddress, count) }
+            guard fed == 0 else {
+                brokenConnection(link, tls.outcome(for: TLSClientError.failed("out of memory")), &endings)
+                return
+            }
+            if link.phase == .handshaking {
+                advanceHandshake(link, &endings)
+            } else {
+                readPlaintext(link, &endings)
+            }
+            if count < cipherBuffer.count { return }
+        }
+    }
+
+    private func readPlaintext(_ link: Link, _ endings: inout Endings) {
+        var frames: [(PendingQuery, TryCompletion, [UInt8])] = []
+        while link.phase == .ready, let connection = link.tls {
+            // Nothing buffered: no read can give anything.
+            guard ctls_readable(connection) > 0 else { break }
+            let count = plainBuffer.withUnsafeMutableBufferPointer {
+                ctls_read(connection, $0.baseAddress, $0.count)
+            }
+            if count > 0 {
+                link.carry.append(contentsOf: plainBuffer[0..<Int(count)])
+                cutFrames(link, into: &frames)
+                continue
+            }
+            if count == -1 {
+                let error = TLSClientHandler.failure(connection, verification: false)
+                brokenConnection(link, tls.outcome(for: error), &endings)
+                break
+            }
+            if count == -2 {
+                // The server's close_notify: answer it and close; the tries on it are sent again.
+                ctls_shutdown(connection)
+                writeCiphertext(link, &endings)
+                close(link, &endings)
+            }
+            break
+        }
+        // Post-handshake messages (a key update) may need an answer.
+        if link.phase == .ready { writeCiphertext(link, &endings) }
+        for (query, completion, frame) in frames {
+            switch query.classify(frame, overTCP: true) {
+            case .accept(let message):
+                // RFC 7828 §3.3.2: the server's timeout, in units of 100 ms, bounds how long the connection stays idle.
+                if let timeout = EDNSPadding.keepaliveTimeout(in: frame) {
+                    link.serverKeepalive = .milliseconds(Int64(timeout) * 100)
+                }
+                endings.add(completion, .response(message))
+            case .truncated: break
+            case .drop(let reason): logger.debug("dropped DoT message", metadata: ["dns.reason": "\(reason)"])
+            }
+        }
+    }
+
+    /// Takes every whole message (a 2-byte length, then the message, RFC 1035 §4.2.2) from the carried plaintext.
+    private func cutFrames(_ link: Link, into frames: inout [(PendingQuery, TryCompletion, [UInt8])]) {
+        var start = 0
+        let carry = link.carry
+        while carry.count - start >= 2 {
+            let length = Int(carry[start]) << 8 | Int(carry[start + 1])
+            guard carry.count - start >= 2 + length else { break }
+            let frame = Array(carry[(start + 2)..<(start + 2 + length)])
+            start += 2 + length
+            guard frame.count >= 2 else { continue }
+            let id = UInt16(frame[0]) << 8 | UInt16(frame[1])
+            guard let (query, completion) = link.pending[id] else {
+                logger.debug("dropped DoT reply for no waiting query", metadata: ["dns.id": "\(id)"])
+                continue
+            }
+            frames.append((query, completion, frame))
+        }
+        if start == carry.count {
+            link.carry.removeAll(keepingCapacity: true)
+        } else if start > 0 {
+            link.carry.removeFirst(start)
+        }
+    }
+
+    /// Encrypts what was staged in one `SSL_write` and sends it.
+    private func flush(_ link: Link, _ endings: inout Endings) {
+        guard link.phase == .ready, let connection = link.tls else { return }
+        if !link.staged.isEmpty {
+            let written = link.staged.withUnsafeBufferPointer { ctls_write(connection, $0.baseAddress, $0.count) }
+            guard written == link.staged.count else {
+                let error = TLSClientHandler.failure(connection, verification: false)
+                brokenConnection(link, tls.outcome(for: error), &endings)
+                return
+            }
+            link.staged.removeAll(keepingCapacity: true)
+        }
+        writeCiphertext(link, &endings)
+    }
+
+    /// Moves what OpenSSL has for the server into `unsent` and writes it.
+    private func writeCiphertext(_ link: Link, _ endings: inout Endings) {
+        guard let connection = link.tls else { return }
+        let count = ctls_pending(connection)
+        if count > 0 {
+            let start = link.unsent.count
+            link.unsent.append(contentsOf: repeatElement(0, count: count))
+            let taken = link.unsent.withUnsafeMutableBufferPointer {
+                ctls_take(connection, $0.baseAddress! + start, count)
+            }
+            link.unsent.removeLast(count - taken)
+        }
+        writeOut(link, &endings)
+    }
+
+    /// Writes `unsent` until the socket takes no more; the rest waits for the socket to be writable.
+    private func writeOut(_ link: Link, _ endings: inout Endings) {
+        var offset = 0
+        while offset < link.unsent.count {
+            let written = link.unsent.withUnsafeBytes {
+                Glibc.write(link.fd, $0.baseAddress! + offset, $0.count - offset)
+            }
+            if written < 0 {
+                let code = errno
+                if code == EINTR { continue }
+                if code == EAGAIN || code == EWOULDBLOCK { break }
+                link.unsent.removeAll()
+                brokenConnection(link, .failed("write: \(Self.errorText(code))"), &endings)
+                return
+            }
+            offset += written
+        }
+        if offset == link.unsent.count {
+            link.unsent.removeAll(keepingCapacity: true)
+            if link.phase == .handshaking || link.phase == .ready { setInterest(link, .read) }
+        } else {
+            link.unsent.removeFirst(offset)
+            setInterest(link, link.phase == .connecting ? .write : [.read, .write])
+        }
+    }
+
+    // MARK: Ending
+
+    /// The established connection failed (or the server went away without close_notify): its tries fail with
+    /// `outcome`, and it closes.
+    private func brokenConnection(_ link: Link, _ outcome: ExchangeOutcome, _ endings: inout Endings) {
+        guard link.phase != .closed else { return }
+        if link.phase != .ready {
+            connectFailed(link, outcome, &endings)
+            return
+        }
+        statistics.failed(outcome.reason)
+        fail(link, outcome, &endings)
+        close(link, &endings)
+    }
+
+    private func fail(_ link: Link, _ outcome: ExchangeOutcome, _ endings: inout Endings) {
+        for completion in link.tries.values { endings.add(completion, outcome) }
+        link.queued = []
+    }
+
+    /// Our close: close_notify first (best effort), then the socket.
+    private func closeCleanly(_ link: Link, _ endings: inout Endings) {
+        if link.phase == .ready, let connection = link.tls {
+            ctls_shutdown(connection)
+            writeCiphertext(link, &endings)
+        }
+        close(link, &endings)
+    }
+
+    /// Closes the socket and frees the TLS state; tries still on the connection fail as when the server closes it.
+    private func close(_ link: Link, _ endings: inout Endings) {
+        guard link.phase != .closed else { return }
+        let wasReady = link.phase == .ready
+        link.phase = .closed
+        link.owner.unwatch(link.fd)
+        Glibc.close(link.fd)
+        if let connection = link.tls {
+            ctls_connection_free(connection)
+            link.tls = nil
+        }
+        link.setupTimer?.cancel()
+        link.setupTimer = nil
+        link.idleClose?.cancel()
+        link.idleClose = nil
+        link.staged = []
+        link.unsent = []
+        links.removeAll { $0 === link }
+        if !link.retired {
+            link.retired = true
+            statistics.connectionClosed()
+        }
+        if !link.tries.isEmpty {
+            fail(
+                link,
+                .failed(
+                    wasReady
+                        ? EncryptedConnections.closedByServer
+                        : "the server closed the connection during the TLS handshake"), &endings)
+        }
+    }
+
+    /// Closes `link` once it has had no try for its idle time: ours (the first connection's, or the shorter one
+    /// of those opened under load) or the server's keepalive, whichever is shorter.
+    private func armIdleClose(_ link: Link) {
+        guard link.tries.isEmpty, link.idleClose == nil, link.phase == .ready else { return }
+        link.idleClose = home.scheduleTask(deadline: link.idleSince + idleTime(link)) { [weak self, weak link] in
+            guard let self, let link else { return }
+            var endings = Endings()
+            self.lock.withLock {
+                link.idleClose = nil
+                guard link.tries.isEmpty, link.phase == .ready else { return }
+                let idle = self.idleTime(link)
+                guard NIODeadline.now() >= link.idleSince + idle else {
+                    self.armIdleClose(link)
+                    return
+                }
+                self.logger.debug(
+                    "closing idle connection", metadata: ["dns.idle-ms": "\(idle.nanoseconds / 1_000_000)"])
+                self.closeCleanly(link, &endings)
+            }
+            endings.run()
+        }
+    }
+
+    private func idleTime(_ link: Link) -> TimeAmount {
+        var idle = links.first === link ? idleTimeout : min(idleTimeout, policy.surplusIdleTimeout)
+        // RFC 7828 §3.3.2: close before the server's timeout runs out (at 90% of it), so that a query is never
+        // sent just as the server closes (RFC 7766 §6.2.3).
+        if let keepalive = link.serverKeepalive { idle = min(idle, .nanoseconds(keepalive.nanoseconds / 10 * 9)) }
+        return idle
+    }
+
+    private static func errorText(_ code: CInt) -> String {
+        String(cString: strerror(code))
+    }
+}
