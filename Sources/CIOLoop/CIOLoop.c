@@ -1,7 +1,10 @@
 // See include/CIOLoop.h.
+#define _GNU_SOURCE
 #include "CIOLoop.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <string.h>
 #include <stdint.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -63,4 +66,11 @@ void cioloop_drain(int wake) {
     uint64_t value;
     ssize_t n = read(wake, &value, sizeof value);
     (void)n;
+}
+
+void cioloop_set_thread_name(const char *name) {
+    char short_name[16];
+    strncpy(short_name, name, sizeof short_name - 1);
+    short_name[sizeof short_name - 1] = 0;
+    pthread_setname_np(pthread_self(), short_name);
 }

@@ -22,4 +22,7 @@ int cioloop_wait(int epoll, int *fds, int *events, int capacity, int timeout_ms)
 void cioloop_wake(int wake);
 void cioloop_drain(int wake);
 
+/// Names the calling thread (the first 15 bytes of `name`), as `ps -L` and `top -H` show it.
+void cioloop_set_thread_name(const char *name);
+
 #endif

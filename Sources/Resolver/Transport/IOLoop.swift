@@ -201,7 +201,7 @@ public final class IOLoop: EventLoop, @unchecked Sendable {
 
     private func run() {
         pthread_setspecific(Self.currentKey, Unmanaged.passUnretained(self).toOpaque())
-        name.withCString { _ = pthread_setname_np(pthread_self(), String($0.prefix(15))) }
+        cioloop_set_thread_name(name)
         var fds = [CInt](repeating: 0, count: 64)
         var events = [CInt](repeating: 0, count: 64)
         var tasks: [@Sendable () -> Void] = []

@@ -12,6 +12,13 @@ protocol EncryptedConnection: AnyObject, Sendable {
     func start(_ query: PendingQuery, timeout: TimeAmount, completion: TryCompletion)
     /// Closes the connection; waiting tries fail.
     func shutdown()
+    /// Whether ``start(_:timeout:completion:)`` may be called on any thread (``LoopDoTConnection``: the stub's
+    /// worker that receives a miss writes its query itself); otherwise it is called on `loop`.
+    var startsAnywhere: Bool { get }
+}
+
+extension EncryptedConnection {
+    var startsAnywhere: Bool { false }
 }
 
 extension EncryptedConnection {
@@ -35,10 +42,11 @@ extension EncryptedConnection {
         }
     }
 
-    /// ``exchange(_:timeout:)`` without a task, from any thread: `callback` gets the outcome on `loop`.
+    /// ``exchange(_:timeout:)`` without a task, from any thread: `callback` gets the outcome on `loop` (on the
+    /// thread that reads the reply, for a connection that ``startsAnywhere``).
     func exchange(_ query: PendingQuery, timeout: TimeAmount, then callback: @escaping @Sendable (ExchangeOutcome) -> Void) {
         let completion = TryCompletion(loop: loop)
-        if loop.inEventLoop {
+        if startsAnywhere || loop.inEventLoop {
             completion.wait(callback)
             start(query, timeout: timeout, completion: completion)
         } else {

@@ -69,8 +69,8 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
 
     private enum Phase { case connecting, handshaking, ready, closed }
 
-    /// One TLS connection and the tries on it.
-    private final class Link {
+    /// One TLS connection and the tries on it. @unchecked Sendable: used under the connection's lock only.
+    private final class Link: @unchecked Sendable {
         let fd: CInt
         var tls: OpaquePointer?
         var phase = Phase.connecting
@@ -90,6 +90,7 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
         /// Ciphertext the socket did not take yet.
         var unsent: [UInt8] = []
         var setupTimer: Scheduled<Void>?
+        var setupTimeout = TimeAmount.seconds(5)
         var idleClose: Scheduled<Void>?
         var idleSince = NIODeadline.now()
         var serverKeepalive: TimeAmount?
@@ -367,8 +368,22 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
             return nil
         }
         links.append(link)
-        // A server that accepts but never finishes the handshake (its accept queue full, a middlebox eating the
-        // ClientHello) must not hold a connection that counts as open and never idles out.
+        link.setupTimeout = timeout
+        armSetupTimer(link)
+        if result == 0 {
+            connected(link, &endings)
+            // Refused at once (a local port without a listener): the tries get the reason, not a closed link.
+            if link.phase == .closed { return nil }
+        }
+        return link
+    }
+
+    /// Bounds the connect, then (armed again when it is done) the handshake, each by the try's timeout: a server
+    /// that accepts but never finishes the handshake (its accept queue full, a middlebox eating the ClientHello)
+    /// must not hold a connection that counts as open and never idles out.
+    private func armSetupTimer(_ link: Link) {
+        link.setupTimer?.cancel()
+        let timeout = link.setupTimeout
         link.setupTimer = home.scheduleTask(in: timeout) { [weak self, weak link] in
             guard let self, let link else { return }
             var endings = Endings()
@@ -382,8 +397,6 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
             }
             endings.run()
         }
-        if result == 0 { connected(link, &endings) }
-        return link
     }
 
     /// A connect that failed before there was a connection to count it on.
@@ -405,6 +418,7 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
             return
         }
         link.phase = .handshaking
+        armSetupTimer(link)
         setInterest(link, .read)
         advanceHandshake(link, &endings)
     }
@@ -444,6 +458,7 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
     /// A connect or a handshake failed: every try on the connection fails with `outcome`, a back-off starts, and
     /// the connection closes.
     private func connectFailed(_ link: Link, _ outcome: ExchangeOutcome, _ endings: inout Endings) {
+        immediateFailure = outcome
         let delay = backoff.failed(outcome)
         logger.info(
             "encrypted upstream not reachable",
