@@ -79,8 +79,6 @@ static int receive(cstub_batch *batch, int fd, int flags) {
     return received < 0 ? -errno : received;
 }
 
-int cstub_batch_receive(cstub_batch *batch, int fd) { return receive(batch, fd, MSG_WAITFORONE); }
-
 int cstub_batch_receive_now(cstub_batch *batch, int fd) { return receive(batch, fd, MSG_DONTWAIT); }
 
 const uint8_t *cstub_batch_datagram(const cstub_batch *batch, unsigned index, size_t *length) {
@@ -157,11 +155,4 @@ int cstub_send_many(int fd, const uint8_t *data, const size_t *offsets, const si
         done += n;
     }
     return (int)went;
-}
-
-void cstub_set_thread_name(const char *name) {
-    char short_name[16];
-    strncpy(short_name, name, sizeof short_name - 1);
-    short_name[sizeof short_name - 1] = 0;
-    pthread_setname_np(pthread_self(), short_name);
 }

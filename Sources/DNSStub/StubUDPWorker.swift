@@ -186,14 +186,18 @@ final class StubUDPSocket: Sendable {
     }
 }
 
-/// One thread serving DNS over UDP on one socket, without an event loop.
+/// One loop serving DNS over UDP on one socket (an ``IOLoop``, a thread of its own per core).
 ///
-/// It blocks in `recvmmsg(MSG_WAITFORONE)` until at least one datagram is there and takes up to
-/// ``batch`` at once; answers each (cache hits on this thread, from stored bytes); sends every reply of the
-/// batch with one `sendmmsg`; and only then starts the refreshes its stale answers elected. An idle stub
-/// answers a query with two system calls (receive, send) where an event loop needs four (wait, read, an empty
-/// read, send); a busy one moves 32 datagrams per call each way. Misses are answered later from a task through
+/// When the socket is readable it takes up to ``batch`` datagrams at once (`recvmmsg`); answers each (cache hits on
+/// this thread, from stored bytes); sends every reply of the batch with one `sendmmsg`; and only then starts the
+/// refreshes its stale answers elected. An idle stub answers a query with three system calls (wait, receive,
+/// send); a busy one moves 32 datagrams per call each way. A miss over DoT is written upstream from here, and its
+/// reply read here too while no other query waits on the connection (``LoopDoTConnection``): a miss at a time
+/// stays on one thread, as in Unbound. Other misses are answered later from a task through
 /// ``StubUDPSocket/send(_:to:)``.
+///
+/// The worker used to be a plain thread blocked in `recvmmsg`, two system calls a query instead of three; a DoT
+/// miss then crossed to NIO's loop and back, which cost 10 to 20 % of a cold miss (BENCHMARKS.md, round 13).
 final class StubUDPWorker: @unchecked Sendable {
     /// Datagrams per receive and per send.
     static let batch = 32
@@ -207,7 +211,7 @@ final class StubUDPWorker: @unchecked Sendable {
     private let name: String
     /// The worker's loop, from ``start()``.
     private(set) var loop: IOLoop?
-    /// The receive batch; on the loop only.
+    /// The receive batch; on the loop only (nil once stopped).
     private var batch: OpaquePointer?
     private var failures = 0
 
@@ -229,7 +233,7 @@ final class StubUDPWorker: @unchecked Sendable {
                     throw IOError(errnoCode: ENOMEM, reason: "receive batch")
                 }
                 self.batch = batch
-                try loop.watch(self.socket.descriptor, interest: .read) { _ in self.receive() }
+                try loop.watch(self.socket.descriptor, interest: .read) { _ in self.receive(on: loop) }
             }.get()
         } catch {
             await stop()
@@ -250,7 +254,7 @@ final class StubUDPWorker: @unchecked Sendable {
     }
 
     /// The socket is readable: takes what is there (up to ``batch`` datagrams, without waiting) and answers it.
-    private func receive() {
+    private func receive(on loop: IOLoop) {
         guard let batch else { return }
         let received = cstub_batch_receive_now(batch, socket.descriptor)
         if received < 0 {
@@ -260,6 +264,14 @@ final class StubUDPWorker: @unchecked Sendable {
             if failures == 1 || failures % 10_000 == 0 {
                 logger.warning(
                     "DNS stub: receiving failed", metadata: ["error": "\(String(cString: strerror(code)))"])
+            }
+            // A lasting error (out of memory) must not become a busy loop: the socket rests for a millisecond.
+            let fd = socket.descriptor
+            loop.unwatch(fd)
+            _ = loop.scheduleTask(in: .milliseconds(1)) { [self] in
+                // Stopped meanwhile: the batch is gone.
+                guard self.batch != nil else { return }
+                try? loop.watch(fd, interest: .read) { _ in self.receive(on: loop) }
             }
             return
         }

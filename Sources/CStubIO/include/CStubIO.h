@@ -13,11 +13,8 @@ typedef struct cstub_batch cstub_batch;
 cstub_batch *cstub_batch_new(unsigned count, size_t slot);
 void cstub_batch_free(cstub_batch *batch);
 
-/// Blocks until at least one datagram is there and takes up to `count` (recvmmsg, MSG_WAITFORONE).
-/// Returns how many, or -errno. Clears the replies queued before.
-int cstub_batch_receive(cstub_batch *batch, int fd);
-
-/// Like cstub_batch_receive without waiting (MSG_DONTWAIT): for a loop that knows the socket is readable.
+/// Takes up to `count` datagrams without waiting (recvmmsg, MSG_DONTWAIT): for a loop that found the socket
+/// readable. Returns how many, or -errno. Clears the replies queued before.
 int cstub_batch_receive_now(cstub_batch *batch, int fd);
 
 /// Datagram `index` of the last receive: its bytes and length.
@@ -39,8 +36,5 @@ int cstub_send_to(int fd, const uint8_t *bytes, size_t length, const void *addre
 /// `sendmmsg` calls as possible, without blocking; one that cannot go is dropped. Returns how many went.
 int cstub_send_many(int fd, const uint8_t *data, const size_t *offsets, const size_t *lengths,
                     const struct sockaddr_storage *addresses, const uint32_t *address_lengths, unsigned count);
-
-/// Names the calling thread (at most 15 characters are kept).
-void cstub_set_thread_name(const char *name);
 
 #endif

@@ -23,7 +23,8 @@ import Glibc
 /// - Timers fire in deadline order (ties in scheduling order); a cancelled one fails its promise with
 ///   `EventLoopError.cancelled`, as NIO's do.
 /// - ``shutdownGracefully(queue:_:)`` runs the tasks already queued, fails pending timers, stops the thread and
-///   closes the loop's descriptors (not the watched ones: they belong to their owners).
+///   closes the loop's descriptors (not the watched ones: they belong to their owners). A task given to a loop
+///   that has stopped is dropped with a line on standard error, as NIO's loops do.
 public final class IOLoop: EventLoop, @unchecked Sendable {
     // @unchecked Sendable: `timers` and `timerSerial` are used on the loop's thread only; the task queue, the
     // handlers and the thread's identity are behind their own synchronisation.
@@ -94,7 +95,12 @@ public final class IOLoop: EventLoop, @unchecked Sendable {
             queue.tasks.append(task)
             return (queue.tasks.count == 1, false)
         }
-        precondition(!refused, "IOLoop \(name): a task after shutdown")
+        if refused {
+            // As NIO's loops do: the thread is gone, the task is dropped and said so.
+            let line = "IOLoop \(name): a task after shutdown was dropped\n"
+            _ = line.withCString { Glibc.write(2, $0, strlen($0)) }
+            return
+        }
         // The loop drains the whole queue each turn: only the first task of a batch needs to wake it, and the
         // loop itself never waits while it runs.
         if first, !inEventLoop { cioloop_wake(wake) }

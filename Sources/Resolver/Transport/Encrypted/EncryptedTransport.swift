@@ -1,7 +1,8 @@
 import Logging
 import NIOCore
 
-/// The kept connections to one encrypted upstream (a ``TLSConnectionPool`` of ``DoTSession`` or ``DoHSession``).
+/// The kept connections to one encrypted upstream: a ``LoopDoTConnection`` (DoT) or a ``TLSConnectionPool`` of
+/// ``DoHSession`` (DoH).
 protocol EncryptedConnection: AnyObject, Sendable {
     var statistics: UpstreamStatistics { get }
     /// The event loop that owns the connection and all its state.
@@ -73,8 +74,7 @@ enum EncryptedConnections {
     static let closedByServer = "the server closed the connection"
 
     /// The loop of the DoT connections (their timers, and the queries of tasks and the API); the stub's workers
-    /// run the rest on their own loops (``LoopDoTConnection``). Nil only when no thread could be made: DoT then
-    /// runs on NIO (``TLSConnectionPool``).
+    /// run the rest on their own loops (``LoopDoTConnection``). Nil only when no thread could be made.
     static let home: IOLoop? = try? IOLoop(name: "dns-dot")
 
     /// A DoT or DoH connection to `server` at `address`, verified as ``TLSClientContext`` says (`identity`: what
@@ -87,18 +87,13 @@ enum EncryptedConnections {
         let tls = try TLSClientContext(
             caFile: configuration.caFile, serverName: server.tlsName, alpn: server.transport == .https ? ["h2"] : [],
             identity: identity)
-        if server.transport == .tls, let home = home {
+        if server.transport == .tls {
+            guard let home else { throw TLSClientError.setup("no thread for DNS over TLS could be started") }
             return LoopDoTConnection(
                 server: server, address: address, tls: tls, statistics: statistics,
                 idleTimeout: configuration.idleTimeout, policy: .dot, home: home, logger: logger)
         }
         let loop = group.next()
-        if server.transport == .tls {
-            return TLSConnectionPool(
-                server: server, address: address, tls: tls, statistics: statistics,
-                idleTimeout: configuration.idleTimeout, policy: .dot, loop: loop, logger: logger
-            ) { DoTSession(logger: logger) }
-        }
         let method = DoHMethod(get: configuration.dohGET)
         return TLSConnectionPool(
             server: server, address: address, tls: tls, statistics: statistics,

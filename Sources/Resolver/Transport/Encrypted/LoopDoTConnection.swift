@@ -9,8 +9,8 @@ import Glibc
 #endif
 
 /// DNS over TLS to one upstream on discoverd's own loops (``IOLoop``), outside NIO: the kept connections, their
-/// life and the queries on them, with the same behaviour as ``TLSConnectionPool`` with ``DoTSession`` (which DoH
-/// still uses) and one difference in where the work runs.
+/// life and the queries on them, with the same behaviour as ``TLSConnectionPool`` (which DoH uses, on NIO) and one
+/// difference in where the work runs.
 ///
 /// A stub miss is received by a UDP worker's loop, which writes the query itself (``startsAnywhere``), and the
 /// connection's socket is watched by the loop of the worker that last sent on it while no other query waited
@@ -82,8 +82,8 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
         var tries: [Int: TryCompletion] = [:]
         /// The tries whose query was written, by message ID.
         var pending: [UInt16: (query: PendingQuery, completion: TryCompletion)] = [:]
-        /// The start of a reply whose rest has not come yet.
-        var carry: [UInt8] = []
+        /// Replies cut from the plaintext.
+        var splitter = DoTFrameSplitter()
         /// Plaintext written since the last flush, and whether a flush is scheduled.
         var staged: [UInt8] = []
         var flushScheduled = false
@@ -528,8 +528,7 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
                 ctls_read(connection, $0.baseAddress, $0.count)
             }
             if count > 0 {
-                link.carry.append(contentsOf: plainBuffer[0..<Int(count)])
-                cutFrames(link, into: &frames)
+                cutFrames(link, plainBuffer[0..<Int(count)], into: &frames)
                 continue
             }
             if count == -1 {
@@ -561,15 +560,11 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
         }
     }
 
-    /// Takes every whole message (a 2-byte length, then the message, RFC 1035 §4.2.2) from the carried plaintext.
-    private func cutFrames(_ link: Link, into frames: inout [(PendingQuery, TryCompletion, [UInt8])]) {
-        var start = 0
-        let carry = link.carry
-        while carry.count - start >= 2 {
-            let length = Int(carry[start]) << 8 | Int(carry[start + 1])
-            guard carry.count - start >= 2 + length else { break }
-            let frame = Array(carry[(start + 2)..<(start + 2 + length)])
-            start += 2 + length
+    /// Matches each whole reply in `plaintext` (with what came before) to the query waiting for it.
+    private func cutFrames(
+        _ link: Link, _ plaintext: ArraySlice<UInt8>, into frames: inout [(PendingQuery, TryCompletion, [UInt8])]
+    ) {
+        for frame in link.splitter.append(plaintext) {
             guard frame.count >= 2 else { continue }
             let id = UInt16(frame[0]) << 8 | UInt16(frame[1])
             guard let (query, completion) = link.pending[id] else {
@@ -577,11 +572,6 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
                 continue
             }
             frames.append((query, completion, frame))
-        }
-        if start == carry.count {
-            link.carry.removeAll(keepingCapacity: true)
-        } else if start > 0 {
-            link.carry.removeFirst(start)
         }
     }
 
@@ -735,5 +725,39 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
 
     private static func errorText(_ code: CInt) -> String {
         String(cString: strerror(code))
+    }
+}
+
+/// Cuts the plaintext of a DoT connection into DNS messages (RFC 1035 §4.2.2: a 2-byte length, then the message),
+/// however the reads split it; only a partial message is kept for the next read.
+struct DoTFrameSplitter {
+    /// The start of a message whose rest has not come yet.
+    private var carry: [UInt8] = []
+
+    /// Takes `bytes` and returns every message now whole, in order.
+    mutating func append(_ bytes: ArraySlice<UInt8>) -> [[UInt8]] {
+        var frames: [[UInt8]] = []
+        if carry.isEmpty {
+            // Nearly every DoT read: whole replies, one record each; nothing is copied twice.
+            let rest = Self.cut(bytes, into: &frames)
+            if !rest.isEmpty { carry = Array(rest) }
+        } else {
+            carry.append(contentsOf: bytes)
+            let rest = Self.cut(carry[...], into: &frames)
+            carry = Array(rest)
+        }
+        return frames
+    }
+
+    private static func cut(_ bytes: ArraySlice<UInt8>, into frames: inout [[UInt8]]) -> ArraySlice<UInt8> {
+        var rest = bytes
+        while rest.count >= 2 {
+            let start = rest.startIndex
+            let length = Int(rest[start]) << 8 | Int(rest[start + 1])
+            guard rest.count >= 2 + length else { break }
+            frames.append(Array(rest[(start + 2)..<(start + 2 + length)]))
+            rest = rest[(start + 2 + length)...]
+        }
+        return rest
     }
 }

@@ -4,8 +4,8 @@ import NIOCore
 import NIOPosix
 import NIOTLS
 
-/// What runs on one established TLS connection of an encrypted upstream: the DoT framing (``DoTSession``) or
-/// HTTP/2 (``DoHSession``). The life of the connection itself belongs to ``TLSConnectionPool``.
+/// What runs on one established TLS connection of an encrypted upstream: HTTP/2 (``DoHSession``; DoT has its own
+/// connection, ``LoopDoTConnection``). The life of the connection itself belongs to ``TLSConnectionPool``.
 ///
 /// Every method is called on the pool's event loop.
 protocol TLSSession: AnyObject, Sendable {

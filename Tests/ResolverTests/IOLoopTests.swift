@@ -1,0 +1,101 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import Testing
+
+@testable import Resolver
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// ``IOLoop``: tasks, timers and descriptor readiness on discoverd's own event loop (no timing asserted: only order
+/// and outcome).
+@Suite struct IOLoopTests {
+    @Test func tasksRunInOrderOnTheLoopsThread() async throws {
+        let loop = try IOLoop(name: "test-tasks")
+        let seen = NIOLockedValueBox<[Int]>([])
+        let onLoop = NIOLockedValueBox(true)
+        for number in 0..<100 {
+            loop.execute {
+                seen.withLockedValue { $0.append(number) }
+                if !loop.inEventLoop || IOLoop.current !== loop { onLoop.withLockedValue { $0 = false } }
+            }
+        }
+        try await loop.submit {}.get()
+        #expect(seen.withLockedValue { $0 } == Array(0..<100))
+        #expect(onLoop.withLockedValue { $0 })
+        #expect(!loop.inEventLoop && IOLoop.current == nil)
+        try await loop.shutdownGracefully()
+    }
+
+    @Test func timersFireInDeadlineOrderAndACancelledOneNever() async throws {
+        let loop = try IOLoop(name: "test-timers")
+        let fired = NIOLockedValueBox<[String]>([])
+        let now = NIODeadline.now()
+        let late = loop.scheduleTask(deadline: now + .milliseconds(60)) { fired.withLockedValue { $0.append("60") } }
+        let early = loop.scheduleTask(deadline: now + .milliseconds(20)) { fired.withLockedValue { $0.append("20") } }
+        let middle = loop.scheduleTask(deadline: now + .milliseconds(40)) { fired.withLockedValue { $0.append("40") } }
+        let cancelled = loop.scheduleTask(deadline: now + .milliseconds(30)) { fired.withLockedValue { $0.append("30") } }
+        cancelled.cancel()
+        try await early.futureResult.get()
+        try await middle.futureResult.get()
+        try await late.futureResult.get()
+        await #expect(throws: EventLoopError.cancelled) { try await cancelled.futureResult.get() }
+        #expect(fired.withLockedValue { $0 } == ["20", "40", "60"])
+        // A timer's result and error reach its future.
+        let value = try await loop.scheduleTask(in: .milliseconds(1)) { 42 }.futureResult.get()
+        #expect(value == 42)
+        try await loop.shutdownGracefully()
+    }
+
+    @Test func aWatchedDescriptorsHandlerRunsOnTheLoopUntilUnwatched() async throws {
+        let loop = try IOLoop(name: "test-watch")
+        var pair: [CInt] = [0, 0]
+        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0, &pair) == 0)
+        defer {
+            close(pair[0])
+            close(pair[1])
+        }
+        let reader = pair[0]
+        let got = NIOLockedValueBox<[UInt8]>([])
+        let promise = loop.makePromise(of: Void.self)
+        try await loop.submit {
+            try loop.watch(reader, interest: .read) { readiness in
+                precondition(loop.inEventLoop)
+                #expect(readiness.contains(.read))
+                var buffer = [UInt8](repeating: 0, count: 16)
+                let count = read(reader, &buffer, buffer.count)
+                if count > 0 { got.withLockedValue { $0.append(contentsOf: buffer[0..<count]) } }
+                if got.withLockedValue({ $0.count }) >= 3 { promise.succeed() }
+            }
+        }.get()
+        var bytes: [UInt8] = [1, 2, 3]
+        #expect(write(pair[1], &bytes, 3) == 3)
+        try await promise.futureResult.get()
+        #expect(got.withLockedValue { $0 } == [1, 2, 3])
+        // Unwatched from another thread: a byte written after it is not read by the loop.
+        loop.unwatch(reader)
+        bytes = [4]
+        #expect(write(pair[1], &bytes, 1) == 1)
+        try await loop.submit {}.get()
+        var left = [UInt8](repeating: 0, count: 4)
+        #expect(read(reader, &left, left.count) == 1 && left[0] == 4)
+        try await loop.shutdownGracefully()
+    }
+
+    @Test func shutdownRunsQueuedTasksAndCancelsPendingTimers() async throws {
+        let loop = try IOLoop(name: "test-shutdown")
+        let ran = NIOLockedValueBox(0)
+        let pending = loop.scheduleTask(in: .hours(1)) {}
+        // Registered while the loop runs: the callback runs on the loop as it stops.
+        let failure = NIOLockedValueBox<(any Error)?>(nil)
+        pending.futureResult.whenFailure { error in failure.withLockedValue { $0 = error } }
+        for _ in 0..<10 { loop.execute { ran.withLockedValue { $0 += 1 } } }
+        try await loop.shutdownGracefully()
+        #expect(ran.withLockedValue { $0 } == 10)
+        #expect(loop.isStopping)
+        #expect(failure.withLockedValue { $0 } as? EventLoopError == .cancelled)
+        // A second shutdown completes at once.
+        try await loop.shutdownGracefully()
+    }
+}
