@@ -185,3 +185,44 @@ extension ExchangeOutcome {
         connection.shutdown()
     }
 }
+
+/// ``LoopDoTConnection``'s connect, without a TLS server: what a refused connect and an unreachable upstream give.
+@Suite struct LoopDoTConnectTests {
+    /// A loopback port nobody listens on (bound, then closed).
+    static func closedPort() throws -> Int {
+        let channel = try DatagramBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .bind(host: "127.0.0.1", port: 0).wait()
+        let port = try #require(channel.localAddress?.port)
+        try channel.close().wait()
+        return port
+    }
+
+    @Test func aRefusedConnectFailsTheTryAtOnceWithTheReasonAndBacksOff() async throws {
+        let port = try Self.closedPort()
+        let upstream = try UpstreamServer(parsing: "127.0.0.1:\(port)#dns.example.test")
+        let statistics = UpstreamStatistics()
+        let connection = try EncryptedConnections.make(
+            upstream, address: try SocketAddress(ipAddress: "127.0.0.1", port: port),
+            configuration: .init(caFile: TLSClientTests.trust), statistics: statistics,
+            group: MultiThreadedEventLoopGroup.singleton, logger: Logger(label: "test"))
+        defer { connection.shutdown() }
+        #expect(connection is LoopDoTConnection)
+        // A refused connect is a failure with its reason, not a try left to time out (the timeout is long).
+        let outcome = await connection.exchange(try TransportMatchingTests.pending(), timeout: .seconds(30))
+        guard case .failed(let reason) = outcome else {
+            Issue.record("expected a failure, got \(outcome)")
+            return
+        }
+        #expect(reason.contains("connect: Connection refused"), "\(reason)")
+        // The next try within the back-off fails at once with the same reason, without a connect.
+        let again = await connection.exchange(try TransportMatchingTests.pending(), timeout: .seconds(30))
+        guard case .failed(let second) = again else {
+            Issue.record("expected a failure, got \(again)")
+            return
+        }
+        #expect(second.contains("Connection refused") && second.contains("back-off"), "\(second)")
+        let status = statistics.status(server: upstream, transport: "tls", origin: .configured, note: nil)
+        #expect(status.connectionsOpened == 1 && status.connectionsOpen == 0, "\(status)")
+        #expect(status.lastFailure?.contains("Connection refused") == true, "\(status)")
+    }
+}

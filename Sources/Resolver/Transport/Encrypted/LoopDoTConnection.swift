@@ -128,6 +128,20 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
         self.logger = logger
     }
 
+    deinit {
+        // Dropped without shutdown(): the sockets must not stay open and watched.
+        for link in links where link.phase != .closed {
+            link.owner.unwatch(link.fd)
+            Glibc.close(link.fd)
+            if let connection = link.tls { ctls_connection_free(connection) }
+            link.tls = nil
+            link.phase = .closed
+            link.setupTimer?.cancel()
+            link.idleClose?.cancel()
+        }
+        deadlineTimer?.cancel()
+    }
+
     /// Closes every connection (on reload, when the upstream is gone); waiting tries fail.
     func shutdown() {
         var endings = Endings()
@@ -475,12 +489,12 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
         var endings = Endings()
         lock.withLock {
             guard link.phase != .closed else { return }
-            if readiness.contains(.write) {
-                if link.phase == .connecting {
-                    connected(link, &endings)
-                } else {
-                    writeOut(link, &endings)
-                }
+            if link.phase == .connecting {
+                // Writable, or an error (a refused connect reports EPOLLERR, maybe without EPOLLOUT): the
+                // connect is over either way, and SO_ERROR says how.
+                connected(link, &endings)
+            } else if readiness.contains(.write) {
+                writeOut(link, &endings)
             }
             if readiness.contains(.read), link.phase == .handshaking || link.phase == .ready {
                 readIn(link, &endings)
