@@ -83,9 +83,17 @@ import Glibc
         try await loop.shutdownGracefully()
     }
 
-    @Test func shutdownRunsQueuedTasksAndCancelsPendingTimers() async throws {
+    @Test func shutdownRunsQueuedTasksCancelsPendingTimersAndTellsWatchers() async throws {
         let loop = try IOLoop(name: "test-shutdown")
         let ran = NIOLockedValueBox(0)
+        var pair: [CInt] = [0, 0]
+        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0, &pair) == 0)
+        defer {
+            close(pair[0])
+            close(pair[1])
+        }
+        let told = NIOLockedValueBox<[IOLoop.Readiness]>([])
+        try loop.watch(pair[0], interest: .read) { readiness in told.withLockedValue { $0.append(readiness) } }
         let pending = loop.scheduleTask(in: .hours(1)) {}
         // Registered while the loop runs: the callback runs on the loop as it stops.
         let failure = NIOLockedValueBox<(any Error)?>(nil)
@@ -95,6 +103,8 @@ import Glibc
         #expect(ran.withLockedValue { $0 } == 10)
         #expect(loop.isStopping)
         #expect(failure.withLockedValue { $0 } as? EventLoopError == .cancelled)
+        // The watcher heard once that the loop stops (nothing was readable).
+        #expect(told.withLockedValue { $0 } == [.loopStopping])
         // A second shutdown completes at once.
         try await loop.shutdownGracefully()
     }

@@ -163,6 +163,8 @@ public final class IOLoop: EventLoop, @unchecked Sendable {
         public static let write = Readiness(rawValue: Int32(CIOLOOP_WRITE))
         /// An error or the peer's hang-up; reported with `read`, so that a read finds it.
         public static let hangup = Readiness(rawValue: Int32(CIOLOOP_HANGUP))
+        /// Alone, once, when the loop stops with the descriptor still watched: its owner may move it elsewhere.
+        public static let loopStopping = Readiness(rawValue: 1 << 8)
     }
 
     /// Watches `fd` (level-triggered) for `interest`: `handler` runs on the loop whenever it is ready for it.
@@ -231,6 +233,8 @@ public final class IOLoop: EventLoop, @unchecked Sendable {
             fireTimers()
             if stopping, queue.withLock({ $0.tasks.isEmpty }) { break }
         }
+        // Descriptors still watched hear that this loop stops (a DoT connection moves to its home loop).
+        for (_, handler) in handlers.withLock({ $0 }) { handler(.loopStopping) }
         let pending = timers
         timers = []
         for timer in pending { timer.cancelled() }

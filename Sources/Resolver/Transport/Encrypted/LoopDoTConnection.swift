@@ -489,6 +489,11 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
         var endings = Endings()
         lock.withLock {
             guard link.phase != .closed else { return }
+            if readiness.contains(.loopStopping) {
+                // A stub worker's loop stops (its listener went away on a reload): the home loop reads from now on.
+                if link.owner.inEventLoop { move(link, to: home) }
+                return
+            }
             if link.phase == .connecting {
                 // Writable, or an error (a refused connect reports EPOLLERR, maybe without EPOLLOUT): the
                 // connect is over either way, and SO_ERROR says how.
