@@ -197,7 +197,7 @@ extension ExchangeOutcome {
         return port
     }
 
-    @Test func aRefusedConnectFailsTheTryAtOnceWithTheReasonAndBacksOff() async throws {
+    @Test func aRefusedConnectFailsTheTryAtOnceWithItsReason() async throws {
         let port = try Self.closedPort()
         let upstream = try UpstreamServer(parsing: "127.0.0.1:\(port)#dns.example.test")
         let statistics = UpstreamStatistics()
@@ -214,13 +214,7 @@ extension ExchangeOutcome {
             return
         }
         #expect(reason.contains("connect: Connection refused"), "\(reason)")
-        // The next try within the back-off fails at once with the same reason, without a connect.
-        let again = await connection.exchange(try TransportMatchingTests.pending(), timeout: .seconds(30))
-        guard case .failed(let second) = again else {
-            Issue.record("expected a failure, got \(again)")
-            return
-        }
-        #expect(second.contains("Connection refused") && second.contains("back-off"), "\(second)")
+        // Nothing stays open (the back-off that follows is 250 ms: too short to assert here without timing).
         let status = statistics.status(server: upstream, transport: "tls", origin: .configured, note: nil)
         #expect(status.connectionsOpened == 1 && status.connectionsOpen == 0, "\(status)")
         #expect(status.lastFailure?.contains("Connection refused") == true, "\(status)")

@@ -55,14 +55,12 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
     /// Open and opening connections, oldest first.
     private var links: [Link] = []
     private var backoff = ReconnectBackoff()
-    /// Why the last connect failed before there was a connection (``failedBeforeLink(_:)``).
+    /// Why the last connect failed before there was a connection (``connectionFailed(_:)``).
     private var immediateFailure: ExchangeOutcome?
     private var serial = 0
-    /// Every try's deadline, in order (see ``TryDeadlines``, which this mirrors under the lock).
-    private var deadlines: [(at: NIODeadline, link: Link, number: Int)] = []
-    private var deadlineHead = 0
+    /// Every try's deadline, and the timer on `home` for the earliest.
+    private var deadlines = DeadlineQueue()
     private var deadlineTimer: Scheduled<Void>?
-    private var deadlineTimerAt: NIODeadline?
     /// Plaintext and ciphertext scratch for reads.
     private var cipherBuffer = [UInt8](repeating: 0, count: 16_384)
     private var plainBuffer = [UInt8](repeating: 0, count: 16_384)
@@ -70,7 +68,7 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
     private enum Phase { case connecting, handshaking, ready, closed }
 
     /// One TLS connection and the tries on it. @unchecked Sendable: used under the connection's lock only.
-    private final class Link: @unchecked Sendable {
+    private final class Link: TryHolder, @unchecked Sendable {
         let fd: CInt
         var tls: OpaquePointer?
         var phase = Phase.connecting
@@ -95,6 +93,11 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
         var idleSince = NIODeadline.now()
         var serverKeepalive: TimeAmount?
         var retired = false
+
+        /// ``TryHolder``: the deadline queue asks under the connection's lock; a due try is ended by the
+        /// connection after the lock is let go, not here.
+        func waits(_ number: Int) -> Bool { tries[number] != nil }
+        func timedOut(_ number: Int) {}
 
         init(fd: CInt, tls: OpaquePointer, owner: IOLoop) {
             self.fd = fd
@@ -193,16 +196,11 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
     /// The connection for the next try, opening one when there is none (or all are busy); nil when the try
     /// already ended (a back-off refused it, or the connect failed at once).
     private func pick(timeout: TimeAmount, completion: TryCompletion, _ endings: inout Endings) -> Link? {
-        var best: Link?
-        var ready = 0
-        for link in links where link.phase == .ready {
-            ready += 1
-            if best == nil || link.tries.count < best!.tries.count { best = link }
-        }
+        let (best, another) = policy.choose(
+            links, isReady: { $0.phase == .ready }, inFlight: { $0.tries.count },
+            backingOff: { backoff.refusal() != nil })
         if let best {
-            if best.tries.count >= policy.busyThreshold, links.count < policy.maximumConnections,
-                links.count == ready, backoff.refusal() == nil
-            {
+            if another {
                 logger.debug(
                     "opening another connection under load",
                     metadata: ["dns.in-flight": "\(best.tries.count)", "dns.connections": "\(links.count + 1)"])
@@ -286,48 +284,24 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
     // MARK: Deadlines
 
     private func addDeadline(_ at: NIODeadline, link: Link, number: Int) {
-        var index = deadlines.endIndex
-        while index > deadlineHead, deadlines[index - 1].at > at { index -= 1 }
-        deadlines.insert((at, link, number), at: index)
-        if let deadlineTimerAt, deadlineTimerAt <= at { return }
-        armDeadlines(at)
+        guard let armAt = deadlines.add(at, holder: link, number: number) else { return }
+        armDeadlines(armAt)
     }
 
     private func armDeadlines(_ at: NIODeadline) {
         deadlineTimer?.cancel()
-        deadlineTimerAt = at
         deadlineTimer = home.scheduleTask(deadline: at) { [self] in
             var endings = Endings()
-            lock.withLock { deadlinesDue(&endings) }
+            lock.withLock {
+                deadlineTimer = nil
+                let (due, next) = deadlines.fire(now: .now())
+                for (holder, number) in due {
+                    if let completion = (holder as? Link)?.tries[number] { endings.add(completion, .timedOut) }
+                }
+                if let next { armDeadlines(next) }
+            }
             endings.run()
         }
-    }
-
-    private func deadlinesDue(_ endings: inout Endings) {
-        deadlineTimer = nil
-        deadlineTimerAt = nil
-        let now = NIODeadline.now()
-        while deadlineHead < deadlines.count {
-            let entry = deadlines[deadlineHead]
-            if entry.at <= now {
-                deadlineHead += 1
-                if let completion = entry.link.tries[entry.number] { endings.add(completion, .timedOut) }
-            } else if entry.link.tries[entry.number] == nil {
-                deadlineHead += 1
-            } else {
-                break
-            }
-        }
-        if deadlineHead == deadlines.count {
-            deadlines.removeAll(keepingCapacity: deadlines.count <= 1024)
-            deadlineHead = 0
-            return
-        }
-        if deadlineHead >= 256, deadlineHead * 2 >= deadlines.count {
-            deadlines.removeFirst(deadlineHead)
-            deadlineHead = 0
-        }
-        armDeadlines(deadlines[deadlineHead].at)
     }
 
     // MARK: Connecting
@@ -342,13 +316,13 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
         case .v6: family = AF_INET6
         case .unixDomainSocket:
             statistics.connectionClosed()
-            failedBeforeLink(.failed("connect: not an IP address"))
+            connectionFailed(.failed("connect: not an IP address"))
             return nil
         }
         let fd = Glibc.socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else {
             statistics.connectionClosed()
-            failedBeforeLink(.failed("connect: \(Self.errorText(errno))"))
+            connectionFailed(.failed("connect: \(Self.errorText(errno))"))
             return nil
         }
         var one: CInt = 1
@@ -359,7 +333,7 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
         } catch {
             Glibc.close(fd)
             statistics.connectionClosed()
-            failedBeforeLink(tls.outcome(for: error))
+            connectionFailed(tls.outcome(for: error))
             return nil
         }
         let result = address.withSockAddr { pointer, length in Glibc.connect(fd, pointer, socklen_t(length)) }
@@ -368,7 +342,7 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
             ctls_connection_free(connection)
             Glibc.close(fd)
             statistics.connectionClosed()
-            failedBeforeLink(.failed("connect: \(Self.errorText(code))"))
+            connectionFailed(.failed("connect: \(Self.errorText(code))"))
             return nil
         }
         let link = Link(fd: fd, tls: connection, owner: IOLoop.current ?? home)
@@ -378,7 +352,7 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
             ctls_connection_free(connection)
             Glibc.close(fd)
             statistics.connectionClosed()
-            failedBeforeLink(.failed("connect: \(error)"))
+            connectionFailed(.failed("connect: \(error)"))
             return nil
         }
         links.append(link)
@@ -413,8 +387,8 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
         }
     }
 
-    /// A connect that failed before there was a connection to count it on.
-    private func failedBeforeLink(_ outcome: ExchangeOutcome) {
+    /// A connect or handshake failed: the back-off starts, and the log and the statistics say why.
+    private func connectionFailed(_ outcome: ExchangeOutcome) {
         immediateFailure = outcome
         let delay = backoff.failed(outcome)
         logger.info(
@@ -472,12 +446,7 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
     /// A connect or a handshake failed: every try on the connection fails with `outcome`, a back-off starts, and
     /// the connection closes.
     private func connectFailed(_ link: Link, _ outcome: ExchangeOutcome, _ endings: inout Endings) {
-        immediateFailure = outcome
-        let delay = backoff.failed(outcome)
-        logger.info(
-            "encrypted upstream not reachable",
-            metadata: ["reason": "\(outcome.reason)", "dns.retry-ms": "\(delay.nanoseconds / 1_000_000)"])
-        statistics.failed(outcome.reason)
+        connectionFailed(outcome)
         fail(link, outcome, &endings)
         close(link, &endings)
     }

@@ -41,6 +41,29 @@ struct TLSPoolPolicy: Sendable {
     static let dot = TLSPoolPolicy(maximumConnections: 4, busyThreshold: 100, surplusIdleTimeout: .seconds(2))
     /// DoH: one HTTP/2 connection, whose streams already run side by side.
     static let doh = TLSPoolPolicy(maximumConnections: 1, busyThreshold: .max, surplusIdleTimeout: .seconds(2))
+
+    /// The ready connection for the next try, the least busy (the oldest on a tie, so that sequential queries all
+    /// use one), and whether another should open: every open one is ready and has ``busyThreshold`` tries, there
+    /// are fewer than ``maximumConnections``, and no back-off holds.
+    @inline(__always)
+    func choose<Link>(
+        _ links: [Link], isReady: (Link) -> Bool, inFlight: (Link) -> Int, backingOff: () -> Bool
+    ) -> (best: Link?, another: Bool) {
+        var best: Link?
+        var least = Int.max
+        var ready = 0
+        for link in links where isReady(link) {
+            ready += 1
+            let count = inFlight(link)
+            if count < least {
+                best = link
+                least = count
+            }
+        }
+        guard best != nil else { return (nil, false) }
+        let another = least >= busyThreshold && links.count < maximumConnections && links.count == ready && !backingOff()
+        return (best, another)
+    }
 }
 
 /// The kept TLS connections to one encrypted upstream and their life, shared by DoT and DoH.
@@ -167,16 +190,10 @@ final class TLSConnectionPool: EncryptedConnection, @unchecked Sendable {
     /// The connection for the next try, opening one when there is none (or all are busy); nil when the try
     /// already ended (a back-off refused it).
     private func pick(timeout: TimeAmount, completion: TryCompletion) -> Link? {
-        var best: Link?
-        var ready = 0
-        for link in links where link.ready {
-            ready += 1
-            if best == nil || link.tries.count < best!.tries.count { best = link }
-        }
+        let (best, another) = policy.choose(
+            links, isReady: { $0.ready }, inFlight: { $0.tries.count }, backingOff: { backoff.refusal() != nil })
         if let best {
-            if best.tries.count >= policy.busyThreshold, links.count < policy.maximumConnections,
-                links.count == ready, backoff.refusal() == nil
-            {
+            if another {
                 logger.debug(
                     "opening another connection under load",
                     metadata: ["dns.in-flight": "\(best.tries.count)", "dns.connections": "\(links.count + 1)"])
@@ -425,54 +442,45 @@ extension ExchangeOutcome {
     }
 }
 
-/// The deadlines of a pool's tries, in order, with one timer armed for the earliest (an event loop's timer costs
-/// an allocation, a heap insert and a cancel per query; here a try costs an append). When the timer fires, a due
-/// try still waiting gets ``ExchangeOutcome/timedOut``, tries that ended (their number no longer in their link's
-/// `tries`) are dropped, and the timer is armed for the first try still waiting: under steady traffic it fires
-/// about once per timeout, not once per query. Used on the pool's loop only.
-final class TryDeadlines {
-    // Not generic (the pool is): a generic one paid for runtime metadata and unspecialized array code per query.
+/// The deadlines of a connection's tries, in order, for one timer armed at the earliest (an event loop's timer costs
+/// an allocation, a heap insert and a cancel per query; here a try costs an append). When the timer fires, the due
+/// tries still waiting are returned, tries that ended are dropped, and the timer is to be armed for the first try
+/// still waiting: under steady traffic it fires about once per timeout, not once per query. Whoever owns it keeps
+/// it safe: ``TryDeadlines`` on its pool's loop, ``LoopDoTConnection`` under its lock.
+struct DeadlineQueue {
+    // Not generic: a generic one paid for runtime metadata and unspecialized array code per query.
     private struct Entry {
         var at: NIODeadline
-        var link: any TryHolder
+        var holder: any TryHolder
         var number: Int
     }
-    private let loop: any EventLoop
     private var entries: [Entry] = []
     private var head = 0
-    private var timer: Scheduled<Void>?
-    private var timerAt: NIODeadline?
+    /// When the owner's timer is armed for, if it is.
+    private(set) var armedAt: NIODeadline?
 
-    init(loop: any EventLoop) {
-        self.loop = loop
-    }
-
-    func add(_ at: NIODeadline, link: any TryHolder, number: Int) {
+    /// Adds a try's deadline; returns when the owner must arm its timer (again), or nil when the armed one comes
+    /// first.
+    mutating func add(_ at: NIODeadline, holder: any TryHolder, number: Int) -> NIODeadline? {
         // Nearly always the latest (every try of an upstream has the same timeout): an append.
         var index = entries.endIndex
         while index > head, entries[index - 1].at > at { index -= 1 }
-        entries.insert(Entry(at: at, link: link, number: number), at: index)
-        if let timerAt, timerAt <= at { return }
-        arm(at)
+        entries.insert(Entry(at: at, holder: holder, number: number), at: index)
+        if let armedAt, armedAt <= at { return nil }
+        armedAt = at
+        return at
     }
 
-    private func arm(_ at: NIODeadline) {
-        timer?.cancel()
-        timerAt = at
-        // Holds this object until it fires: tries still waiting time out even after the pool is let go.
-        timer = loop.scheduleTask(deadline: at) { self.due() }
-    }
-
-    private func due() {
-        timer = nil
-        timerAt = nil
-        let now = loop.now
+    /// The timer fired at `now`: the tries due and still waiting, and when to arm the timer next (nil: nothing waits).
+    mutating func fire(now: NIODeadline) -> (due: [(holder: any TryHolder, number: Int)], next: NIODeadline?) {
+        armedAt = nil
+        var due: [(holder: any TryHolder, number: Int)] = []
         while head < entries.count {
             let entry = entries[head]
             if entry.at <= now {
                 head += 1
-                entry.link.timedOut(entry.number)
-            } else if !entry.link.waits(entry.number) {
+                if entry.holder.waits(entry.number) { due.append((entry.holder, entry.number)) }
+            } else if !entry.holder.waits(entry.number) {
                 // Ended already (nearly every try does, long before its deadline): it needs no timer, and
                 // dropping it here lets the next one fire for a try still waiting instead of chasing each
                 // ended one a query apart.
@@ -484,13 +492,44 @@ final class TryDeadlines {
         if head == entries.count {
             entries.removeAll(keepingCapacity: entries.count <= 1024)
             head = 0
-            return
+            return (due, nil)
         }
         if head >= 256, head * 2 >= entries.count {
             entries.removeFirst(head)
             head = 0
         }
-        arm(entries[head].at)
+        armedAt = entries[head].at
+        return (due, entries[head].at)
+    }
+}
+
+/// A pool's ``DeadlineQueue`` and its timer on the pool's loop; a due try gets ``ExchangeOutcome/timedOut``. Used
+/// on the pool's loop only.
+final class TryDeadlines {
+    private let loop: any EventLoop
+    private var queue = DeadlineQueue()
+    private var timer: Scheduled<Void>?
+
+    init(loop: any EventLoop) {
+        self.loop = loop
+    }
+
+    func add(_ at: NIODeadline, link: any TryHolder, number: Int) {
+        guard let armAt = queue.add(at, holder: link, number: number) else { return }
+        arm(armAt)
+    }
+
+    private func arm(_ at: NIODeadline) {
+        timer?.cancel()
+        // Holds this object until it fires: tries still waiting time out even after the pool is let go.
+        timer = loop.scheduleTask(deadline: at) { self.due() }
+    }
+
+    private func due() {
+        timer = nil
+        let (due, next) = queue.fire(now: loop.now)
+        for (holder, number) in due { holder.timedOut(number) }
+        if let next { arm(next) }
     }
 }
 

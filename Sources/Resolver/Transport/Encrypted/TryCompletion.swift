@@ -82,30 +82,25 @@ final class TryCompletion: @unchecked Sendable {
 
     /// The task that waits for the outcome; resumed at once when the try ended already.
     func wait(_ continuation: UnsafeContinuation<ExchangeOutcome, Never>) {
-        let ready = state.withLockedValue { state -> ExchangeOutcome? in
-            if let early = state.early {
-                state.early = nil
-                return early
-            }
-            if state.isEnded { return .failed("internal: try ended without an outcome") }
-            state.continuation = continuation
-            return nil
-        }
-        if let ready { continuation.resume(returning: ready) }
+        if let ready = outcomeOrWait({ $0.continuation = continuation }) { continuation.resume(returning: ready) }
     }
 
     /// Like ``wait(_:)`` for a caller without a task: `callback` gets the outcome on the thread that ends the try.
     func wait(_ callback: @escaping (ExchangeOutcome) -> Void) {
-        let ready = state.withLockedValue { state -> ExchangeOutcome? in
+        if let ready = outcomeOrWait({ $0.callback = callback }) { callback(ready) }
+    }
+
+    /// The outcome when the try has ended, or nil after `waiter` was registered under the lock.
+    private func outcomeOrWait(_ waiter: (inout State) -> Void) -> ExchangeOutcome? {
+        state.withLockedValue { state in
             if let early = state.early {
                 state.early = nil
                 return early
             }
             if state.isEnded { return .failed("internal: try ended without an outcome") }
-            state.callback = callback
+            waiter(&state)
             return nil
         }
-        if let ready { callback(ready) }
     }
 
     /// The waiting task was cancelled: the try ends with ``ExchangeOutcome/cancelled`` (the connection stays).
