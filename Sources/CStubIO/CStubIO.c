@@ -63,7 +63,7 @@ void cstub_batch_free(cstub_batch *batch) {
     free(batch);
 }
 
-static int receive(cstub_batch *batch, int fd, int flags) {
+int cstub_batch_receive_now(cstub_batch *batch, int fd) {
     batch->queued = 0;
     // The kernel wrote the address length, flags and length of the datagrams it filled last time, and nothing
     // else: set those back. Resetting every header instead wrote a cache line per slot on every receive, most of
@@ -74,12 +74,10 @@ static int receive(cstub_batch *batch, int fd, int flags) {
         header->msg_flags = 0;
         batch->in_headers[i].msg_len = 0;
     }
-    int received = recvmmsg(fd, batch->in_headers, batch->count, flags, NULL);
+    int received = recvmmsg(fd, batch->in_headers, batch->count, MSG_DONTWAIT, NULL);
     batch->filled = received > 0 ? (unsigned)received : 0;
     return received < 0 ? -errno : received;
 }
-
-int cstub_batch_receive_now(cstub_batch *batch, int fd) { return receive(batch, fd, MSG_DONTWAIT); }
 
 const uint8_t *cstub_batch_datagram(const cstub_batch *batch, unsigned index, size_t *length) {
     *length = batch->in_headers[index].msg_len;

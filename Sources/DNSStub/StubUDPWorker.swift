@@ -210,7 +210,7 @@ final class StubUDPWorker: @unchecked Sendable {
     private let logger: Logger
     private let name: String
     /// The worker's loop, from ``start()``.
-    private(set) var loop: IOLoop?
+    private var loop: IOLoop?
     /// The receive batch; on the loop only (nil once stopped).
     private var batch: OpaquePointer?
     private var failures = 0
@@ -233,7 +233,7 @@ final class StubUDPWorker: @unchecked Sendable {
                     throw IOError(errnoCode: ENOMEM, reason: "receive batch")
                 }
                 self.batch = batch
-                try loop.watch(self.socket.descriptor, interest: .read) { _ in self.receive(on: loop) }
+                try self.watchSocket(on: loop)
             }.get()
         } catch {
             await stop()
@@ -253,6 +253,10 @@ final class StubUDPWorker: @unchecked Sendable {
         try? await loop.shutdownGracefully()
     }
 
+    private func watchSocket(on loop: IOLoop) throws {
+        try loop.watch(socket.descriptor, interest: .read) { _ in self.receive(on: loop) }
+    }
+
     /// The socket is readable: takes what is there (up to ``batch`` datagrams, without waiting) and answers it.
     private func receive(on loop: IOLoop) {
         guard let batch else { return }
@@ -266,42 +270,39 @@ final class StubUDPWorker: @unchecked Sendable {
                     "DNS stub: receiving failed", metadata: ["error": "\(String(cString: strerror(code)))"])
             }
             // A lasting error (out of memory) must not become a busy loop: the socket rests for a millisecond.
-            let fd = socket.descriptor
-            loop.unwatch(fd)
+            loop.unwatch(socket.descriptor)
             _ = loop.scheduleTask(in: .milliseconds(1)) { [self] in
                 // Stopped meanwhile: the batch is gone.
                 guard self.batch != nil else { return }
-                try? loop.watch(fd, interest: .read) { _ in self.receive(on: loop) }
+                try? watchSocket(on: loop)
             }
             return
         }
         guard received > 0 else { return }
         let fd = socket.descriptor
         let socket = self.socket
-        do {  // one batch
-            var refreshes = PendingRefreshes()
-            // Once per batch: Reload may turn cookies on or off.
-            let cookies = responder.cookies
-            for index in 0..<UInt32(received) {
-                var length = 0
-                let data = cstub_batch_datagram(batch, index, &length)
-                let bytes = [UInt8](UnsafeBufferPointer(start: data, count: length))
-                var senderLength: UInt32 = 0
-                guard let sender = cstub_batch_sender(batch, index, &senderLength) else { continue }
-                let client = StubClient(sockaddr: sender)
-                let outcome = responder.handle(
-                    bytes, client: client, overTCP: false, cookies: cookies, refreshes: &refreshes
-                ) {
-                    let peer = StubUDPSocket.Peer(sender, length: senderLength)
-                    socket.expectLateReply()
-                    return { reply in socket.sendLate(reply, to: peer) }
-                }
-                guard case .reply(let reply) = outcome else { continue }
-                let queued = reply.withUnsafeBufferPointer { cstub_batch_queue_reply(batch, index, $0.baseAddress, $0.count) }
-                if queued != 0 { socket.send(reply, to: StubUDPSocket.Peer(sender, length: senderLength)) }
+        var refreshes = PendingRefreshes()
+        // Once per batch: Reload may turn cookies on or off.
+        let cookies = responder.cookies
+        for index in 0..<UInt32(received) {
+            var length = 0
+            let data = cstub_batch_datagram(batch, index, &length)
+            let bytes = [UInt8](UnsafeBufferPointer(start: data, count: length))
+            var senderLength: UInt32 = 0
+            guard let sender = cstub_batch_sender(batch, index, &senderLength) else { continue }
+            let client = StubClient(sockaddr: sender)
+            let outcome = responder.handle(
+                bytes, client: client, overTCP: false, cookies: cookies, refreshes: &refreshes
+            ) {
+                let peer = StubUDPSocket.Peer(sender, length: senderLength)
+                socket.expectLateReply()
+                return { reply in socket.sendLate(reply, to: peer) }
             }
-            _ = cstub_batch_send(batch, fd)
-            responder.startRefreshes(refreshes)
+            guard case .reply(let reply) = outcome else { continue }
+            let queued = reply.withUnsafeBufferPointer { cstub_batch_queue_reply(batch, index, $0.baseAddress, $0.count) }
+            if queued != 0 { socket.send(reply, to: StubUDPSocket.Peer(sender, length: senderLength)) }
         }
+        _ = cstub_batch_send(batch, fd)
+        responder.startRefreshes(refreshes)
     }
 }

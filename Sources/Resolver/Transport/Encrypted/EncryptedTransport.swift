@@ -20,9 +20,7 @@ protocol EncryptedConnection: AnyObject, Sendable {
 
 extension EncryptedConnection {
     var startsAnywhere: Bool { false }
-}
 
-extension EncryptedConnection {
     /// One query on the connection, opened when needed; its reply or why there is none, within `timeout`.
     /// Cancelling the calling task ends the try at once (the connection stays).
     nonisolated(nonsending) func exchange(_ query: PendingQuery, timeout: TimeAmount) async -> ExchangeOutcome {

@@ -88,21 +88,22 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
         /// Ciphertext the socket did not take yet.
         var unsent: [UInt8] = []
         var setupTimer: Scheduled<Void>?
-        var setupTimeout = TimeAmount.seconds(5)
+        /// The try's timeout that opened it: bounds the connect, then the handshake.
+        let setupTimeout: TimeAmount
         var idleClose: Scheduled<Void>?
         var idleSince = NIODeadline.now()
         var serverKeepalive: TimeAmount?
-        var retired = false
 
         /// ``TryHolder``: the deadline queue asks under the connection's lock; a due try is ended by the
         /// connection after the lock is let go, not here.
         func waits(_ number: Int) -> Bool { tries[number] != nil }
         func timedOut(_ number: Int) {}
 
-        init(fd: CInt, tls: OpaquePointer, owner: IOLoop) {
+        init(fd: CInt, tls: OpaquePointer, owner: IOLoop, setupTimeout: TimeAmount) {
             self.fd = fd
             self.tls = tls
             self.owner = owner
+            self.setupTimeout = setupTimeout
             interest = .write
         }
     }
@@ -345,7 +346,7 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
             connectionFailed(.failed("connect: \(Self.errorText(code))"))
             return nil
         }
-        let link = Link(fd: fd, tls: connection, owner: IOLoop.current ?? home)
+        let link = Link(fd: fd, tls: connection, owner: IOLoop.current ?? home, setupTimeout: timeout)
         do {
             try watch(link, on: link.owner)
         } catch {
@@ -356,7 +357,6 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
             return nil
         }
         links.append(link)
-        link.setupTimeout = timeout
         armSetupTimer(link)
         if result == 0 {
             connected(link, &endings)
@@ -604,7 +604,6 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
                 let code = errno
                 if code == EINTR { continue }
                 if code == EAGAIN || code == EWOULDBLOCK { break }
-                link.unsent.removeAll()
                 brokenConnection(link, .failed("write: \(Self.errorText(code))"), &endings)
                 return
             }
@@ -666,10 +665,8 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
         link.staged = []
         link.unsent = []
         links.removeAll { $0 === link }
-        if !link.retired {
-            link.retired = true
-            statistics.connectionClosed()
-        }
+        // Once: a closed link never comes here again (the guard above).
+        statistics.connectionClosed()
         if !link.tries.isEmpty {
             fail(
                 link,

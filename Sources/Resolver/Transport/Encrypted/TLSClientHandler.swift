@@ -143,7 +143,7 @@ final class TLSClientHandler: ChannelDuplexHandler, RemovableChannelHandler {
         guard let connection else { return }
         let result = ctls_handshake(connection)
         if result < 0 {
-            failed(context: context, failure(connection, verification: true))
+            failed(context: context, Self.failure(connection, verification: true))
             return
         }
         // Sending may close the channel (a write error) and free the connection: look again after it.
@@ -194,7 +194,7 @@ final class TLSClientHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 continue
             }
             if result == -1 {
-                failed(context: context, failure(connection, verification: false))
+                failed(context: context, Self.failure(connection, verification: false))
                 break
             }
             // Post-handshake messages (a key update) may need an answer. Sending may close the channel and free
@@ -276,7 +276,7 @@ final class TLSClientHandler: ChannelDuplexHandler, RemovableChannelHandler {
                     ctls_write(connection, bytes.bindMemory(to: UInt8.self).baseAddress, bytes.count)
                 }
                 guard written == buffer.readableBytes else {
-                    let error = failure(connection, verification: false)
+                    let error = Self.failure(connection, verification: false)
                     for promise in promises { promise.fail(error) }
                     failed(context: context, error)
                     return
@@ -316,10 +316,6 @@ final class TLSClientHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     // MARK: Failure
-
-    private func failure(_ connection: OpaquePointer, verification: Bool) -> TLSClientError {
-        Self.failure(connection, verification: verification)
-    }
 
     /// Why `connection` failed: the certificate's refusal (in the handshake, when OpenSSL noted one), the
     /// handshake's error, or a failure on the established connection.
