@@ -309,7 +309,8 @@ public final class StubResponder: Sendable {
     /// The reply made of a walk's steps, with EDE 3 when any was stale; the last step decides the code (RFC 6604:
     /// the rcode is the chain end's). One pass, the steps borrowed (a cache hit copies no step).
     private func reply(_ query: StubQuery, parts: WalkSteps, limit: Int) -> [UInt8] {
-        var ede: ExtendedDNSError?
+        var stale = false
+        var staleSeconds: UInt32?
         var forwarded = false
         var code = StubReply.Code.servFail
         var answerParts: [AnswerPart] = []
@@ -320,16 +321,22 @@ public final class StubResponder: Sendable {
             if part.source == .expiredCache || part.answer.payload?.validation?.state != .secure { secure = false }
             switch part.source {
             case .expiredCache:
-                let ago = part.staleSeconds.map { " \($0) s ago" } ?? ""
-                ede = .staleAnswer("expired\(ago); refreshing")
+                stale = true
+                staleSeconds = part.staleSeconds
             case .network: forwarded = true
             case .cache: break
             }
             if let payload = part.answer.payload { answerParts.append(AnswerPart(sections: payload.wire, ttl: part.ttl)) }
             code = self.code(of: part.answer)
         }
-        if ede != nil { counters.staleAnswers.bump() } else if forwarded { counters.forwarded.bump() } else {
+        if stale { counters.staleAnswers.bump() } else if forwarded { counters.forwarded.bump() } else {
             counters.cacheAnswers.bump()
+        }
+        // Only a client that sent EDNS gets the EDE (RFC 8914 §3), so only its answer pays for the text.
+        var ede: ExtendedDNSError?
+        if stale, query.edns != nil {
+            let ago = staleSeconds.map { " \($0) s ago" } ?? ""
+            ede = .staleAnswer("expired\(ago); refreshing")
         }
         return finish(query, code: code, parts: answerParts, error: ede, authenticated: secure, limit: limit)
     }

@@ -48,6 +48,28 @@ import Glibc
         try await loop.shutdownGracefully()
     }
 
+    @Test func workLeftForLaterRunsOnTheLoopAfterItsDelayAmongTheTimers() async throws {
+        let loop = try IOLoop(name: "test-after")
+        let fired = NIOLockedValueBox<[String]>([])
+        let started = NIODeadline.now()
+        let firedAt = NIOLockedValueBox<NIODeadline?>(nil)
+        let last = loop.scheduleTask(in: .milliseconds(40)) { fired.withLockedValue { $0.append("timer 40") } }
+        try await loop.submit {
+            loop.after(.milliseconds(20)) {
+                #expect(loop.inEventLoop)
+                firedAt.withLockedValue { $0 = .now() }
+                fired.withLockedValue { $0.append("after 20") }
+            }
+            loop.after(.milliseconds(5)) { fired.withLockedValue { $0.append("after 5") } }
+        }.get()
+        try await last.futureResult.get()
+        #expect(fired.withLockedValue { $0 } == ["after 5", "after 20", "timer 40"])
+        // Never early.
+        let at = try #require(firedAt.withLockedValue { $0 })
+        #expect(at - started >= .milliseconds(20))
+        try await loop.shutdownGracefully()
+    }
+
     @Test func aWatchedDescriptorsHandlerRunsOnTheLoopUntilUnwatched() async throws {
         let loop = try IOLoop(name: "test-watch")
         var pair: [CInt] = [0, 0]

@@ -211,9 +211,16 @@ extension DNSResolver {
     /// not yet a read one. The reply has just woken the client, and where client and daemon share a CPU the kernel
     /// would often run the refresh's task, socket and query (200-400 µs after an idle period, measured with
     /// `perf sched timehist`) before the client reads its answer. The refresh's own answer is an upstream round
-    /// trip away, so the delay costs it nothing that shows; a timer on the loop wakes nothing now.
+    /// trip away, so the delay costs it nothing that shows; a timer on the loop wakes nothing now. The stub's UDP
+    /// workers are ``IOLoop``s, not NIO's: a timer on one of NIO's loops from there would wake that loop's thread
+    /// at the write, the very thing the delay avoids, so they keep the timer themselves (``IOLoop/after(_:_:)``,
+    /// whose millisecond resolution starts the refreshes within a millisecond; BENCHMARKS.md, round 14).
     public func startRefreshes(_ refreshes: PendingRefreshes) {
         guard !refreshes.isEmpty else { return }
+        if let loop = IOLoop.current {
+            loop.after(Self.refreshDelay) { self.beginRefreshes(refreshes) }
+            return
+        }
         let loop = MultiThreadedEventLoopGroup.currentEventLoop ?? MultiThreadedEventLoopGroup.singleton.next()
         loop.scheduleTask(in: Self.refreshDelay) { self.beginRefreshes(refreshes) }
     }

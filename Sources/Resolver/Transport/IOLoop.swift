@@ -136,6 +136,15 @@ public final class IOLoop: EventLoop, @unchecked Sendable {
         scheduleTask(deadline: .now() + delay, task)
     }
 
+    /// On the loop: runs `work` after `delay`, without a promise or a way to cancel it (``scheduleTask(in:_:)``
+    /// makes both, half a dozen allocations): for work a loop's handler leaves for later, such as the refreshes
+    /// after a stale answer. Dropped, like a pending timer, when the loop stops first.
+    public func after(_ delay: TimeAmount, _ work: @escaping () -> Void) {
+        precondition(inEventLoop, "IOLoop.after is for the loop's own thread")
+        timerSerial += 1
+        insert(Timer(deadline: .now() + delay, serial: timerSerial, fire: work, cancelled: {}))
+    }
+
     public func shutdownGracefully(queue callbackQueue: DispatchQueue, _ callback: @escaping @Sendable ((any Error)?) -> Void) {
         let already = finished.withLock { waiting -> Bool in
             guard waiting != nil else { return true }
