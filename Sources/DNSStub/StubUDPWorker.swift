@@ -271,7 +271,7 @@ final class StubUDPWorker: @unchecked Sendable {
             }
             // A lasting error (out of memory) must not become a busy loop: the socket rests for a millisecond.
             loop.unwatch(socket.descriptor)
-            _ = loop.scheduleTask(in: .milliseconds(1)) { [self] in
+            loop.after(.milliseconds(1)) { [self] in
                 // Stopped meanwhile: the batch is gone.
                 guard self.batch != nil else { return }
                 try? watchSocket(on: loop)

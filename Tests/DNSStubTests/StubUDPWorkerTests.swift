@@ -136,7 +136,7 @@ private struct SilentTransport: DNSTransport {
 
     @Test func stopEndsTheThreadWhileItWaits() async throws {
         let (worker, _) = try await Self.serve()
-        try await Task.sleep(for: .milliseconds(20))  // blocked in recvmmsg by now
+        try await Task.sleep(for: .milliseconds(20))  // waiting on its loop by now
         await worker.stop()
         worker.socket.close()
         // A late reply after close goes nowhere and does not touch a reused descriptor.

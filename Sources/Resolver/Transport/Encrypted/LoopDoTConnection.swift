@@ -311,50 +311,41 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
     /// the connect fails at once (the back-off then holds the reason).
     private func connect(timeout: TimeAmount, _ endings: inout Endings) -> Link? {
         statistics.connectionOpened()
+        /// The connect could not even start: what was made is let go, and the back-off holds `outcome`.
+        func abandon(_ outcome: ExchangeOutcome, fd: CInt? = nil, connection: OpaquePointer? = nil) -> Link? {
+            if let connection { ctls_connection_free(connection) }
+            if let fd { Glibc.close(fd) }
+            statistics.connectionClosed()
+            connectionFailed(outcome)
+            return nil
+        }
         let family: CInt
         switch address {
         case .v4: family = AF_INET
         case .v6: family = AF_INET6
         case .unixDomainSocket:
-            statistics.connectionClosed()
-            connectionFailed(.failed("connect: not an IP address"))
-            return nil
+            return abandon(.failed("connect: not an IP address"))
         }
         let fd = Glibc.socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else {
-            statistics.connectionClosed()
-            connectionFailed(.failed("connect: \(Self.errorText(errno))"))
-            return nil
-        }
+        guard fd >= 0 else { return abandon(.failed("connect: \(Self.errorText(errno))")) }
         var one: CInt = 1
         _ = setsockopt(fd, CInt(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<CInt>.size))
         let connection: OpaquePointer
         do {
             connection = try tls.connection(remote: address)
         } catch {
-            Glibc.close(fd)
-            statistics.connectionClosed()
-            connectionFailed(tls.outcome(for: error))
-            return nil
+            return abandon(tls.outcome(for: error), fd: fd)
         }
         let result = address.withSockAddr { pointer, length in Glibc.connect(fd, pointer, socklen_t(length)) }
         let code = errno
         if result != 0, code != EINPROGRESS {
-            ctls_connection_free(connection)
-            Glibc.close(fd)
-            statistics.connectionClosed()
-            connectionFailed(.failed("connect: \(Self.errorText(code))"))
-            return nil
+            return abandon(.failed("connect: \(Self.errorText(code))"), fd: fd, connection: connection)
         }
         let link = Link(fd: fd, tls: connection, owner: IOLoop.current ?? home, setupTimeout: timeout)
         do {
             try watch(link, on: link.owner)
         } catch {
-            ctls_connection_free(connection)
-            Glibc.close(fd)
-            statistics.connectionClosed()
-            connectionFailed(.failed("connect: \(error)"))
-            return nil
+            return abandon(.failed("connect: \(error)"), fd: fd, connection: connection)
         }
         links.append(link)
         armSetupTimer(link)
