@@ -226,7 +226,7 @@ extension DNSResolver {
         let inflightKey = InflightKey(cacheKey: key, dnssecOK: dnssecOK, checkingDisabled: false)
         // The first hop's lookup, made uncounted by cachedWalk, is the walk's: a miss.
         cache.countMiss()
-        let fetch: InPlaceFetch<FetchOutcome>
+        let fetch: InPlaceFetch
         switch inflight.admitInPlace(inflightKey, client: options.client) {
         case .run(let admitted):
             fetch = admitted

@@ -56,7 +56,7 @@ public final class DNSResolver: Sendable {
     private let logger: Logger
     /// The one in-flight table: one task per distinct upstream question (coalescing), bounded in all and per
     /// client; the refreshes `more` waits for are found here too.
-    let inflight: InflightTable<FetchOutcome>
+    let inflight: InflightTable
     /// DNSSEC validation: verdicts on store, the anchors, the upstreams' capability, counters.
     public let validator: DNSSECValidator
     /// Records dropped from upstream replies by the bailiwick rules (``ReplyScrubber``).

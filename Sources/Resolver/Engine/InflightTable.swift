@@ -66,12 +66,17 @@ struct InflightKey: Hashable, Sendable {
 }
 
 /// The resolver's one in-flight table: coalesces identical questions and bounds distinct ones.
-final class InflightTable<Outcome: Sendable>: Sendable {
+///
+/// Not generic: a generic `InPlaceFetch` looked its field types' metadata up in the runtime's cache each time one
+/// was freed (three lookups, with locks, per miss). The outcome is the resolver's ``DNSResolver/FetchOutcome``.
+final class InflightTable: Sendable {
+    typealias Outcome = DNSResolver.FetchOutcome
+
     /// A question in flight: in a task of its own, or run in place by the caller that started it
     /// (``admitInPlace(_:client:)``). Either way every joiner waits for the same outcome.
     enum Running: Sendable {
         case task(Task<Outcome, Never>)
-        case inPlace(InPlaceFetch<Outcome>)
+        case inPlace(InPlaceFetch)
 
         var value: Outcome {
             get async {
@@ -92,7 +97,7 @@ final class InflightTable<Outcome: Sendable>: Sendable {
     enum InPlaceAdmission {
         case joined(Running)
         /// The caller runs the question itself, then hands its outcome to ``finishInPlace(_:_:outcome:)``.
-        case run(InPlaceFetch<Outcome>)
+        case run(InPlaceFetch)
         case refused(global: Bool)
     }
 
@@ -185,14 +190,14 @@ final class InflightTable<Outcome: Sendable>: Sendable {
                 return .joined(running.running)
             }
             if let global = Self.refusal(&state, client: client) { return .refused(global: global) }
-            let fetch = InPlaceFetch<Outcome>()
+            let fetch = InPlaceFetch()
             Self.enter(&state, key, Entry(running: .inPlace(fetch), client: client))
             return .run(fetch)
         }
     }
 
     /// Ends a question run in place: out of the table, then its joiners resumed with `outcome`.
-    func finishInPlace(_ key: InflightKey, _ fetch: InPlaceFetch<Outcome>, outcome: Outcome) {
+    func finishInPlace(_ key: InflightKey, _ fetch: InPlaceFetch, outcome: Outcome) {
         finish(key)
         fetch.finish(outcome)
     }
@@ -225,7 +230,9 @@ final class InflightTable<Outcome: Sendable>: Sendable {
 
 /// The outcome of a question run in place (``InflightTable/admitInPlace(_:client:)``) and the joiners waiting
 /// for it.
-final class InPlaceFetch<Outcome: Sendable>: Sendable {
+final class InPlaceFetch: Sendable {
+    typealias Outcome = DNSResolver.FetchOutcome
+
     private struct State {
         var outcome: Outcome?
         var waiters: [UnsafeContinuation<Outcome, Never>] = []
