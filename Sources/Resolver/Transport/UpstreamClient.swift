@@ -146,6 +146,9 @@ public final class UpstreamClient: DNSTransport, Sendable {
         var statistics: [UpstreamServer: UpstreamStatistics] = [:]
         /// DDR per plain upstream, kept across reloads that keep its settings.
         var discoveries: [ConnectionKey: DDRDiscovery] = [:]
+        /// `configuration.tcpTimeout` as a `TimeAmount`, made once: a `Duration`'s conversion is 128-bit
+        /// arithmetic, and every try on a kept connection needs it.
+        var tryTimeout = TimeAmount.seconds(3)
     }
 
     private struct ConnectionKey: Hashable {
@@ -230,6 +233,7 @@ public final class UpstreamClient: DNSTransport, Sendable {
         logger: Logger
     ) -> Setup {
         var result = Setup(upstreams: upstreams, configuration: configuration, targets: [], unusable: [])
+        result.tryTimeout = TimeAmount(configuration.tcpTimeout)
         for server in upstreams {
             let statistics = previous?.statistics[server] ?? result.statistics[server] ?? UpstreamStatistics()
             result.statistics[server] = statistics
@@ -626,7 +630,7 @@ extension UpstreamClient {
         _ question: DNSQuestion, dnssecOK: Bool,
         completion: @escaping @Sendable (Result<DNSExchange, DNSTransportError>) -> Void
     ) -> Bool {
-        let (targets, configuration) = setup.withLock { ($0.targets, $0.configuration) }
+        let (targets, configuration, tryTimeout) = setup.withLock { ($0.targets, $0.configuration, $0.tryTimeout) }
         guard targets.count == 1, let kept = targets[0].transport.keptConnection else { return false }
         let request: Request
         do {
@@ -637,7 +641,7 @@ extension UpstreamClient {
         }
         StartedQuery(
             client: self, target: targets[0], kept: kept, request: request, configuration: configuration,
-            completion: completion
+            tryTimeout: tryTimeout, completion: completion
         ).next()
         return true
     }
@@ -653,6 +657,7 @@ extension UpstreamClient {
         private let kept: (connection: any EncryptedConnection, kind: QueryTransport)
         private let request: Request
         private let configuration: Configuration
+        private let tryTimeout: TimeAmount
         private let completion: @Sendable (Result<DNSExchange, DNSTransportError>) -> Void
         private let logger: Logger
         private var attempts: [QueryAttempt] = []
@@ -663,7 +668,7 @@ extension UpstreamClient {
 
         init(
             client: UpstreamClient, target: Target, kept: (connection: any EncryptedConnection, kind: QueryTransport),
-            request: Request, configuration: Configuration,
+            request: Request, configuration: Configuration, tryTimeout: TimeAmount,
             completion: @escaping @Sendable (Result<DNSExchange, DNSTransportError>) -> Void
         ) {
             self.client = client
@@ -671,6 +676,7 @@ extension UpstreamClient {
             self.kept = kept
             self.request = request
             self.configuration = configuration
+            self.tryTimeout = tryTimeout
             self.completion = completion
             logger = client.tryLogger(target, request)
         }
@@ -683,7 +689,7 @@ extension UpstreamClient {
                 ended(refusal, query, started: started)
                 return
             }
-            kept.connection.exchange(query, timeout: TimeAmount(configuration.tcpTimeout)) { outcome in
+            kept.connection.exchange(query, timeout: tryTimeout) { outcome in
                 self.client.openSockets.wrappingSubtract(1, ordering: .relaxed)
                 self.ended(outcome, query, started: started)
             }

@@ -78,8 +78,8 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
         var queued: [(PendingQuery, TryCompletion)] = []
         /// Every try on this connection not yet ended, by a serial number.
         var tries: [Int: TryCompletion] = [:]
-        /// The tries whose query was written, by message ID.
-        var pending: [UInt16: (query: PendingQuery, completion: TryCompletion)] = [:]
+        /// The tries whose query was written, by message ID (a struct: a tuple is copied through the runtime).
+        var pending: [UInt16: Waiting] = [:]
         /// Replies cut from the plaintext.
         var splitter = DoTFrameSplitter()
         /// Plaintext written since the last flush, and whether a flush is scheduled.
@@ -121,6 +121,12 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
             list.append(Ending(completion: completion, outcome: outcome))
         }
         func run() { for ending in list { ending.completion.succeed(ending.outcome) } }
+    }
+
+    /// A query written on a connection and the try that waits for its reply.
+    private struct Waiting {
+        let query: PendingQuery
+        let completion: TryCompletion
     }
 
     /// A whole reply cut from the plaintext, with the try that waits for it.
@@ -243,7 +249,7 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
         let alone = link.pending.isEmpty
         var query = query
         while link.pending[query.id] != nil { query = query.withID(QueryID.random()) }
-        link.pending[query.id] = (query, completion)
+        link.pending[query.id] = Waiting(query: query, completion: completion)
         completion.tag = Int(query.id)
         let wire = query.wire
         link.staged.append(UInt8(truncatingIfNeeded: wire.count >> 8))
@@ -562,11 +568,11 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
         for frame in link.splitter.append(plaintext) {
             guard frame.count >= 2 else { continue }
             let id = UInt16(frame[0]) << 8 | UInt16(frame[1])
-            guard let (query, completion) = link.pending[id] else {
+            guard let waiting = link.pending[id] else {
                 logger.debug("dropped DoT reply for no waiting query", metadata: ["dns.id": "\(id)"])
                 continue
             }
-            frames.append(Frame(query: query, completion: completion, bytes: frame))
+            frames.append(Frame(query: waiting.query, completion: waiting.completion, bytes: frame))
         }
     }
 
