@@ -148,7 +148,7 @@ public final class UpstreamClient: DNSTransport, Sendable {
         var discoveries: [ConnectionKey: DDRDiscovery] = [:]
         /// `configuration.tcpTimeout` as a `TimeAmount`, made once: a `Duration`'s conversion is 128-bit
         /// arithmetic, and every try on a kept connection needs it.
-        var tryTimeout = TimeAmount.seconds(3)
+        var tryTimeout: TimeAmount
     }
 
     private struct ConnectionKey: Hashable {
@@ -232,8 +232,9 @@ public final class UpstreamClient: DNSTransport, Sendable {
         upstreams: [UpstreamServer], configuration: Configuration, previous: Setup?, group: any EventLoopGroup,
         logger: Logger
     ) -> Setup {
-        var result = Setup(upstreams: upstreams, configuration: configuration, targets: [], unusable: [])
-        result.tryTimeout = TimeAmount(configuration.tcpTimeout)
+        var result = Setup(
+            upstreams: upstreams, configuration: configuration, targets: [], unusable: [],
+            tryTimeout: TimeAmount(configuration.tcpTimeout))
         for server in upstreams {
             let statistics = previous?.statistics[server] ?? result.statistics[server] ?? UpstreamStatistics()
             result.statistics[server] = statistics
