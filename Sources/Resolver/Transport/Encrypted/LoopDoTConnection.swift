@@ -131,8 +131,7 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
 
     /// A whole reply cut from the plaintext, with the try that waits for it.
     private struct Frame {
-        let query: PendingQuery
-        let completion: TryCompletion
+        let waiting: Waiting
         let bytes: [UInt8]
     }
 
@@ -547,8 +546,8 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
         // Post-handshake messages (a key update) may need an answer.
         if link.phase == .ready { writeCiphertext(link, &endings) }
         for received in frames {
-            let frame = received.bytes, completion = received.completion
-            switch received.query.classify(frame, overTCP: true) {
+            let frame = received.bytes, completion = received.waiting.completion
+            switch received.waiting.query.classify(frame, overTCP: true) {
             case .accept(let message):
                 // RFC 7828 §3.3.2: the server's timeout, in units of 100 ms, bounds how long the connection stays idle.
                 if let timeout = EDNSPadding.keepaliveTimeout(in: frame) {
@@ -572,7 +571,7 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
                 logger.debug("dropped DoT reply for no waiting query", metadata: ["dns.id": "\(id)"])
                 continue
             }
-            frames.append(Frame(query: waiting.query, completion: waiting.completion, bytes: frame))
+            frames.append(Frame(waiting: waiting, bytes: frame))
         }
     }
 
