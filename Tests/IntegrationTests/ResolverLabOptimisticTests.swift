@@ -27,6 +27,7 @@ extension ResolverLabTests {
             // A try must outlast the 1500 ms delay, or the refresh itself would time out.
             let daemon = try labDaemon(config: "[resolver]\ntimeout-ms = 3000\nattempts = 1\n")
             let client = DiscoverClient(socketPath: daemon.socketPath)
+            let cachedNoEarlierThan = ContinuousClock.now
 
             let first = try await client.resolveHTTPS(name)
             #expect(first.source == .network)
@@ -35,10 +36,13 @@ extension ResolverLabTests {
             try faults.raw(name, [SVCBWire.h3], ttl: 300, delayMs: 1500)
 
             let stale = try await client.resolveHTTPS(name)
+            // At most as stale as the time since before the answer was cached, less its TTL: a fixed bound would fail
+            // when the test thread is starved for seconds on the busy CI pool (about 0.3 s here otherwise).
+            let staleAtMost = Int(((ContinuousClock.now - cachedNoEarlierThan) / .seconds(1)).rounded(.up)) - Self.ttl
             #expect(stale.source == .expiredCache)
             #expect(stale.ttl == 30)
             #expect(stale.staleSeconds != nil)
-            #expect((stale.staleSeconds ?? -1) >= 0 && (stale.staleSeconds ?? 99) <= 5)
+            #expect((stale.staleSeconds ?? -1) >= 0 && (stale.staleSeconds ?? 99) <= staleAtMost, "at most \(staleAtMost)")
             #expect(stale.records == first.records)
             #expect(stale.h3)
             #expect(stale.timing.totalMs < 1000, "stale answer took \(stale.timing.totalMs) ms with a 1500 ms upstream delay")
@@ -56,13 +60,9 @@ extension ResolverLabTests {
 
         @Test func fiftyConcurrentAskersCostOneUpstreamQuery() async throws {
             let faults = try ResolverLab.faults
-            let name = try Self.staleableName("coalesce")
             let cold = ResolverLab.uniqueName("coldcoalesce")
             try faults.raw(cold, [SVCBWire.h3], ttl: 300, delayMs: 500)
-            defer {
-                faults.clear(name)
-                faults.clear(cold)
-            }
+            defer { faults.clear(cold) }
             let daemon = try labDaemon()
             let clients = (0..<50).map { _ in DiscoverClient(socketPath: daemon.socketPath) }
 
@@ -76,24 +76,38 @@ extension ResolverLabTests {
             #expect(coldReplies.allSatisfy { $0.h3 })
             #expect(try faults.count(cold) - coldBefore == 1)
 
-            // Stale: 50 askers get the stale answer at once, and exactly one refresh goes upstream.
-            _ = try await clients[0].resolveHTTPS(name)
-            try await Task.sleep(for: Self.expiry)
-            try faults.raw(name, [SVCBWire.h3], ttl: 300, delayMs: 800)
-            let before = try faults.count(name)
-            let replies = try await withThrowingTaskGroup(of: ResolveHTTPSReply.self) { group in
-                for client in clients { group.addTask { try await client.resolveHTTPS(name) } }
-                return try await group.reduce(into: [ResolveHTTPSReply]()) { $0.append($1) }
+            // Stale: 50 askers get the stale answer at once, and exactly one refresh goes upstream. The refresh takes
+            // 800 ms upstream, so replies all in within 800 ms of the first ask must all be stale ones. The 50 asks run
+            // on the test's busy 2-thread pool: when it is starved past 800 ms, late askers rightly get the refreshed
+            // answer and the count proves nothing; then it is redone with a fresh name (at most three times).
+            var checkedAtOnce = false
+            for _ in 0..<3 where !checkedAtOnce {
+                let name = try Self.staleableName("coalesce")
+                defer { faults.clear(name) }
+                _ = try await clients[0].resolveHTTPS(name)
+                try await Task.sleep(for: Self.expiry)
+                try faults.raw(name, [SVCBWire.h3], ttl: 300, delayMs: 800)
+                let before = try faults.count(name)
+                let statusBefore = try await clients[0].status()
+                let askedNoEarlierThan = ContinuousClock.now
+                let replies = try await withThrowingTaskGroup(of: ResolveHTTPSReply.self) { group in
+                    for client in clients { group.addTask { try await client.resolveHTTPS(name) } }
+                    return try await group.reduce(into: [ResolveHTTPSReply]()) { $0.append($1) }
+                }
+                let allInWithin = ContinuousClock.now - askedNoEarlierThan
+                #expect(replies.count == 50)
+                #expect(replies.allSatisfy { $0.h3 && $0.source != .network }, "\(replies.map(\.source))")
+                // Let the refresh finish, then count.
+                #expect(await eventually(timeout: .seconds(5)) { (try? await clients[0].resolveHTTPS(name))?.source == .cache })
+                #expect(try faults.count(name) - before == 1)
+                let status = try await clients[0].status()
+                #expect(status.cache.refreshes - statusBefore.cache.refreshes == 1)
+                guard allInWithin < .milliseconds(800) else { continue }
+                checkedAtOnce = true
+                #expect(replies.filter { $0.source == .expiredCache }.count >= 40, "\(replies.map(\.source))")
+                #expect(status.cache.staleServed - statusBefore.cache.staleServed >= 50)
             }
-            #expect(replies.count == 50)
-            #expect(replies.allSatisfy { $0.h3 && $0.source != .network }, "\(replies.map(\.source))")
-            #expect(replies.filter { $0.source == .expiredCache }.count >= 40)
-            // Let the refresh finish, then count.
-            #expect(await eventually(timeout: .seconds(5)) { (try? await clients[0].resolveHTTPS(name))?.source == .cache })
-            #expect(try faults.count(name) - before == 1)
-            let status = try await clients[0].status()
-            #expect(status.cache.refreshes == 1)
-            #expect(status.cache.staleServed >= 50)
+            #expect(checkedAtOnce, "the 50 askers were never all answered within the refresh's 800 ms, in three tries")
             #expect(daemon.stop() == 0)
         }
 
@@ -355,23 +369,37 @@ extension ResolverLabTests {
 
         @Test func statusCountersFollowTheCache() async throws {
             let faults = try ResolverLab.faults
-            // TTL 3: the hit below must land before expiry even on a loaded machine.
-            let name = try Self.staleableName("counters", ttl: 3)
-            defer { faults.clear(name) }
+            var names: [String] = []
+            defer { names.forEach { faults.clear($0) } }
             let daemon = try labDaemon()
             let client = DiscoverClient(socketPath: daemon.socketPath)
-            let start = try await client.status().cache
 
-            _ = try await client.resolveHTTPS(name)  // miss
-            let afterMiss = try await client.status().cache
-            #expect(afterMiss.misses == start.misses + 1)
-            #expect(afterMiss.hits == start.hits)
-            #expect(afterMiss.entries == start.entries + 1)
+            // TTL 3: the hit below must land before expiry. It did when its status came within 3 s of the instant
+            // before the miss; a test thread starved for seconds on the busy CI pool can be later, and then the
+            // hit is redone with a fresh name (at most three times).
+            var name = ""
+            var afterHit = try await client.status().cache
+            var checkedHit = false
+            for _ in 0..<3 where !checkedHit {
+                name = try Self.staleableName("counters", ttl: 3)
+                names.append(name)
+                let start = try await client.status().cache
+                let cachedNoEarlierThan = ContinuousClock.now
 
-            _ = try await client.resolveHTTPS(name)  // hit
-            let afterHit = try await client.status().cache
-            #expect(afterHit.hits == afterMiss.hits + 1)
-            #expect(afterHit.misses == afterMiss.misses)
+                _ = try await client.resolveHTTPS(name)  // miss
+                let afterMiss = try await client.status().cache
+                #expect(afterMiss.misses == start.misses + 1)
+                #expect(afterMiss.hits == start.hits)
+                #expect(afterMiss.entries == start.entries + 1)
+
+                _ = try await client.resolveHTTPS(name)  // hit
+                afterHit = try await client.status().cache
+                guard ContinuousClock.now - cachedNoEarlierThan < .seconds(3) else { continue }
+                checkedHit = true
+                #expect(afterHit.hits == afterMiss.hits + 1)
+                #expect(afterHit.misses == afterMiss.misses)
+            }
+            #expect(checkedHit, "the test thread was too late three times to look the name up within its TTL")
 
             try await Task.sleep(for: .milliseconds(3300))
             #expect(try await client.resolveHTTPS(name).source == .expiredCache)  // stale + one refresh
