@@ -137,7 +137,7 @@ public final class UpstreamClient: DNSTransport, Sendable {
     /// The upstreams, their parsed addresses and the tries; ``reconfigure(upstreams:configuration:)`` replaces it whole.
     private struct Setup: Sendable {
         var upstreams: [UpstreamServer]
-        var configuration: Configuration
+        let configuration: Configuration
         var targets: [Target]
         var unusable: [String]
         /// Kept connections, reused by a reload that keeps their upstream and TLS settings.
@@ -146,9 +146,17 @@ public final class UpstreamClient: DNSTransport, Sendable {
         var statistics: [UpstreamServer: UpstreamStatistics] = [:]
         /// DDR per plain upstream, kept across reloads that keep its settings.
         var discoveries: [ConnectionKey: DDRDiscovery] = [:]
-        /// `configuration.tcpTimeout` as a `TimeAmount`, made once: a `Duration`'s conversion is 128-bit
-        /// arithmetic, and every try on a kept connection needs it.
-        var tryTimeout: TimeAmount
+        /// `configuration.tcpTimeout` as a `TimeAmount`, made once with the configuration: a `Duration`'s
+        /// conversion is 128-bit arithmetic, and every try on a kept connection needs it.
+        let tryTimeout: TimeAmount
+
+        init(upstreams: [UpstreamServer], configuration: Configuration, targets: [Target], unusable: [String]) {
+            self.upstreams = upstreams
+            self.configuration = configuration
+            self.targets = targets
+            self.unusable = unusable
+            tryTimeout = TimeAmount(configuration.tcpTimeout)
+        }
     }
 
     private struct ConnectionKey: Hashable {
@@ -232,9 +240,7 @@ public final class UpstreamClient: DNSTransport, Sendable {
         upstreams: [UpstreamServer], configuration: Configuration, previous: Setup?, group: any EventLoopGroup,
         logger: Logger
     ) -> Setup {
-        var result = Setup(
-            upstreams: upstreams, configuration: configuration, targets: [], unusable: [],
-            tryTimeout: TimeAmount(configuration.tcpTimeout))
+        var result = Setup(upstreams: upstreams, configuration: configuration, targets: [], unusable: [])
         for server in upstreams {
             let statistics = previous?.statistics[server] ?? result.statistics[server] ?? UpstreamStatistics()
             result.statistics[server] = statistics

@@ -75,7 +75,7 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
         var owner: IOLoop
         var interest: IOLoop.Readiness
         /// Tries waiting for the connection to be ready.
-        var queued: [(PendingQuery, TryCompletion)] = []
+        var queued: [Waiting] = []
         /// Every try on this connection not yet ended, by a serial number.
         var tries: [Int: TryCompletion] = [:]
         /// The tries whose query was written, by message ID (a struct: a tuple is copied through the runtime).
@@ -191,7 +191,7 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
             if link.phase == .ready {
                 send(padded, completion: completion, on: link, &endings)
             } else {
-                link.queued.append((padded, completion))
+                link.queued.append(Waiting(query: padded, completion: completion))
             }
             return (link, serial)
         }
@@ -446,8 +446,8 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
             verifiedName: server.tlsName ?? server.host, resumed: ctls_session_reused(connection) != 0)
         let waiting = link.queued
         link.queued = []
-        for (query, completion) in waiting where !completion.isEnded {
-            send(query, completion: completion, on: link, &endings)
+        for queued in waiting where !queued.completion.isEnded {
+            send(queued.query, completion: queued.completion, on: link, &endings)
         }
         // Application data (or a session ticket) may have come with the last handshake flight.
         readPlaintext(link, &endings)
