@@ -21,3 +21,14 @@ public func waitUntil(
     Issue.record("timed out waiting for: \(what)", sourceLocation: sourceLocation)
     throw LabFailure("timed out waiting for: \(what)")
 }
+
+/// Runs a check that holds only within a time window (docs/DESIGN.md, the lab): `attempt` makes a fresh name,
+/// measures the window from an instant before the event it depends on, and returns false without asserting when
+/// the test itself came too late for the check to mean anything. It is then redone, at most `tries` times.
+/// Returns whether one attempt came in time (and so checked).
+public func checkedInTime(tries: Int = 3, _ attempt: () async throws -> Bool) async rethrows -> Bool {
+    for _ in 0..<tries {
+        if try await attempt() { return true }
+    }
+    return false
+}
