@@ -743,7 +743,7 @@ public final class DNSResolver: Sendable {
             result = .failure(error)
         }
         switch received(result, name: name, type: type, class: rrClass, dnssecOK: dnssecOK, key: key) {
-        case .done(let outcome):
+        case .done(let outcome, _):
             return outcome
         case .needsValidation(let reply):
             return store(reply, validation: await validate(reply))
@@ -766,8 +766,12 @@ public final class DNSResolver: Sendable {
         transport.startQuery(question(name: name, type: type, class: rrClass, key: key), dnssecOK: dnssecOK) {
             [self] result in
             switch received(result, name: name, type: type, class: rrClass, dnssecOK: dnssecOK, key: key, write: false) {
-            case .done(let outcome):
+            case .done(let outcome, let prepared):
                 completion(outcome, false)
+                // The upstream's parsed reply and the prepared one are freed here, after `completion` (a stub's
+                // miss: after its answer left), not before it: about 1 100 instructions of frees off the path a
+                // client waits for (BENCHMARKS.md, round 19).
+                withExtendedLifetime((result, prepared)) {}
             case .needsValidation(let reply):
                 Task(executorPreference: transport.preferredExecutor) { [self] in
                     completion(store(reply, validation: await validate(reply)), true)
@@ -787,30 +791,36 @@ public final class DNSResolver: Sendable {
         let exchange: DNSExchange
         switch result {
         case .success(let got): exchange = got
-        case .failure(let error): return .done(.failure(Self.failure(error, name: name)))
+        case .failure(let error): return .done(.failure(Self.failure(error, name: name)), prepared: nil)
         }
-        let reply: Reply
-        switch prepare(exchange, name: name, type: type, class: rrClass, dnssecOK: dnssecOK, key: key) {
-        case .success(let prepared): reply = prepared
-        case .failure(let error): return .done(.failure(error))
-        }
-        // Validated once, here, on store: every hit reads the verdict (docs/DNSSEC.md).
+        // Validated once, here, on store: every hit reads the verdict (docs/DNSSEC.md). A verdict that needs no
+        // data is known before the reply is prepared, so a positive answer is made with it at once instead of
+        // copied with it afterwards.
         let validation: DNSSECValidation?
+        var needsData = false
         if validator.enabled {
-            guard let known = validator.verdictWithoutData(upstream: reply.upstream) else {
-                return .needsValidation(reply)
-            }
-            validation = known
+            validation = validator.verdictWithoutData(upstream: exchange.attempts.last?.server)
+            needsData = validation == nil
         } else {
             validation = nil
         }
+        let reply: Reply
+        switch prepare(
+            exchange, name: name, type: type, class: rrClass, dnssecOK: dnssecOK, key: key, validation: validation)
+        {
+        case .success(let prepared): reply = prepared
+        case .failure(let error): return .done(.failure(error), prepared: nil)
+        }
+        if needsData { return .needsValidation(reply) }
         let outcome = settle(reply, validation: validation)
         if write { self.write(outcome, for: reply.key) }
-        return .done(outcome)
+        return .done(outcome, prepared: reply)
     }
 
     private enum Received {
-        case done(FetchOutcome)
+        /// The outcome, and the reply it was prepared from (nil after a failure), which the caller may keep
+        /// alive to free it later.
+        case done(FetchOutcome, prepared: Reply?)
         case needsValidation(Reply)
     }
 
@@ -848,14 +858,18 @@ public final class DNSResolver: Sendable {
         let name: String
         let type: RRType
         let key: CacheKey
+        /// `answer` already carries the verdict that ``DNSResolver/settle(_:validation:)`` is given (a positive
+        /// answer prepared with a verdict known without data).
+        let carriesVerdict: Bool
         /// The upstream that sent it (the last try's): allow-downgrade validates it only when the probe showed that
         /// upstream passes DNSSEC data.
         var upstream: String? { exchange.attempts.last?.server }
 
         init(
             answer: CacheAnswer<CachedRRset>, ttl: UInt32, exchange: DNSExchange, name: String, type: RRType,
-            key: CacheKey
+            key: CacheKey, carriesVerdict: Bool = false
         ) {
+            self.carriesVerdict = carriesVerdict
             self.answer = answer
             self.ttl = ttl
             self.exchange = exchange
@@ -867,8 +881,10 @@ public final class DNSResolver: Sendable {
 
     /// What an upstream reply holds for the question: only what answers it (bailiwick); nothing else is cached,
     /// persisted or served. A response code other than NOERROR and NXDOMAIN is a failure.
+    /// - Parameter validation: the DNSSEC verdict when it is known already; a positive answer is made with it.
     private func prepare(
-        _ exchange: DNSExchange, name: String, type: RRType, class rrClass: RRClass, dnssecOK: Bool, key: CacheKey
+        _ exchange: DNSExchange, name: String, type: RRType, class rrClass: RRClass, dnssecOK: Bool, key: CacheKey,
+        validation: DNSSECValidation? = nil
     ) -> Result<Reply, ResolverError> {
         let message = exchange.message
         guard message.rcode == .noError || message.rcode == .nxDomain else {
@@ -895,8 +911,10 @@ public final class DNSResolver: Sendable {
                         CachedRRset(
                             records: scrubbed.answer,
                             authority: dnssecOK ? scrubbed.authority.filter { EncodedSections.isDNSSEC($0.type) } : [],
-                            dnssecOK: dnssecOK, authenticatedTransport: exchange.authenticatedTransport)),
-                    ttl: scrubbed.answer.map(\.ttl).min() ?? 0, exchange: exchange, name: name, type: type, key: key))
+                            dnssecOK: dnssecOK, validation: validation,
+                            authenticatedTransport: exchange.authenticatedTransport)),
+                    ttl: scrubbed.answer.map(\.ttl).min() ?? 0, exchange: exchange, name: name, type: type, key: key,
+                    carriesVerdict: validation != nil))
         }
         let authority = negativeAuthority(scrubbed.authority, dnssecOK: dnssecOK)
         return .success(
@@ -926,7 +944,7 @@ public final class DNSResolver: Sendable {
                         code: .timeout, name: name, reason: validation.reason, attempts: reply.exchange.attempts,
                         dnssec: validation))
             }
-            answer = Self.withValidation(answer, validation)
+            if !reply.carriesVerdict { answer = Self.withValidation(answer, validation) }
             validator.count(validation, name: reply.key.name)
             // A bogus answer is cached briefly, so a repaired zone recovers soon.
             if validation.state == .bogus {

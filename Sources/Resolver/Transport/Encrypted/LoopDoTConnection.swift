@@ -117,6 +117,8 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
             let outcome: ExchangeOutcome
         }
         private var list: [Ending] = []
+        /// The replies these tries got, freed with the endings after they ran (a stub's answer leaves first).
+        var frames: [Frame] = []
         mutating func add(_ completion: TryCompletion, _ outcome: ExchangeOutcome) {
             list.append(Ending(completion: completion, outcome: outcome))
         }
@@ -558,6 +560,7 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
             case .drop(let reason): logger.debug("dropped DoT message", metadata: ["dns.reason": "\(reason)"])
             }
         }
+        if endings.frames.isEmpty { endings.frames = frames } else { endings.frames += frames }
     }
 
     /// Matches each whole reply in `plaintext` (with what came before) to the query waiting for it.
