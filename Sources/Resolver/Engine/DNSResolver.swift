@@ -796,14 +796,8 @@ public final class DNSResolver: Sendable {
         // Validated once, here, on store: every hit reads the verdict (docs/DNSSEC.md). A verdict that needs no
         // data is known before the reply is prepared, so a positive answer is made with it at once instead of
         // copied with it afterwards.
-        let validation: DNSSECValidation?
-        var needsData = false
-        if validator.enabled {
-            validation = validator.verdictWithoutData(upstream: exchange.attempts.last?.server)
-            needsData = validation == nil
-        } else {
-            validation = nil
-        }
+        let validation =
+            validator.enabled ? validator.verdictWithoutData(upstream: exchange.attempts.last?.server) : nil
         let reply: Reply
         switch prepare(
             exchange, name: name, type: type, class: rrClass, dnssecOK: dnssecOK, key: key, validation: validation)
@@ -811,7 +805,7 @@ public final class DNSResolver: Sendable {
         case .success(let prepared): reply = prepared
         case .failure(let error): return .done(.failure(error), prepared: nil)
         }
-        if needsData { return .needsValidation(reply) }
+        if validator.enabled, validation == nil { return .needsValidation(reply) }
         let outcome = settle(reply, validation: validation)
         if write { self.write(outcome, for: reply.key) }
         return .done(outcome, prepared: reply)
@@ -859,17 +853,19 @@ public final class DNSResolver: Sendable {
         let type: RRType
         let key: CacheKey
         /// `answer` already carries the verdict that ``DNSResolver/settle(_:validation:)`` is given (a positive
-        /// answer prepared with a verdict known without data).
-        let carriesVerdict: Bool
+        /// answer prepared with a verdict known without data; any other is prepared without one).
+        var carriesVerdict: Bool {
+            if case .positive(let rrset) = answer { return rrset.validation != nil }
+            return false
+        }
         /// The upstream that sent it (the last try's): allow-downgrade validates it only when the probe showed that
         /// upstream passes DNSSEC data.
         var upstream: String? { exchange.attempts.last?.server }
 
         init(
             answer: CacheAnswer<CachedRRset>, ttl: UInt32, exchange: DNSExchange, name: String, type: RRType,
-            key: CacheKey, carriesVerdict: Bool = false
+            key: CacheKey
         ) {
-            self.carriesVerdict = carriesVerdict
             self.answer = answer
             self.ttl = ttl
             self.exchange = exchange
@@ -913,8 +909,7 @@ public final class DNSResolver: Sendable {
                             authority: dnssecOK ? scrubbed.authority.filter { EncodedSections.isDNSSEC($0.type) } : [],
                             dnssecOK: dnssecOK, validation: validation,
                             authenticatedTransport: exchange.authenticatedTransport)),
-                    ttl: scrubbed.answer.map(\.ttl).min() ?? 0, exchange: exchange, name: name, type: type, key: key,
-                    carriesVerdict: validation != nil))
+                    ttl: scrubbed.answer.map(\.ttl).min() ?? 0, exchange: exchange, name: name, type: type, key: key))
         }
         let authority = negativeAuthority(scrubbed.authority, dnssecOK: dnssecOK)
         return .success(

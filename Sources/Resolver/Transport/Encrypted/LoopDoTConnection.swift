@@ -560,6 +560,7 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
             case .drop(let reason): logger.debug("dropped DoT message", metadata: ["dns.reason": "\(reason)"])
             }
         }
+        // Nearly always the only read of this turn: the array is handed over, not copied.
         if endings.frames.isEmpty { endings.frames = frames } else { endings.frames += frames }
     }
 
