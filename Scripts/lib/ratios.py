@@ -1,6 +1,7 @@
-"""Ratios between two targets measured in the same rounds, for the benchmark scripts (Scripts/bench-encrypted,
-Scripts/bench-dot-cost): per-round ratios combined by their geometric mean, with a 95 % interval (Student's t
-over the rounds' log ratios). An interval that holds 1.0 has not told the two apart."""
+"""Targets measured in the same rounds, for the benchmark scripts (Scripts/bench-encrypted, Scripts/bench-dot-cost):
+how a round's timed look-ups take turns between the targets, and the ratios between two targets, per-round ratios
+combined by their geometric mean with a 95 % interval (Student's t over the rounds' log ratios). An interval that
+holds 1.0 has not told the two apart."""
 import math
 import statistics
 
@@ -22,3 +23,13 @@ def round_ratio(numerators: list, denominators: list) -> dict:
         spread = t95(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
         out["interval95"] = [math.exp(statistics.fmean(logs) - spread), math.exp(statistics.fmean(logs) + spread)]
     return out
+
+
+def turns(order: list, n: int, block: int):
+    """A round's n timed look-ups per target, as (target, count) turns of `block`, the order rotating by one target
+    per turn: the machine drifts within seconds, so a target timed in one piece after another meets a different
+    machine (BENCHMARKS.md, round 20)."""
+    for index in range(0, n, block):
+        shift = (index // block) % len(order)
+        for target in order[shift:] + order[:shift]:
+            yield target, min(block, n - index)
