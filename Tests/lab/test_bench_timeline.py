@@ -1,0 +1,85 @@
+"""`bench-dot-cost --only timeline`'s split of a miss (Scripts/bench-dot-cost, miss_timeline), on synthetic traces.
+
+The split is a diagnostic that BENCHMARKS.md reads ratios by: which CPU the kernel woke the DoT server on, and
+whether the forwarder took the client's CPU before the client had gone to sleep for the answer (round 21). Two
+misses in the format of `perf script -F pid,tid,cpu,time,event,trace`: one where the client sleeps before the
+forwarder runs (server on the forwarder's CPU), one where the forwarder preempts it (server on the other CPU).
+"""
+
+import importlib.machinery
+import importlib.util
+
+import pytest
+
+from conftest import REPO
+
+loader = importlib.machinery.SourceFileLoader("bench_dot_cost", str(REPO / "Scripts" / "bench-dot-cost"))
+spec = importlib.util.spec_from_loader("bench_dot_cost", loader)
+bench = importlib.util.module_from_spec(spec)
+loader.exec_module(bench)
+
+CLIENT, FORWARDER, WORKER, SERVER = 100, 200, 201, 300
+
+
+def waking(pid, tid, cpu, t, target, name="x"):
+    return f"{pid}/{tid} [{cpu:03d}] {t:.6f}: sched:sched_waking: comm={name} pid={target} prio=120 target_cpu={cpu:03d}"
+
+
+def switch(pid, tid, cpu, t, prev, state, nxt):
+    return (f"{pid}/{tid} [{cpu:03d}] {t:.6f}: sched:sched_switch: prev_comm=a prev_pid={prev} prev_prio=120 "
+            f"prev_state={state} ==> next_comm=b next_pid={nxt} next_prio=120")
+
+
+def asleep_first(t):
+    """The client sleeps before the forwarder runs; everything on CPU 1."""
+    return [
+        waking(CLIENT, CLIENT, 1, t, WORKER),
+        switch(CLIENT, CLIENT, 1, t + 0.000010, CLIENT, "S", WORKER),
+        waking(FORWARDER, WORKER, 1, t + 0.000100, SERVER),
+        switch(FORWARDER, WORKER, 1, t + 0.000110, WORKER, "R", SERVER),
+        switch(SERVER, SERVER, 1, t + 0.000200, SERVER, "S", WORKER),
+        waking(FORWARDER, WORKER, 1, t + 0.000250, CLIENT),
+    ]
+
+
+def preempted(t):
+    """The forwarder takes CPU 0 from the running client; the server runs on CPU 1."""
+    return [
+        waking(CLIENT, CLIENT, 0, t, WORKER),
+        switch(CLIENT, CLIENT, 0, t + 0.000010, CLIENT, "R", WORKER),
+        waking(FORWARDER, WORKER, 0, t + 0.000100, SERVER),
+        switch(FORWARDER, WORKER, 0, t + 0.000110, WORKER, "S", CLIENT),
+        switch(0, 0, 1, t + 0.000150, 0, "R", SERVER),
+        switch(SERVER, SERVER, 1, t + 0.000300, SERVER, "S", 0),
+        waking(FORWARDER, WORKER, 0, t + 0.000350, CLIENT),
+    ]
+
+
+def split(lines):
+    return bench.miss_timeline("\n".join(lines), CLIENT, {FORWARDER, WORKER}, SERVER)
+
+
+def test_client_asleep_server_on_forwarders_cpu():
+    result = split(asleep_first(1.0))
+    assert result["misses_split"] == 1
+    assert result["same_cpu_share"] == 1.0
+    assert result["client_preempted_share"] == 0.0
+    assert result["total"] == pytest.approx(250, abs=1)
+
+
+def test_client_preempted_server_on_other_cpu():
+    result = split(preempted(1.0))
+    assert result["misses_split"] == 1
+    assert result["same_cpu_share"] == 0.0
+    assert result["client_preempted_share"] == 1.0
+    assert result["server"] == pytest.approx(200, abs=1)
+
+
+def test_shares_over_mixed_misses():
+    lines = asleep_first(1.0) + preempted(1.01) + preempted(1.02) + asleep_first(1.03)
+    result = split(lines)
+    assert result["misses_seen"] == 4 and result["misses_split"] == 4
+    assert result["same_cpu_share"] == 0.5
+    assert result["client_preempted_share"] == 0.5
+    assert result["other_cpu"]["total"] == pytest.approx(350, abs=1)
+    assert result["same_cpu"]["total"] == pytest.approx(250, abs=1)
