@@ -210,6 +210,8 @@ struct ReplyScrubberTests {
     @Test(arguments: [
         ("example.", "www.example.", true), ("example.", "example.", true), (".", "www.example.", true),
         ("ample.", "www.example.", false), ("www.example.", "example.", false), ("example.", "www\\.example.", false),
+        ("example.", "www\\\\.example.", true), ("exam\\.ple.", "www.exam\\.ple.", true),
+        ("example.", "www.examplf.", false),
     ])
     func ancestorsAreWholeLabels(zone: String, name: String, expected: Bool) {
         #expect(ReplyScrubber.isAncestor(zone, of: name) == expected)

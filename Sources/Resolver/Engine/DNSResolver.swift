@@ -64,7 +64,7 @@ public final class DNSResolver: Sendable {
     /// Bumped by every probe loop started (start, Reload): an older loop stops retrying.
     private let probeGeneration = Atomic<UInt64>(0)
     /// Recent negative-answer payloads (SOA and proofs), shared by every entry that carries the same one.
-    private let negativePayloads = Mutex<[NegativePayloadKey: CachedRRset]>([:])
+    private let negativePayloads = Mutex(NegativePayloads())
 
     /// Creates a resolver.
     /// - Parameters:
@@ -852,12 +852,10 @@ public final class DNSResolver: Sendable {
         let name: String
         let type: RRType
         let key: CacheKey
-        /// `answer` already carries the verdict that ``DNSResolver/settle(_:validation:)`` is given (a positive
-        /// answer prepared with a verdict known without data; any other is prepared without one).
-        var carriesVerdict: Bool {
-            if case .positive(let rrset) = answer { return rrset.validation != nil }
-            return false
-        }
+        /// `answer` already carries the verdict that ``DNSResolver/settle(_:validation:)`` is given (an answer
+        /// prepared with a verdict known without data, positive or with a negative payload; any other is prepared
+        /// without one).
+        var carriesVerdict: Bool { answer.payload?.validation != nil }
         /// The upstream that sent it (the last try's): allow-downgrade validates it only when the probe showed that
         /// upstream passes DNSSEC data.
         var upstream: String? { exchange.attempts.last?.server }
@@ -911,7 +909,7 @@ public final class DNSResolver: Sendable {
                             authenticatedTransport: exchange.authenticatedTransport)),
                     ttl: scrubbed.answer.map(\.ttl).min() ?? 0, exchange: exchange, name: name, type: type, key: key))
         }
-        let authority = negativeAuthority(scrubbed.authority, dnssecOK: dnssecOK)
+        let authority = negativeAuthority(scrubbed.authority, dnssecOK: dnssecOK, validation: validation)
         return .success(
             Reply(
                 answer: message.rcode == .nxDomain ? .nxdomain(authority) : .nodata(authority),
@@ -1037,21 +1035,36 @@ public final class DNSResolver: Sendable {
 
     /// What a negative answer keeps of its (scrubbed) authority section: the SOA (RFC 2308 §3) and, when the query
     /// asked for them, the NSEC/NSEC3 proofs and their signatures.
-    func negativeAuthority(_ authority: [ResourceRecord], dnssecOK: Bool) -> CachedRRset? {
-        let kept = authority.filter { $0.type == .soa || (dnssecOK && EncodedSections.isDNSSEC($0.type)) }
+    /// - Parameter validation: the verdict when it is known already (the answer is made with it, not copied with it
+    ///   afterwards); the shared storage never carries one.
+    func negativeAuthority(
+        _ authority: [ResourceRecord], dnssecOK: Bool, validation: DNSSECValidation? = nil
+    ) -> CachedRRset? {
+        let keeps = { (record: ResourceRecord) in
+            record.type == .soa || (dnssecOK && EncodedSections.isDNSSEC(record.type))
+        }
+        // The scrubbed authority of a negative answer is nearly always its SOA alone: kept as it is, not copied.
+        let kept = authority.allSatisfy(keeps) ? authority : authority.filter(keeps)
         if kept.isEmpty && !dnssecOK { return nil }
         // Every NXDOMAIN and NODATA of a zone carries the same SOA: keep its storage once (a cache full of
         // negative answers would otherwise hold 100,000 copies of it), found by the records it is made of, so
         // that a known one is not encoded again.
         let key = NegativePayloadKey(authority: kept, dnssecOK: dnssecOK)
         let shared = negativePayloads.withLock { payloads -> CachedRRset in
-            if let known = payloads[key] { return known }
-            if payloads.count >= 256 { payloads.removeAll(keepingCapacity: true) }
-            let fresh = CachedRRset(records: [], authority: kept, dnssecOK: dnssecOK)
-            payloads[key] = fresh
-            return fresh
+            // Nearly always the zone of the last negative answer: compared, not hashed (BENCHMARKS.md, round 22).
+            if let last = payloads.last, last.key == key { return last.payload }
+            let payload: CachedRRset
+            if let known = payloads.all[key] {
+                payload = known
+            } else {
+                if payloads.all.count >= 256 { payloads.all.removeAll(keepingCapacity: true) }
+                payload = CachedRRset(records: [], authority: kept, dnssecOK: dnssecOK)
+                payloads.all[key] = payload
+            }
+            payloads.last = NegativePayloads.Known(key: key, payload: payload)
+            return payload
         }
-        return CachedRRset(sharingDataOf: shared)
+        return CachedRRset(sharingDataOf: shared, validation: .some(validation))
     }
 
     /// Waits for the refreshes of stale keys; returns their attempts, or throws the first failure.
@@ -1109,8 +1122,19 @@ public final class DNSResolver: Sendable {
     }
 }
 
-/// What a shared negative payload is made of (``DNSResolver/negativeAuthority(_:dnssecOK:)``).
+/// What a shared negative payload is made of (``DNSResolver/negativeAuthority(_:dnssecOK:validation:)``).
 struct NegativePayloadKey: Hashable, Sendable {
     var authority: [ResourceRecord]
     var dnssecOK: Bool
+}
+
+/// The recent negative-answer payloads by what they are made of, and the last one found.
+struct NegativePayloads: Sendable {
+    /// A struct, not a tuple: see ``LoopDoTConnection``'s `Endings`.
+    struct Known: Sendable {
+        let key: NegativePayloadKey
+        let payload: CachedRRset
+    }
+    var all: [NegativePayloadKey: CachedRRset] = [:]
+    var last: Known?
 }

@@ -1,4 +1,5 @@
 import DNSCore
+import Glibc
 
 /// What the resolver keeps of an upstream reply: the bailiwick rules, applied before anything is cached.
 ///
@@ -158,18 +159,27 @@ public enum ReplyScrubber {
     /// Whether `zone` is `name` or one of its ancestors (both absolute, lowercased; `.` is everyone's).
     public static func isAncestor(_ zone: String, of name: String) -> Bool {
         if zone == "." || zone == name { return true }
-        guard name.utf8.count > zone.utf8.count, name.hasSuffix(zone) else { return false }
-        // The suffix must start at a label boundary: the byte before it is an unescaped dot.
-        let bytes = Array(name.utf8)
-        let boundary = bytes.count - zone.utf8.count - 1
-        guard bytes[boundary] == UInt8(ascii: ".") else { return false }
-        var backslashes = 0
-        var index = boundary - 1
-        while index >= 0 && bytes[index] == UInt8(ascii: "\\") {
-            backslashes += 1
-            index -= 1
+        // Compared as bytes, in place: names here are presentation text, where a byte comparison is the right one
+        // (not String's Unicode equivalence), and copying the name to an array cost more than the rest of a negative
+        // answer's scrub (BENCHMARKS.md, round 22).
+        var name = name, zone = zone
+        return name.withUTF8 { bytes in
+            zone.withUTF8 { suffix in
+                guard bytes.count > suffix.count else { return false }
+                let boundary = bytes.count - suffix.count - 1
+                let tail = bytes.baseAddress! + boundary + 1
+                guard suffix.isEmpty || memcmp(tail, suffix.baseAddress!, suffix.count) == 0 else { return false }
+                // The suffix must start at a label boundary: the byte before it is an unescaped dot.
+                guard bytes[boundary] == UInt8(ascii: ".") else { return false }
+                var backslashes = 0
+                var index = boundary - 1
+                while index >= 0 && bytes[index] == UInt8(ascii: "\\") {
+                    backslashes += 1
+                    index -= 1
+                }
+                return backslashes % 2 == 0
+            }
         }
-        return backslashes % 2 == 0
     }
 
     /// The type an RRSIG covers (RFC 4034 §3.1.1).

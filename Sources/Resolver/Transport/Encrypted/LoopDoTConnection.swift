@@ -135,6 +135,8 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
     private struct Frame {
         let waiting: Waiting
         let bytes: [UInt8]
+        /// Its try took it as the answer: its EDNS keepalive counts (``noteKeepalive(_:_:)``).
+        var accepted = false
     }
 
     init(
@@ -488,6 +490,29 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
             }
         }
         endings.run()
+        if !endings.frames.isEmpty { noteKeepalive(link, endings.frames) }
+    }
+
+    /// RFC 7828 §3.3.2: the server's timeout, in units of 100 ms, bounds how long the connection stays idle. Read
+    /// after the answers went out: scanning a reply's options once more is not worth a client's wait (BENCHMARKS.md,
+    /// round 22). A changed timeout re-arms an idle close armed meanwhile, so that the connection is still closed
+    /// before the server's timeout runs out.
+    private func noteKeepalive(_ link: Link, _ frames: [Frame]) {
+        var timeout: UInt16?
+        for frame in frames where frame.accepted {
+            if let given = EDNSPadding.keepaliveTimeout(in: frame.bytes) { timeout = given }
+        }
+        guard let timeout else { return }
+        let keepalive = TimeAmount.milliseconds(Int64(timeout) * 100)
+        lock.withLock {
+            guard link.phase != .closed, link.serverKeepalive != keepalive else { return }
+            link.serverKeepalive = keepalive
+            if let armed = link.idleClose {
+                armed.cancel()
+                link.idleClose = nil
+                armIdleClose(link)
+            }
+        }
     }
 
     /// Reads what the socket has (a few records at most per turn; level-triggered readiness brings the rest).
@@ -520,6 +545,8 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
         }
     }
 
+    /// Decrypts what was fed, cuts it into replies and ends their tries; the caller (``ready(_:_:)``) notes the
+    /// server's keepalive once the endings ran.
     private func readPlaintext(_ link: Link, _ endings: inout Endings) {
         var frames: [Frame] = []
         while link.phase == .ready, let connection = link.tls {
@@ -547,14 +574,12 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
         }
         // Post-handshake messages (a key update) may need an answer.
         if link.phase == .ready { writeCiphertext(link, &endings) }
-        for received in frames {
-            let frame = received.bytes, completion = received.waiting.completion
-            switch received.waiting.query.classify(frame, overTCP: true) {
+        for index in frames.indices {
+            let received = frames[index]
+            let completion = received.waiting.completion
+            switch received.waiting.query.classify(received.bytes, overTCP: true) {
             case .accept(let message):
-                // RFC 7828 §3.3.2: the server's timeout, in units of 100 ms, bounds how long the connection stays idle.
-                if let timeout = EDNSPadding.keepaliveTimeout(in: frame) {
-                    link.serverKeepalive = .milliseconds(Int64(timeout) * 100)
-                }
+                frames[index].accepted = true
                 endings.add(completion, .response(message))
             case .truncated: break
             case .drop(let reason): logger.debug("dropped DoT message", metadata: ["dns.reason": "\(reason)"])
@@ -568,14 +593,15 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
     private func cutFrames(
         _ link: Link, _ plaintext: ArraySlice<UInt8>, into frames: inout [Frame]
     ) {
-        for frame in link.splitter.append(plaintext) {
-            guard frame.count >= 2 else { continue }
-            let id = UInt16(frame[0]) << 8 | UInt16(frame[1])
+        // Each reply is copied out of the plaintext once, and only when a query waits for it.
+        link.splitter.forEachFrame(in: plaintext) { frame in
+            guard frame.count >= 2 else { return }
+            let id = UInt16(frame[frame.startIndex]) << 8 | UInt16(frame[frame.startIndex + 1])
             guard let waiting = link.pending[id] else {
                 logger.debug("dropped DoT reply for no waiting query", metadata: ["dns.id": "\(id)"])
-                continue
+                return
             }
-            frames.append(Frame(waiting: waiting, bytes: frame))
+            frames.append(Frame(waiting: waiting, bytes: Array(frame)))
         }
     }
 
@@ -738,25 +764,32 @@ struct DoTFrameSplitter {
     /// Takes `bytes` and returns every message now whole, in order.
     mutating func append(_ bytes: ArraySlice<UInt8>) -> [[UInt8]] {
         var frames: [[UInt8]] = []
-        if carry.isEmpty {
-            // Nearly every DoT read: whole replies, one record each; nothing is copied twice.
-            let rest = Self.cut(bytes, into: &frames)
-            if !rest.isEmpty { carry = Array(rest) }
-        } else {
-            carry.append(contentsOf: bytes)
-            let rest = Self.cut(carry[...], into: &frames)
-            carry = Array(rest)
-        }
+        forEachFrame(in: bytes) { frames.append(Array($0)) }
         return frames
     }
 
-    private static func cut(_ bytes: ArraySlice<UInt8>, into frames: inout [[UInt8]]) -> ArraySlice<UInt8> {
+    /// Takes `bytes` and gives `body` every message now whole, in order, as a slice that is valid during the call
+    /// only: the caller copies what it keeps, and nothing else is copied (a DoT read's replies, BENCHMARKS.md,
+    /// round 22).
+    mutating func forEachFrame(in bytes: ArraySlice<UInt8>, _ body: (ArraySlice<UInt8>) -> Void) {
+        if carry.isEmpty {
+            // Nearly every DoT read: whole replies, one record each; nothing is copied twice.
+            let rest = Self.cut(bytes, body)
+            if !rest.isEmpty { carry = Array(rest) }
+        } else {
+            carry.append(contentsOf: bytes)
+            let rest = Self.cut(carry[...], body)
+            carry = Array(rest)
+        }
+    }
+
+    private static func cut(_ bytes: ArraySlice<UInt8>, _ body: (ArraySlice<UInt8>) -> Void) -> ArraySlice<UInt8> {
         var rest = bytes
         while rest.count >= 2 {
             let start = rest.startIndex
             let length = Int(rest[start]) << 8 | Int(rest[start + 1])
             guard rest.count >= 2 + length else { break }
-            frames.append(Array(rest[(start + 2)..<(start + 2 + length)]))
+            body(rest[(start + 2)..<(start + 2 + length)])
             rest = rest[(start + 2 + length)...]
         }
         return rest
