@@ -118,6 +118,12 @@ final class StubUDPSocket: Sendable {
         let others = awaitingReplies.subtract(1, ordering: .relaxed).newValue
         guard others > 0, let loop = IOLoop.current ?? MultiThreadedEventLoopGroup.currentEventLoop else {
             send(reply, to: peer)
+            // The client, nearly always a process on this machine, was woken by that datagram, often on this CPU,
+            // where it would wait for what this miss still has to do (the cache entry, the question in flight, the
+            // frees): let it run first. Only with nothing else waiting here, so never under load; with no other
+            // task on this CPU it returns at once (BENCHMARKS.md, round 22: the lab's cold p50 0.4 % lower, the
+            // client's wake-up 12 µs shorter; no change natively or beside two busy loops).
+            if others == 0 { sched_yield() }
             return
         }
         let schedule = outbox.withLock { outbox in
