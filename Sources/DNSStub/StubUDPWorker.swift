@@ -121,8 +121,8 @@ final class StubUDPSocket: Sendable {
             // The client, nearly always a process on this machine, was woken by that datagram, often on this CPU,
             // where it would wait for what this miss still has to do (the cache entry, the question in flight, the
             // frees): let it run first. Only with nothing else waiting here, so never under load; with no other
-            // task on this CPU it returns at once (BENCHMARKS.md, round 22: the lab's cold p50 0.4 % lower, the
-            // client's wake-up 12 µs shorter; no change natively or beside two busy loops).
+            // task on this CPU it returns at once (BENCHMARKS.md, round 22: the lab's cold p50 0.2 to 0.4 % lower;
+            // no change natively, and none beside two busy loops).
             if others == 0 { sched_yield() }
             return
         }

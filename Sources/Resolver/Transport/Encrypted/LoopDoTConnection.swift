@@ -768,9 +768,8 @@ struct DoTFrameSplitter {
         return frames
     }
 
-    /// Takes `bytes` and gives `body` every message now whole, in order, as a slice that is valid during the call
-    /// only: the caller copies what it keeps, and nothing else is copied (a DoT read's replies, BENCHMARKS.md,
-    /// round 22).
+    /// Takes `bytes` and gives `body` every message now whole, in order, as a slice of what was read: the caller
+    /// copies what it keeps, and nothing else is copied (a DoT read's replies, BENCHMARKS.md, round 22).
     mutating func forEachFrame(in bytes: ArraySlice<UInt8>, _ body: (ArraySlice<UInt8>) -> Void) {
         if carry.isEmpty {
             // Nearly every DoT read: whole replies, one record each; nothing is copied twice.
