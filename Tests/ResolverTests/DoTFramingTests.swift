@@ -40,3 +40,13 @@ import Testing
         #expect(splitter.append(Self.framed([[1]])[...]) == [[1]])
     }
 }
+
+extension DoTFrameSplitter {
+    /// Takes `bytes` and returns every message now whole, in order (the connection takes them one at a time,
+    /// ``forEachFrame(in:_:)``).
+    mutating func append(_ bytes: ArraySlice<UInt8>) -> [[UInt8]] {
+        var frames: [[UInt8]] = []
+        forEachFrame(in: bytes) { frames.append(Array($0)) }
+        return frames
+    }
+}

@@ -52,7 +52,7 @@ struct NegativePayloadTests {
         otherType.type = .ns
         for changed in [otherByte, otherTTL, otherName, otherType] { #expect(changed != base) }
         // Equal records from separate storage: equal, and the same hash.
-        let copy = ResourceRecord(name: "A.Example", type: .soa, ttl: base.ttl, rdata: Array(base.rdata))
+        let copy = ResourceRecord(name: "A.Example", type: .soa, ttl: base.ttl, rdata: base.rdata.map { $0 })
         #expect(copy == base)
         #expect(copy.hashValue == base.hashValue)
         #expect(Set([base, copy, otherByte, otherTTL, otherName, otherType]).count == 5)

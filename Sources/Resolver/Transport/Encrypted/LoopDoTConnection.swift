@@ -761,13 +761,6 @@ struct DoTFrameSplitter {
     /// The start of a message whose rest has not come yet.
     private var carry: [UInt8] = []
 
-    /// Takes `bytes` and returns every message now whole, in order.
-    mutating func append(_ bytes: ArraySlice<UInt8>) -> [[UInt8]] {
-        var frames: [[UInt8]] = []
-        forEachFrame(in: bytes) { frames.append(Array($0)) }
-        return frames
-    }
-
     /// Takes `bytes` and gives `body` every message now whole, in order, as a slice of what was read: the caller
     /// copies what it keeps, and nothing else is copied (a DoT read's replies, BENCHMARKS.md, round 22).
     mutating func forEachFrame(in bytes: ArraySlice<UInt8>, _ body: (ArraySlice<UInt8>) -> Void) {
