@@ -51,3 +51,20 @@ def read(path, each) -> tuple[list, list]:
                     each(fn_obj, fn, position, [int(v) for v in fields[2:]])
                 after_calls = False
     return events, summary
+
+
+def calls(path) -> dict:
+    """How often each function (linker names, "'2"-style recursion marks removed) was called in a dump: the sum
+    of the `calls=` lines that name it."""
+    names, counts, callee = {}, {}, None
+    with open(path, errors="replace") as dump:
+        for line in dump:
+            if line.startswith(("fn=", "cfn=")):
+                m = re.match(r"c?fn=\((\d+)\)(?: (.*))?", line.rstrip("\n"))
+                name = (names.setdefault(m.group(1), m.group(2)) if m.group(2) else names.get(m.group(1))) \
+                    if m else line.rstrip("\n").split("=", 1)[1]
+                if line.startswith("cfn="):
+                    callee = re.sub(r"'\d+$", "", name or "")
+            elif line.startswith("calls=") and callee:
+                counts[callee] = counts.get(callee, 0) + int(line[6:].split()[0])
+    return counts
