@@ -168,8 +168,9 @@ struct ReplyScrubberTests {
         #expect(Self.scrub("www.example.", .a, Self.message(answer: [chaos, answer])).answer == [answer])
     }
 
-    /// The shortcut for a plain answer (only the asked type at the asked name, no authority) keeps what the rules
-    /// keep: random replies built from a few names, types, classes, signatures and SOAs, both ways.
+    /// The shortcuts, for a plain answer (only the asked type at the asked name, no authority) and for a plain
+    /// negative one (no answer, one SOA), keep what the rules keep: random replies built from a few names, types,
+    /// classes, signatures and SOAs, both ways.
     @Test func theShortcutAgreesWithTheRules() {
         var generator = SystemRandomNumberGenerator()
         let names = ["www.example.", "alias.example.", "other.test."]
@@ -185,13 +186,25 @@ struct ReplyScrubberTests {
             }
         }
         var shortcuts = 0
+        var negativeShortcuts = 0
         for _ in 0..<5_000 {
             let question = DNSQuestion(name: pick(names), type: pick(types))
             let plain = Bool.random(using: &generator)
-            let answer = (0..<Int.random(in: 0...4, using: &generator)).map { _ in
+            var answer = (0..<Int.random(in: 0...4, using: &generator)).map { _ in
                 plain ? Self.record(question.name, question.type == .any ? .a : question.type, [192, 0, 2, 7]) : randomRecord()
             }
-            let authority = Int.random(in: 0..<4, using: &generator) == 0 ? [Self.soa("example.")] : []
+            // An SOA of the name's zone or of another, in this class or CHAOS, sometimes signed.
+            let soa = Self.soa(pick(["example.", "test.", "www.example.", "."]))
+            let authority: [ResourceRecord] =
+                switch Int.random(in: 0..<8, using: &generator) {
+                case 0: [soa]
+                case 1: [ResourceRecord(name: soa.name, type: .soa, class: .ch, ttl: 300, rdata: soa.rdata)]
+                case 2: [soa, Self.rrsig(soa.name, covering: .soa, signer: soa.name)]
+                default: []
+                }
+            if Bool.random(using: &generator), authority.count == 1 {
+                answer = []  // a negative answer, often enough to take its shortcut
+            }
             let additional = Int.random(in: 0...2, using: &generator)
             let fast = ReplyScrubber.scrub(
                 answer: answer, authority: authority, additionalCount: additional, question: question, maximumHops: 8)
@@ -203,8 +216,12 @@ struct ReplyScrubberTests {
             {
                 shortcuts += 1
             }
+            if answer.isEmpty, authority.count == 1, authority[0].class == .in, fast.authority == authority {
+                negativeShortcuts += 1
+            }
         }
         #expect(shortcuts > 500, "the random replies must take the shortcut often")
+        #expect(negativeShortcuts > 100, "and the negative one")
     }
 
     @Test(arguments: [
