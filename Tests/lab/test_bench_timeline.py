@@ -83,3 +83,39 @@ def test_shares_over_mixed_misses():
     assert result["client_preempted_share"] == 0.5
     assert result["other_cpu"]["total"] == pytest.approx(350, abs=1)
     assert result["same_cpu"]["total"] == pytest.approx(250, abs=1)
+
+
+DELAYER = 400
+
+
+def delayed(t):
+    """--upstream-delay-ms 5: the server forwards the question and sleeps; 5 ms later the delaying server wakes it,
+    it writes the reply (waking the forwarder on CPU 0) and runs on while the forwarder answers the client."""
+    return [
+        waking(CLIENT, CLIENT, 0, t, WORKER),
+        switch(CLIENT, CLIENT, 0, t + 0.000010, CLIENT, "S", WORKER),
+        waking(FORWARDER, WORKER, 0, t + 0.000050, SERVER),
+        switch(FORWARDER, WORKER, 0, t + 0.000060, WORKER, "S", 0),
+        switch(0, 0, 1, t + 0.000070, 0, "R", SERVER),
+        waking(SERVER, SERVER, 1, t + 0.000120, DELAYER),
+        switch(SERVER, SERVER, 1, t + 0.000130, SERVER, "S", DELAYER),
+        waking(DELAYER, DELAYER, 1, t + 0.005130, SERVER),
+        switch(DELAYER, DELAYER, 1, t + 0.005140, DELAYER, "S", SERVER),
+        waking(SERVER, SERVER, 1, t + 0.005200, WORKER),
+        switch(0, 0, 0, t + 0.005210, 0, "R", WORKER),
+        waking(FORWARDER, WORKER, 0, t + 0.005260, CLIENT),
+        switch(SERVER, SERVER, 1, t + 0.005280, SERVER, "S", 0),
+    ]
+
+
+def test_delayed_upstream_splits_at_the_servers_wake_up_of_the_forwarder():
+    result = bench.miss_timeline("\n".join(delayed(1.0)), CLIENT, {FORWARDER, WORKER}, SERVER, delay_us=5000)
+    assert result["misses_split"] == 1
+    assert result["query"] == pytest.approx(40, abs=1)
+    assert result["server"] == pytest.approx(5150, abs=1)  # the question written until the reply wakes the forwarder
+    assert result["reply"] == pytest.approx(60, abs=1)
+    assert result["total"] == pytest.approx(5260, abs=1)
+    assert result["same_cpu_share"] == 0.0
+    # Without the delay the split looks only 4 ms ahead and ends the server's step at its first sleep: the miss is
+    # not split.
+    assert bench.miss_timeline("\n".join(delayed(1.0)), CLIENT, {FORWARDER, WORKER}, SERVER)["misses_split"] == 0
