@@ -1,10 +1,10 @@
 // LD_PRELOAD shim for Scripts/bench-dot-cost --only footprint: callgrind instruments (and simulates caches for) a
 // forwarder only from an epoll_wait's or poll's return (stubby's getdns polls) to its next sendto or sendmsg, the
-// answer to the client; that window is dumped ("reply"). A write (the query to the DoT server, the end of a query half) ends a window undumped.
-// Switching instrumentation on clears callgrind's cache simulator, so with caches larger than a window touches,
-// a dump's I1 and D1 misses are the distinct 64-byte lines of code and data that window ran and touched, as if
-// every cache had been emptied while the forwarder waited: what the reply half of a cold miss has to fetch.
-// Under valgrind only; outside it the requests do nothing.
+// answer to the client; that window is dumped ("reply"). A write (the query to the DoT server, the end of a query
+// half) ends a window undumped. Switching instrumentation on clears callgrind's cache simulator, so with caches
+// larger than a window touches, a dump's I1 and D1 misses are the distinct 64-byte lines of code and data that
+// window ran and touched, as if every cache had been emptied while the forwarder waited: what the reply half of a
+// cold miss has to fetch. Under valgrind only; outside it the requests do nothing.
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <poll.h>
@@ -50,7 +50,9 @@ int poll(struct pollfd *fds, nfds_t count, int timeout) {
 
 ssize_t sendto(int fd, const void *buffer, size_t length, int flags, const struct sockaddr *to, socklen_t size) {
     static ssize_t (*real)(int, const void *, size_t, int, const struct sockaddr *, socklen_t);
-    if (!real) real = (ssize_t (*)(int, const void *, size_t, int, const struct sockaddr *, socklen_t))dlsym(RTLD_NEXT, "sendto");
+    if (!real)
+        real = (ssize_t (*)(int, const void *, size_t, int, const struct sockaddr *, socklen_t))dlsym(RTLD_NEXT,
+                                                                                                      "sendto");
     endWindow(1);
     return real(fd, buffer, length, flags, to, size);
 }
