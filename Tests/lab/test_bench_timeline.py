@@ -1,7 +1,8 @@
 """`bench-dot-cost --only timeline`'s split of a miss (Scripts/bench-dot-cost, miss_timeline), on synthetic traces.
 
 The split is a diagnostic that BENCHMARKS.md reads ratios by: which CPU the kernel woke the DoT server on, and
-whether the forwarder took the client's CPU before the client had gone to sleep for the answer (round 21). Two
+whether the forwarder took the client's CPU before the client had gone to sleep for the answer (round 21), and how
+long the answered client waits to run, on which CPU (round 24). Two
 misses in the format of `perf script -F pid,tid,cpu,time,event,trace`: one where the client sleeps before the
 forwarder runs (server on the forwarder's CPU), one where the forwarder preempts it (server on the other CPU).
 """
@@ -21,8 +22,10 @@ loader.exec_module(bench)
 CLIENT, FORWARDER, WORKER, SERVER = 100, 200, 201, 300
 
 
-def waking(pid, tid, cpu, t, target, name="x"):
-    return f"{pid}/{tid} [{cpu:03d}] {t:.6f}: sched:sched_waking: comm={name} pid={target} prio=120 target_cpu={cpu:03d}"
+def waking(pid, tid, cpu, t, target, name="x", target_cpu=None):
+    where = cpu if target_cpu is None else target_cpu
+    return (f"{pid}/{tid} [{cpu:03d}] {t:.6f}: sched:sched_waking: comm={name} pid={target} prio=120 "
+            f"target_cpu={where:03d}")
 
 
 def switch(pid, tid, cpu, t, prev, state, nxt):
@@ -39,6 +42,7 @@ def asleep_first(t):
         switch(FORWARDER, WORKER, 1, t + 0.000110, WORKER, "R", SERVER),
         switch(SERVER, SERVER, 1, t + 0.000200, SERVER, "S", WORKER),
         waking(FORWARDER, WORKER, 1, t + 0.000250, CLIENT),
+        switch(FORWARDER, WORKER, 1, t + 0.000256, WORKER, "S", CLIENT),
     ]
 
 
@@ -51,7 +55,8 @@ def preempted(t):
         switch(FORWARDER, WORKER, 0, t + 0.000110, WORKER, "S", CLIENT),
         switch(0, 0, 1, t + 0.000150, 0, "R", SERVER),
         switch(SERVER, SERVER, 1, t + 0.000300, SERVER, "S", 0),
-        waking(FORWARDER, WORKER, 0, t + 0.000350, CLIENT),
+        waking(FORWARDER, WORKER, 0, t + 0.000350, CLIENT, target_cpu=1),
+        switch(0, 0, 1, t + 0.000370, 0, "R", CLIENT),
     ]
 
 
@@ -64,7 +69,11 @@ def test_client_asleep_server_on_forwarders_cpu():
     assert result["misses_split"] == 1
     assert result["same_cpu_share"] == 1.0
     assert result["client_preempted_share"] == 0.0
-    assert result["total"] == pytest.approx(250, abs=1)
+    assert result["reply"] == pytest.approx(50, abs=1)
+    # The answer woke the client on the forwarder's CPU, where it ran once the forwarder slept.
+    assert result["deliver"] == pytest.approx(6, abs=1)
+    assert result["client_on_answer_cpu_share"] == 1.0
+    assert result["total"] == pytest.approx(256, abs=1)
 
 
 def test_client_preempted_server_on_other_cpu():
@@ -73,6 +82,9 @@ def test_client_preempted_server_on_other_cpu():
     assert result["same_cpu_share"] == 0.0
     assert result["client_preempted_share"] == 1.0
     assert result["server"] == pytest.approx(200, abs=1)
+    # The answer woke the client on the other CPU, which ran it 20 us later.
+    assert result["deliver"] == pytest.approx(20, abs=1)
+    assert result["client_on_answer_cpu_share"] == 0.0
 
 
 def test_shares_over_mixed_misses():
@@ -81,8 +93,9 @@ def test_shares_over_mixed_misses():
     assert result["misses_seen"] == 4 and result["misses_split"] == 4
     assert result["same_cpu_share"] == 0.5
     assert result["client_preempted_share"] == 0.5
-    assert result["other_cpu"]["total"] == pytest.approx(350, abs=1)
-    assert result["same_cpu"]["total"] == pytest.approx(250, abs=1)
+    assert result["client_on_answer_cpu_share"] == 0.5
+    assert result["other_cpu"]["total"] == pytest.approx(370, abs=1)
+    assert result["same_cpu"]["total"] == pytest.approx(256, abs=1)
 
 
 DELAYER = 400
@@ -105,6 +118,7 @@ def delayed(t):
         switch(0, 0, 0, t + 0.005210, 0, "R", WORKER),
         waking(FORWARDER, WORKER, 0, t + 0.005260, CLIENT),
         switch(SERVER, SERVER, 1, t + 0.005280, SERVER, "S", 0),
+        switch(FORWARDER, WORKER, 0, t + 0.005290, WORKER, "S", CLIENT),
     ]
 
 
@@ -114,7 +128,8 @@ def test_delayed_upstream_splits_at_the_servers_wake_up_of_the_forwarder():
     assert result["query"] == pytest.approx(40, abs=1)
     assert result["server"] == pytest.approx(5150, abs=1)  # the question written until the reply wakes the forwarder
     assert result["reply"] == pytest.approx(60, abs=1)
-    assert result["total"] == pytest.approx(5260, abs=1)
+    assert result["deliver"] == pytest.approx(30, abs=1)
+    assert result["total"] == pytest.approx(5290, abs=1)
     assert result["same_cpu_share"] == 0.0
     # Without the delay the split looks only 4 ms ahead and ends the server's step at its first sleep: the miss is
     # not split.

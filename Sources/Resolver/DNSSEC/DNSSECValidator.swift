@@ -106,7 +106,8 @@ public final class DNSSECValidator: Sendable {
             return downgradeVerdicts.withLock { verdicts in
                 // Nearly always the same upstream as the last miss: its name is then the same string, compared
                 // without hashing it.
-                if let last = verdicts.last, last.key == key { return last.verdict }
+                // (Compared in place: binding the last pair copied both its texts.)
+                if verdicts.last?.key == key, let verdict = verdicts.last?.verdict { return verdict }
                 let verdict =
                     verdicts.all[key]
                     ?? DNSSECValidation.insecure(

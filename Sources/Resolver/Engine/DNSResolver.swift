@@ -788,11 +788,19 @@ public final class DNSResolver: Sendable {
         _ result: Result<DNSExchange, DNSTransportError>, name: String, type: RRType, class rrClass: RRClass,
         dnssecOK: Bool, key: CacheKey, write: Bool = true
     ) -> Received {
-        let exchange: DNSExchange
         switch result {
-        case .success(let got): exchange = got
+        case .success(let exchange):
+            // Read in place: binding it to a variable outside the switch copied its message and attempts (five
+            // reference counts) on every miss.
+            return received(exchange, name: name, type: type, class: rrClass, dnssecOK: dnssecOK, key: key, write: write)
         case .failure(let error): return .done(.failure(Self.failure(error, name: name)), prepared: nil)
         }
+    }
+
+    private func received(
+        _ exchange: DNSExchange, name: String, type: RRType, class rrClass: RRClass, dnssecOK: Bool, key: CacheKey,
+        write: Bool
+    ) -> Received {
         // Validated once, here, on store: every hit reads the verdict (docs/DNSSEC.md). A verdict that needs no
         // data is known before the reply is prepared, so a positive answer is made with it at once instead of
         // copied with it afterwards.
@@ -848,25 +856,28 @@ public final class DNSResolver: Sendable {
     private final class Reply: Sendable {
         let answer: CacheAnswer<CachedRRset>
         let ttl: UInt32
-        let exchange: DNSExchange
+        /// The exchange's tries (the message itself is not kept: storing the exchange copied it, four more
+        /// reference counts a miss).
+        let attempts: [QueryAttempt]
         let name: String
         let type: RRType
         let key: CacheKey
         /// `answer` already carries the verdict that ``DNSResolver/settle(_:validation:)`` is given (an answer
         /// prepared with a verdict known without data, positive or with a negative payload; any other is prepared
         /// without one).
-        var carriesVerdict: Bool { answer.payload?.validation != nil }
+        /// (Its state is read, not the verdict copied: a copy took its text's reference count.)
+        var carriesVerdict: Bool { answer.payload?.validation?.state != nil }
         /// The upstream that sent it (the last try's): allow-downgrade validates it only when the probe showed that
         /// upstream passes DNSSEC data.
-        var upstream: String? { exchange.attempts.last?.server }
+        var upstream: String? { attempts.last?.server }
 
         init(
-            answer: CacheAnswer<CachedRRset>, ttl: UInt32, exchange: DNSExchange, name: String, type: RRType,
+            answer: CacheAnswer<CachedRRset>, ttl: UInt32, attempts: [QueryAttempt], name: String, type: RRType,
             key: CacheKey
         ) {
             self.answer = answer
             self.ttl = ttl
-            self.exchange = exchange
+            self.attempts = attempts
             self.name = name
             self.type = type
             self.key = key
@@ -907,13 +918,15 @@ public final class DNSResolver: Sendable {
                             authority: dnssecOK ? scrubbed.authority.filter { EncodedSections.isDNSSEC($0.type) } : [],
                             dnssecOK: dnssecOK, validation: validation,
                             authenticatedTransport: exchange.authenticatedTransport)),
-                    ttl: scrubbed.answer.map(\.ttl).min() ?? 0, exchange: exchange, name: name, type: type, key: key))
+                    ttl: scrubbed.answer.map(\.ttl).min() ?? 0, attempts: exchange.attempts, name: name, type: type,
+                    key: key))
         }
         let authority = negativeAuthority(scrubbed.authority, dnssecOK: dnssecOK, validation: validation)
         return .success(
             Reply(
                 answer: message.rcode == .nxDomain ? .nxdomain(authority) : .nodata(authority),
-                ttl: Self.negativeTTL(scrubbed.authority) ?? configuration.negativeTTLWithoutSOA, exchange: exchange,
+                ttl: Self.negativeTTL(scrubbed.authority) ?? configuration.negativeTTLWithoutSOA,
+                attempts: exchange.attempts,
                 name: name, type: type, key: key))
     }
 
@@ -934,7 +947,7 @@ public final class DNSResolver: Sendable {
             if validation.isUnreachable {
                 return .failure(
                     ResolverError(
-                        code: .timeout, name: name, reason: validation.reason, attempts: reply.exchange.attempts,
+                        code: .timeout, name: name, reason: validation.reason, attempts: reply.attempts,
                         dnssec: validation))
             }
             if !reply.carriesVerdict { answer = Self.withValidation(answer, validation) }
@@ -947,7 +960,7 @@ public final class DNSResolver: Sendable {
                     metadata: ["dns.name": "\(name)", "dns.type": "\(reply.type)", "reason": "\(validation.reason ?? "")"])
             }
         }
-        return .answer(answer, ttl: ttl, attempts: reply.exchange.attempts)
+        return .answer(answer, ttl: ttl, attempts: reply.attempts)
     }
 
     /// Writes a settled answer to the cache under `key`; a failure writes nothing.

@@ -114,6 +114,16 @@ public final class UpstreamClient: DNSTransport, Sendable {
             label = server.description
         }
 
+        /// How the upstream was found, as it is now (DDR may have upgraded it since the set-up): ``now``'s origin
+        /// without its texts, for every reply (``UpstreamClient/authenticated(_:last:)``).
+        var currentOrigin: UpstreamOrigin {
+            guard let ddr else { return origin }
+            guard let found = ddr.current, let designation = found.designation,
+                designation.verificationFailure == nil
+            else { return .configured }
+            return designation.opportunistic ? .ddrOpportunistic : .ddrVerified
+        }
+
         /// Transport, origin and note as they are now (DDR may have upgraded the upstream since the set-up).
         var now: (kind: String, origin: UpstreamOrigin, note: String?) {
             guard let ddr else { return (kind, origin, note) }
@@ -351,7 +361,7 @@ public final class UpstreamClient: DNSTransport, Sendable {
                 case .final(let message):
                     return DNSExchange(
                         message: message, attempts: attempts,
-                        authenticatedTransport: Self.authenticated(target, last: attempts.last))
+                        authenticatedTransport: Self.authenticated(target, last: attempts.last?.transport))
                 case .failover(let message):
                     // RFC 1035 §7.2 / RFC 8499: a server failure is local to that server; ask the next one.
                     lastFailure = message
@@ -465,9 +475,9 @@ public final class UpstreamClient: DNSTransport, Sendable {
     /// Whether a reply from `target` on the try `last` came over a verified encrypted connection: DoT or DoH (not a
     /// plain fallback) to a configured encrypted upstream or a verified DDR designation, never the opportunistic
     /// profile (RFC 7858 §4.1: encrypted, but nothing about the certificate was verified).
-    private static func authenticated(_ target: Target, last: QueryAttempt?) -> Bool {
-        guard let last, last.transport == .tls || last.transport == .https else { return false }
-        switch target.now.origin {
+    private static func authenticated(_ target: Target, last: QueryTransport?) -> Bool {
+        guard last == .tls || last == .https else { return false }
+        switch target.currentOrigin {
         case .configured: return target.server.isEncrypted
         case .ddrVerified: return true
         case .ddrOpportunistic: return false
@@ -716,7 +726,7 @@ extension UpstreamClient {
                     .success(
                         DNSExchange(
                             message: message, attempts: attempts,
-                            authenticatedTransport: UpstreamClient.authenticated(target, last: attempts.last))))
+                            authenticatedTransport: UpstreamClient.authenticated(target, last: attempts.last?.transport))))
                 return
             case .failover(let message):
                 // The only upstream answered: nobody else to ask.

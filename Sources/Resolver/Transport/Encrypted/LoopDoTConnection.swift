@@ -122,7 +122,15 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
         mutating func add(_ completion: TryCompletion, _ outcome: ExchangeOutcome) {
             list.append(Ending(completion: completion, outcome: outcome))
         }
-        func run() { for ending in list { ending.completion.succeed(ending.outcome) } }
+        /// Ends the tries in order. Each ending is moved out of the list, not copied: a copy of an outcome took a
+        /// reference count of each array of its parsed reply.
+        mutating func run() {
+            guard !list.isEmpty else { return }
+            var taken: [Ending] = []
+            swap(&taken, &list)
+            taken.reverse()
+            while let ending = taken.popLast() { ending.completion.succeed(ending.outcome) }
+        }
     }
 
     /// A query written on a connection and the try that waits for its reply.
@@ -574,13 +582,12 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
         }
         // Post-handshake messages (a key update) may need an answer.
         if link.phase == .ready { writeCiphertext(link, &endings) }
+        // Each frame is read in place (a copy of one took four reference counts).
         for index in frames.indices {
-            let received = frames[index]
-            let completion = received.waiting.completion
-            switch received.waiting.query.classify(received.bytes, overTCP: true) {
+            switch frames[index].waiting.query.classify(frames[index].bytes, overTCP: true) {
             case .accept(let message):
                 frames[index].accepted = true
-                endings.add(completion, .response(message))
+                endings.add(frames[index].waiting.completion, .response(message))
             case .truncated: break
             case .drop(let reason): logger.debug("dropped DoT message", metadata: ["dns.reason": "\(reason)"])
             }

@@ -46,12 +46,11 @@ final class TryCompletion: @unchecked Sendable {
     func succeed(_ outcome: ExchangeOutcome) {
         let taken = state.withLockedValue { state -> State? in
             guard !state.isEnded else { return nil }
+            // The waiters are moved out, not copied and then cleared: a copy took a reference count of each
+            // closure, and clearing gave it back, on every miss.
+            var taken = State()
+            swap(&taken, &state)
             state.isEnded = true
-            let taken = state
-            state.continuation = nil
-            state.callback = nil
-            state.endHandler = nil
-            state.moreHandlers = []
             if taken.continuation == nil, taken.callback == nil { state.early = outcome }
             return taken
         }
