@@ -114,7 +114,7 @@ def delayed(t):
         switch(SERVER, SERVER, 1, t + 0.000130, SERVER, "S", DELAYER),
         waking(DELAYER, DELAYER, 1, t + 0.005130, SERVER),
         switch(DELAYER, DELAYER, 1, t + 0.005140, DELAYER, "S", SERVER),
-        waking(SERVER, SERVER, 1, t + 0.005200, WORKER),
+        waking(SERVER, SERVER, 1, t + 0.005200, WORKER, target_cpu=0),
         switch(0, 0, 0, t + 0.005210, 0, "R", WORKER),
         waking(FORWARDER, WORKER, 0, t + 0.005260, CLIENT),
         switch(SERVER, SERVER, 1, t + 0.005280, SERVER, "S", 0),
@@ -128,6 +128,10 @@ def test_delayed_upstream_splits_at_the_servers_wake_up_of_the_forwarder():
     assert result["query"] == pytest.approx(40, abs=1)
     assert result["server"] == pytest.approx(5150, abs=1)  # the question written until the reply wakes the forwarder
     assert result["reply"] == pytest.approx(60, abs=1)
+    # Of the reply: the forwarder's wake-up on the other CPU (10 us), then its run until it wakes the client.
+    assert result["reply_wake"] == pytest.approx(10, abs=1)
+    assert result["reply_run"] == pytest.approx(50, abs=1)
+    assert result["reply_on_server_cpu_share"] == 0.0
     assert result["deliver"] == pytest.approx(30, abs=1)
     assert result["total"] == pytest.approx(5290, abs=1)
     assert result["same_cpu_share"] == 0.0
