@@ -1,9 +1,8 @@
 """`bench-dot-cost --only timeline`'s split of a miss (Scripts/bench-dot-cost, miss_timeline), on synthetic traces.
 
 The split is a diagnostic that BENCHMARKS.md reads ratios by: which CPU the kernel woke the DoT server on, and
-whether the forwarder took the client's CPU before the client had gone to sleep for the answer (round 21), and how
-long the answered client waits to run, on which CPU (round 24). Two
-misses in the format of `perf script -F pid,tid,cpu,time,event,trace`: one where the client sleeps before the
+whether the forwarder took the client's CPU before the client had gone to sleep for the answer (round 21), and where
+a delayed reply's wake-up put the forwarder and the answered client (round 24). Misses in the format of `perf script -F pid,tid,cpu,time,event,trace`: one where the client sleeps before the
 forwarder runs (server on the forwarder's CPU), one where the forwarder preempts it (server on the other CPU).
 """
 
@@ -138,3 +137,30 @@ def test_delayed_upstream_splits_at_the_servers_wake_up_of_the_forwarder():
     # Without the delay the split looks only 4 ms ahead and ends the server's step at its first sleep: the miss is
     # not split.
     assert bench.miss_timeline("\n".join(delayed(1.0)), CLIENT, {FORWARDER, WORKER}, SERVER)["misses_split"] == 0
+
+
+def delayed_on_servers_cpu(t):
+    """As `delayed`, but the kernel puts the woken forwarder on the server's CPU, where it preempts the server."""
+    lines = delayed(t)[:9]
+    return lines + [
+        waking(SERVER, SERVER, 1, t + 0.005200, WORKER, target_cpu=0),
+        switch(SERVER, SERVER, 1, t + 0.005207, SERVER, "R", WORKER),
+        waking(FORWARDER, WORKER, 1, t + 0.005250, CLIENT, target_cpu=0),
+        switch(FORWARDER, WORKER, 1, t + 0.005256, WORKER, "R", SERVER),
+        switch(0, 0, 0, t + 0.005270, 0, "R", CLIENT),
+    ]
+
+
+def test_delayed_reply_on_the_servers_cpu():
+    lines = delayed_on_servers_cpu(1.0) + delayed(1.01)
+    result = bench.miss_timeline("\n".join(lines), CLIENT, {FORWARDER, WORKER}, SERVER, delay_us=5000)
+    assert result["misses_split"] == 2
+    assert result["reply_on_server_cpu_share"] == 0.5
+    first = bench.miss_timeline("\n".join(delayed_on_servers_cpu(1.0)), CLIENT, {FORWARDER, WORKER}, SERVER,
+                                delay_us=5000)
+    assert first["reply_on_server_cpu_share"] == 1.0
+    assert first["reply_wake"] == pytest.approx(7, abs=1)
+    assert first["reply_run"] == pytest.approx(43, abs=1)
+    # The client slept on CPU 0 and ran there, not on the answer's CPU 1.
+    assert first["client_on_answer_cpu_share"] == 0.0
+    assert first["deliver"] == pytest.approx(20, abs=1)
