@@ -53,4 +53,3 @@ def read(path, each, called=None) -> tuple[list, list]:
                     each(fn_obj, fn, position, [int(v) for v in fields[2:]])
                 after_calls = False
     return events, summary
-

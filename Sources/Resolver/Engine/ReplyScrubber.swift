@@ -173,11 +173,10 @@ public enum ReplyScrubber {
         // (not String's Unicode equivalence), and copying the name to an array cost more than the rest of a negative
         // answer's scrub (BENCHMARKS.md, round 22). A native string is read where it is (`withUTF8` on a `var` copy
         // took a reference count of each); any other is made contiguous first.
-        if let answer = name.utf8.withContiguousStorageIfAvailable({ bytes in
+        let inPlace = name.utf8.withContiguousStorageIfAvailable { bytes in
             zone.utf8.withContiguousStorageIfAvailable { suffix in isAncestor(suffix, of: bytes) }
-        }), let answer {
-            return answer
         }
+        if let answer = inPlace ?? nil { return answer }
         var name = name, zone = zone
         return name.withUTF8 { bytes in zone.withUTF8 { suffix in isAncestor(suffix, of: bytes) } }
     }

@@ -121,7 +121,7 @@ public final class UpstreamClient: DNSTransport, Sendable {
             guard let found = ddr.current, let designation = found.designation,
                 designation.verificationFailure == nil
             else { return .configured }
-            return designation.opportunistic ? .ddrOpportunistic : .ddrVerified
+            return designation.origin
         }
 
         /// Transport, origin and note as they are now (DDR may have upgraded the upstream since the set-up).
@@ -134,9 +134,7 @@ public final class UpstreamClient: DNSTransport, Sendable {
                 if let failure = designation.verificationFailure {
                     return strict ? ("none", .configured, "not used: \(failure)") : ("udp", .configured, "clear text: \(failure)")
                 }
-                return (
-                    designation.kind.rawValue, designation.opportunistic ? .ddrOpportunistic : .ddrVerified, found.note
-                )
+                return (designation.kind.rawValue, designation.origin, found.note)
             }
             return strict
                 ? ("none", .configured, "not used: encryption = strict; \(found.note)")

@@ -41,6 +41,9 @@ final class DDRDiscovery: Sendable {
         let opportunistic: Bool
         private let failure = Mutex<String?>(nil)
 
+        /// How Status names an upstream that uses this designation.
+        var origin: UpstreamOrigin { opportunistic ? .ddrOpportunistic : .ddrVerified }
+
         init(
             connection: any EncryptedConnection, kind: QueryTransport, server: UpstreamServer, address: String,
             target: String, opportunistic: Bool
