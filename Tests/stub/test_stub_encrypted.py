@@ -143,6 +143,38 @@ def read_pcap(path: Path) -> list[tuple[str, int, str, int, bytes, int, float]]:
     return out
 
 
+def tcp_connections(packets: list[tuple], client: str, server: str) -> list[list[tuple]]:
+    """The packets between CLIENT and SERVER split into TCP connections, in the order they were opened, each from
+    the client's SYN on: ephemeral ports are not handed out in order, and a port may be used again once the side
+    that closed first holds the old connection's TIME_WAIT."""
+    conns: list[list[tuple]] = []
+    current: dict[int, list[tuple]] = {}
+    for p in packets:
+        if (p[0], p[2]) not in ((client, server), (server, client)):
+            continue
+        port = p[1] if p[0] == client else p[3]
+        # A SYN opens a connection, unless it repeats one the server has not answered yet.
+        syn = p[0] == client and p[5] & 0x12 == 0x02
+        if syn and (port not in current or any(q[0] == server for q in current[port])):
+            current[port] = []
+            conns.append(current[port])
+        if port in current:
+            current[port].append(p)
+    return conns
+
+
+def test_tcp_connections_splits_at_each_syn_also_on_a_port_used_again():
+    # The capture's reading, on packets made up here: a repeated SYN is one connection, a SYN after the server
+    # answered on the same port is a new one (the port handed out again), another port is another.
+    c, s = "192.0.2.1", "192.0.2.68"
+    packets = [(c, 5, s, 853, b"", 0x02, 0.0), (c, 5, s, 853, b"", 0x02, 1.0), (s, 853, c, 5, b"", 0x12, 2.0),
+               (c, 5, s, 853, b"q", 0x18, 3.0), (s, 853, c, 5, b"", 0x11, 4.0), (c, 9, "192.0.2.9", 53, b"", 0, 4.5),
+               (c, 5, s, 853, b"", 0x02, 5.0), (s, 853, c, 5, b"", 0x12, 6.0),
+               (c, 7, s, 853, b"", 0x02, 7.0), (s, 853, c, 7, b"", 0x12, 8.0)]
+    conns = tcp_connections(packets, c, s)
+    assert [[p[6] for p in conn] for conn in conns] == [[0.0, 1.0, 2.0, 3.0, 4.0], [5.0, 6.0], [7.0, 8.0]]
+
+
 def wire_name(name: str) -> bytes:
     return b"".join(bytes([len(label)]) + label.encode() for label in name.rstrip(".").split(".")) + b"\x00"
 
@@ -209,13 +241,11 @@ def test_reconnect_after_idle_close_resumes_the_tls_session(tls_lab, workdir, up
     finally:
         packets = cap.stop()
         d.stop()
-    # Bytes the server sent on each connection (by the client's port), in the order the connections opened.
-    received: dict[int, int] = {}
-    for src, sport, dst, dport, payload, *_ in packets:
-        if src == GOOD and sport == port:
-            received[dport] = received.get(dport, 0) + len(payload)
+    # Bytes the server sent on each connection, in the order the connections opened.
+    received = [sum(len(p[4]) for p in conn if p[0] == GOOD and p[1] == port)
+                for conn in tcp_connections(packets, "192.0.2.1", GOOD)]
     assert len(received) == up["connectionsOpened"], received
-    full, *resumed = received.values()
+    full, *resumed = received
     print(f"server bytes per connection: full handshake {full}, resumed {resumed}")
     # The lab's certificate (one P-256 leaf) and its CertificateVerify are about 550 bytes.
     assert all(r < full - 300 for r in resumed), received
@@ -409,14 +439,10 @@ def test_dnsdist_closes_an_idle_dot_connection_after_2s_and_we_reconnect_without
     finally:
         packets = cap.stop()
         d.stop()
-    # In the order they were used (the first packet of each): ephemeral ports are not handed out in order.
-    started: dict[int, float] = {}
-    for p in packets:
-        if p[0] == "192.0.2.1" and p[2] == DNSDIST:
-            started.setdefault(p[1], p[6])
-    conns = sorted(started, key=started.get)
-    assert len(conns) == 2, conns
-    first = [p for p in packets if conns[0] in (p[1], p[3])]
+    # dnsdist closed first, so the TIME_WAIT is on its side and Linux may hand discoverd the same port again.
+    conns = tcp_connections(packets, "192.0.2.1", DNSDIST)
+    assert len(conns) == 2, [(c[0][1], c[0][6]) for c in conns]
+    first = conns[0]
     closing = [p for p in first if p[5] & 0x01 or (23, 19) in tls_records(p[4])]
     replies = [p for p in first if p[0] == DNSDIST and p[4] and p[6] < closing[0][6]] if closing else []
     assert replies and closing, first
