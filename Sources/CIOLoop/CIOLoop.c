@@ -32,8 +32,11 @@ int cioloop_new(int *wake) {
 
 int cioloop_watch(int epoll, int fd, int interest, int add) {
     struct epoll_event event = {.events = 0, .data.fd = fd};
-    if (interest & CIOLOOP_READ) event.events |= EPOLLIN | EPOLLRDHUP;
+    // EPOLLEXCLUSIVE goes with EPOLLIN and EPOLLOUT only (not EPOLLRDHUP), and only when the descriptor is added.
+    int exclusive = add && (interest & CIOLOOP_EXCLUSIVE);
+    if (interest & CIOLOOP_READ) event.events |= exclusive ? EPOLLIN : EPOLLIN | EPOLLRDHUP;
     if (interest & CIOLOOP_WRITE) event.events |= EPOLLOUT;
+    if (exclusive) event.events |= EPOLLEXCLUSIVE;
     return epoll_ctl(epoll, add ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, fd, &event) == 0 ? 0 : -errno;
 }
 

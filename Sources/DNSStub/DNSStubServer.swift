@@ -11,9 +11,10 @@ import Glibc
 
 /// The DNS stub's sockets: UDP and TCP on each listen address, served until graceful shutdown.
 ///
-/// UDP gets one socket and one thread per core (SO_REUSEPORT), so every core answers; each thread blocks in
-/// recvmmsg for a batch of datagrams and sends the batch's replies with one sendmmsg (``StubUDPWorker``). TCP is
-/// served by the event loops. A listen address that cannot be bound (in use, not permitted) is one
+/// UDP gets one socket and one thread per core (SO_REUSEPORT), so every core answers; each thread waits on its
+/// socket, takes a batch of datagrams with one recvmmsg and sends the batch's replies with one sendmmsg
+/// (``StubUDPWorker``). A UDP socket passed by systemd is one socket for all the threads, each watching it
+/// exclusively. TCP is served by the event loops. A listen address that cannot be bound (in use, not permitted) is one
 /// warning naming it and the reason; the daemon goes on serving everything else.
 public final class DNSStubServer: ServiceLifecycle.Service, Sendable {
     /// A socket handed over by the service manager (socket activation, `LISTEN_FDS`).
@@ -105,13 +106,11 @@ public final class DNSStubServer: ServiceLifecycle.Service, Sendable {
                     let channel = try await tcpBootstrap().withBoundSocket(socket.descriptor).get()
                     adopt(channel, "tcp \(channel.localAddress.map(Self.describe) ?? "fd \(socket.descriptor)")")
                 } else {
-                    // Blocking reads: the workers wait in recvmmsg.
-                    let flags = fcntl(socket.descriptor, F_GETFL)
-                    guard flags >= 0, fcntl(socket.descriptor, F_SETFL, flags & ~O_NONBLOCK) == 0 else {
-                        throw IOError(errnoCode: errno, reason: "fcntl")
-                    }
+                    // Every receive and send on it is MSG_DONTWAIT, whatever O_NONBLOCK systemd set.
                     let udp = StubUDPSocket(descriptor: socket.descriptor)
-                    // Several threads may read one socket: the kernel hands each datagram to one of them.
+                    // One worker per core on the one socket, each watching it exclusively: a datagram wakes one of
+                    // them, the first while it waits (a query at a time stays on one thread), another while it is
+                    // busy (BENCHMARKS.md, round 26).
                     try await startWorkers(Array(repeating: udp, count: Self.threads))
                     bound.withLock { $0.append("udp \(udp.localDescription ?? "fd \(socket.descriptor)")") }
                 }

@@ -261,7 +261,10 @@ final class StubUDPWorker: @unchecked Sendable {
     }
 
     private func watchSocket(on loop: IOLoop) throws {
-        try loop.watch(socket.descriptor, interest: .read) { _ in self.receive(on: loop) }
+        // Exclusive: where workers share a socket (one passed by systemd), a datagram wakes one of them, the first
+        // while it waits, not all (a herd that woke every UDP thread for each query); a stub's own sockets have one
+        // worker each, and there it changes nothing.
+        try loop.watch(socket.descriptor, interest: [.read, .exclusive]) { _ in self.receive(on: loop) }
     }
 
     /// The socket is readable: takes what is there (up to ``batch`` datagrams, without waiting) and answers it.

@@ -18,6 +18,21 @@ struct SystemdTests {
         return (connection.readJSON(timeout: timeout)?["parameters"] as? [String: Any])?["vendor"] as? String
     }
 
+    /// Voluntary context switches (each a wait that ended in a wake-up) of each of the stub's UDP threads, by name.
+    static func udpThreadWakeUps(_ pid: pid_t) -> [String: Int] {
+        var counts: [String: Int] = [:]
+        for task in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? [] {
+            let directory = "/proc/\(pid)/task/\(task)"
+            guard let name = try? String(contentsOfFile: directory + "/comm", encoding: .utf8), name.hasPrefix("dns-udp"),
+                let status = try? String(contentsOfFile: directory + "/status", encoding: .utf8),
+                let line = status.split(separator: "\n").first(where: { $0.hasPrefix("voluntary_ctxt_switches:") }),
+                let count = Int(line.split(separator: "\t").last?.trimmingCharacters(in: .whitespaces) ?? "")
+            else { continue }
+            counts[name.trimmingCharacters(in: .whitespacesAndNewlines)] = count
+        }
+        return counts
+    }
+
     static func isSocket(_ path: String) -> Bool {
         var info = stat()
         return lstat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFSOCK
@@ -131,6 +146,19 @@ struct SystemdTests {
             let dig = try await SpawnedProcess.run(
                 ["/usr/bin/kdig", "@127.0.0.1", "-p", "\(port)", transport, "+time=10", "+retry=0", "nothing.invalid"])
             #expect(dig.stdout.contains("->>HEADER<<-"), "\(transport): \(dig.stdout) \(dig.stderr)")
+        }
+        // One query at a time on the one passed UDP socket wakes one UDP thread, not every one (each watches the
+        // socket exclusively; without that, every thread woke for every query).
+        let threads = Self.udpThreadWakeUps(daemon.pid)
+        if threads.count > 1 {
+            for _ in 0..<20 {
+                let dig = try await SpawnedProcess.run(
+                    ["/usr/bin/kdig", "@127.0.0.1", "-p", "\(udp.port)", "+notcp", "+time=10", "+retry=0", "nothing.invalid"])
+                #expect(dig.stdout.contains("->>HEADER<<-"), "\(dig.stdout) \(dig.stderr)")
+            }
+            let after = Self.udpThreadWakeUps(daemon.pid)
+            let woken = after.map { name, count in (name, count - threads[name, default: 0]) }.sorted { $0.0 < $1.0 }
+            #expect(woken.filter { $0.1 >= 20 }.count == 1 && woken.filter { $0.1 > 2 }.count == 1, "\(woken)")
         }
 
         daemon.kill(SIGTERM)

@@ -105,6 +105,91 @@ import Glibc
         try await loop.shutdownGracefully()
     }
 
+    /// Two loops watching one UDP socket with `.exclusive`, as the stub's workers do: an idle stub's datagrams all
+    /// wake the first loop (one thread serves one query at a time, as in Unbound), and the second takes one when the
+    /// first is busy. Without `.exclusive` both loops wake for every datagram and the second reads some of them.
+    @Test func exclusiveWatchersWakeTheFirstLoopWhileItWaitsAndTheNextWhenItIsBusy() async throws {
+        let loops = [try IOLoop(name: "test-excl-0"), try IOLoop(name: "test-excl-1")]
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        let sender = Glibc.socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        #expect(socket >= 0 && sender >= 0)
+        defer {
+            close(socket)
+            close(sender)
+        }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Bool in
+                Glibc.bind(socket, pointer, length) == 0 && getsockname(socket, pointer, &length) == 0
+            }
+        }
+        #expect(bound)
+        // What each loop read; a handler that finds nothing (another loop read it first) counts nothing.
+        let read = NIOLockedValueBox<[Int]>([0, 0])
+        var threads: [String] = []
+        for (index, loop) in loops.enumerated() {
+            // The loop's thread as /proc names it ("PID/task/TID"), read on that thread.
+            threads.append(
+                try await loop.submit { () -> String in
+                    var link = [CChar](repeating: 0, count: 64)
+                    let count = readlink("/proc/thread-self", &link, link.count - 1)
+                    return count > 0 ? String(cString: link) : ""
+                }.get())
+            try loop.watch(socket, interest: [.read, .exclusive]) { _ in
+                var buffer = [UInt8](repeating: 0, count: 64)
+                while recv(socket, &buffer, buffer.count, 0) > 0 { read.withLockedValue { $0[index] += 1 } }
+            }
+        }
+        func send() {
+            var byte: UInt8 = 1
+            _ = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    sendto(sender, &byte, 1, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+        }
+        func total() -> Int { read.withLockedValue { $0[0] + $0[1] } }
+        /// Until the loop's thread sleeps (in epoll_wait: it sleeps nowhere else while idle), seen twice.
+        func waitUntilSleeping(_ thread: String) async throws {
+            var seen = 0
+            while seen < 2 {
+                var bytes = [UInt8](repeating: 0, count: 512)
+                let fd = open("/proc/\(thread)/stat", O_RDONLY)
+                let count = fd >= 0 ? Glibc.read(fd, &bytes, bytes.count) : -1
+                if fd >= 0 { close(fd) }
+                let stat = String(decoding: bytes.prefix(max(0, count)), as: UTF8.self)
+                let state = stat.split(separator: ")").last?.split(separator: " ").first
+                seen = state == "S" ? seen + 1 : 0
+                try await Task.sleep(for: .milliseconds(2))
+            }
+        }
+        func waitUntilRead(_ count: Int) async throws {
+            while total() < count { try await Task.sleep(for: .milliseconds(1)) }
+        }
+        // Idle: both loops wait; every datagram wakes the first one.
+        for sent in 1...10 {
+            try await waitUntilSleeping(threads[0])
+            try await waitUntilSleeping(threads[1])
+            send()
+            try await waitUntilRead(sent)
+        }
+        #expect(read.withLockedValue { $0 } == [10, 0])
+        // The first loop busy (a task holds it): the datagram wakes the second.
+        let release = NIOLockedValueBox(false)
+        loops[0].execute {
+            while !release.withLockedValue({ $0 }) { usleep(1000) }
+        }
+        try await waitUntilSleeping(threads[1])
+        send()
+        try await waitUntilRead(11)
+        release.withLockedValue { $0 = true }
+        #expect(read.withLockedValue { $0 } == [10, 1])
+        for loop in loops { try await loop.shutdownGracefully() }
+    }
+
     @Test func shutdownRunsQueuedTasksCancelsPendingTimersAndTellsWatchers() async throws {
         let loop = try IOLoop(name: "test-shutdown")
         let ran = NIOLockedValueBox(0)

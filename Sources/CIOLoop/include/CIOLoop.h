@@ -4,8 +4,10 @@
 
 #include <stdint.h>
 
-/// Interest and readiness bits.
-enum { CIOLOOP_READ = 1, CIOLOOP_WRITE = 2, CIOLOOP_HANGUP = 4 };
+/// Interest and readiness bits. CIOLOOP_EXCLUSIVE (interest only, when a descriptor is first watched): of the
+/// loops that watch the same descriptor so, one that is waiting is woken (EPOLLEXCLUSIVE), the first one watching
+/// it while it waits.
+enum { CIOLOOP_READ = 1, CIOLOOP_WRITE = 2, CIOLOOP_HANGUP = 4, CIOLOOP_EXCLUSIVE = 8 };
 
 /// A new epoll instance with an eventfd already watched (its fd in *wake); -errno on failure.
 int cioloop_new(int *wake);

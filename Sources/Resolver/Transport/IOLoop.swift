@@ -172,6 +172,9 @@ public final class IOLoop: EventLoop, @unchecked Sendable {
         public static let write = Readiness(rawValue: Int32(CIOLOOP_WRITE))
         /// An error or the peer's hang-up; reported with `read`, so that a read finds it.
         public static let hangup = Readiness(rawValue: Int32(CIOLOOP_HANGUP))
+        /// With `read`, in ``watch(_:interest:_:)`` only: of the loops watching one descriptor so, one that waits is
+        /// woken, the first to have watched it (EPOLLEXCLUSIVE); the others only when it is busy.
+        public static let exclusive = Readiness(rawValue: Int32(CIOLOOP_EXCLUSIVE))
         /// Alone, once, when the loop stops with the descriptor still watched: its owner may move it elsewhere.
         public static let loopStopping = Readiness(rawValue: 1 << 8)
     }
@@ -192,7 +195,7 @@ public final class IOLoop: EventLoop, @unchecked Sendable {
     public func change(_ fd: CInt, interest: Readiness) {
         // Never on a loop that stopped: its epoll descriptor is closed, and its number may be another's now.
         handlers.withLock { handlers in
-            if handlers[fd] != nil { _ = cioloop_watch(epoll, fd, interest.rawValue, 0) }
+            if handlers[fd] != nil { _ = cioloop_watch(epoll, fd, interest.subtracting(.exclusive).rawValue, 0) }
         }
     }
 
