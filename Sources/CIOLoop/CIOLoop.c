@@ -32,11 +32,15 @@ int cioloop_new(int *wake) {
 
 int cioloop_watch(int epoll, int fd, int interest, int add) {
     struct epoll_event event = {.events = 0, .data.fd = fd};
-    // EPOLLEXCLUSIVE goes with EPOLLIN and EPOLLOUT only (not EPOLLRDHUP), and only when the descriptor is added.
-    int exclusive = add && (interest & CIOLOOP_EXCLUSIVE);
-    if (interest & CIOLOOP_READ) event.events |= exclusive ? EPOLLIN : EPOLLIN | EPOLLRDHUP;
+    if (interest & CIOLOOP_READ) event.events |= EPOLLIN | EPOLLRDHUP;
     if (interest & CIOLOOP_WRITE) event.events |= EPOLLOUT;
-    if (exclusive) event.events |= EPOLLEXCLUSIVE;
+    if (add && (interest & CIOLOOP_EXCLUSIVE)) {
+        // EPOLLEXCLUSIVE goes with EPOLLIN and EPOLLOUT (not EPOLLRDHUP), and only when the descriptor is added.
+        struct epoll_event exclusive = {.events = (event.events & ~EPOLLRDHUP) | EPOLLEXCLUSIVE, .data.fd = fd};
+        if (epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &exclusive) == 0) return 0;
+        // A kernel or sandbox without EPOLLEXCLUSIVE: watched as before, every watcher woken.
+        if (errno != EINVAL) return -errno;
+    }
     return epoll_ctl(epoll, add ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, fd, &event) == 0 ? 0 : -errno;
 }
 

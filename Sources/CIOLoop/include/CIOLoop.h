@@ -6,7 +6,7 @@
 
 /// Interest and readiness bits. CIOLOOP_EXCLUSIVE (interest only, when a descriptor is first watched): of the
 /// loops that watch the same descriptor so, one that is waiting is woken (EPOLLEXCLUSIVE), the first one watching
-/// it while it waits.
+/// it while it waits. Where the kernel has no EPOLLEXCLUSIVE the descriptor is watched without it.
 enum { CIOLOOP_READ = 1, CIOLOOP_WRITE = 2, CIOLOOP_HANGUP = 4, CIOLOOP_EXCLUSIVE = 8 };
 
 /// A new epoll instance with an eventfd already watched (its fd in *wake); -errno on failure.
