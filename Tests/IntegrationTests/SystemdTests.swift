@@ -152,8 +152,10 @@ struct SystemdTests {
         let threads = Self.udpThreadWakeUps(daemon.pid)
         if threads.count > 1 {
             for _ in 0..<20 {
-                let dig = try await SpawnedProcess.run(
-                    ["/usr/bin/kdig", "@127.0.0.1", "-p", "\(udp.port)", "+notcp", "+time=10", "+retry=0", "nothing.invalid"])
+                let dig = try await SpawnedProcess.run([
+                    "/usr/bin/kdig", "@127.0.0.1", "-p", "\(udp.port)", "+notcp", "+time=10", "+retry=0",
+                    "nothing.invalid",
+                ])
                 #expect(dig.stdout.contains("->>HEADER<<-"), "\(dig.stdout) \(dig.stderr)")
             }
             let after = Self.udpThreadWakeUps(daemon.pid)
