@@ -38,6 +38,26 @@ public enum EDNSOptionScan {
         return found
     }
 
+    /// Why `bytes` must not reach `ldns_wire2pkt`: a second OPT record (RFC 6891 §6.1.1) or a second TSIG record
+    /// (RFC 8945 §5.1: one, the last), among the records that lie wholly inside `bytes`; nil otherwise. ldns 1.8.3
+    /// keeps only the last of each and leaks the ones before it (found by the fuzzer: about 100 bytes a message), so
+    /// an upstream or a server answering an UPDATE could make the daemon grow with every reply.
+    public static func repeatedOPTOrTSIG(in bytes: [UInt8]) -> String? {
+        var (opt, tsig) = (0, 0)
+        _ = walkRecords(bytes) { record in
+            guard record.isAdditional else { return true }
+            switch Int(bytes[record.fixed]) << 8 | Int(bytes[record.fixed + 1]) {
+            case 41: opt += 1
+            case 250: tsig += 1
+            default: break
+            }
+            return true
+        }
+        if opt > 1 { return "\(opt) OPT records (RFC 6891 allows one)" }
+        if tsig > 1 { return "\(tsig) TSIG records (RFC 8945 allows one)" }
+        return nil
+    }
+
     /// Where one resource record of a message stands.
     public struct Record {
         /// Where its owner name starts, and where its fixed part (type, class, TTL, RDLENGTH) starts.

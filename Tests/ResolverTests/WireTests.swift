@@ -30,6 +30,37 @@ struct WireTests {
         #expect(message.edns == EDNSInfo(udpPayloadSize: 4096, version: 0, dnssecOK: true))
     }
 
+    @Test("A reply with two TSIG or two OPT records is malformed, and never reaches ldns (which leaks the first)")
+    func repeatedMetaRecordsAreRejected() throws {
+        // The fuzzer's input: ARCOUNT 256, two TSIG records (the second with no RDATA), then bytes cut short.
+        let twoTSIG = wireBytes(
+            """
+            0000 0000 0000 0000 0000 0100
+            00 00fa ffff ff000000 0001 00
+            00 00fa ffff ff000000 0000
+            00 0000 0000 006c
+            """)
+        #expect(EDNSOptionScan.repeatedOPTOrTSIG(in: twoTSIG) == "2 TSIG records (RFC 8945 allows one)")
+        let error = #expect(throws: DNSWireError.self) { try DNSMessage.parse(twoTSIG) }
+        #expect(error?.code == .malformedMessage && error?.message.contains("TSIG") == true)
+        // A reply for www.example.com A with two OPT records, each with an option (ldns leaks the first's data).
+        let twoOPT = wireBytes(
+            """
+            beef 8180 0001 0000 0000 0002
+            03777777 076578616d706c65 03636f6d 00 0001 0001
+            00 0029 04d0 00 00 0000 0004 000a 0000
+            00 0029 04d0 00 00 0000 0004 000a 0000
+            """)
+        #expect(EDNSOptionScan.repeatedOPTOrTSIG(in: twoOPT) == "2 OPT records (RFC 6891 allows one)")
+        #expect(throws: DNSWireError.self) { try DNSMessage.parse(twoOPT) }
+        // One of each is what a signed EDNS reply has: not refused.
+        let one = Array(twoOPT.prefix(twoOPT.count - 15))
+        var oneOPT = one
+        oneOPT[11] = 1
+        #expect(EDNSOptionScan.repeatedOPTOrTSIG(in: oneOPT) == nil)
+        #expect(try DNSMessage.parse(oneOPT).edns?.udpPayloadSize == 1232)
+    }
+
     @Test("A query for an invalid name throws InvalidNameError")
     func queryInvalidName() {
         #expect(throws: InvalidNameError.self) { try DNSQuery.make(name: "a..b", type: .a, id: 1) }

@@ -16,6 +16,7 @@ final class LDNSPacket {
 
     /// Parses wire bytes with `ldns_wire2pkt`.
     init(wire bytes: [UInt8]) throws(DNSWireError) {
+        if let reason = EDNSOptionScan.repeatedOPTOrTSIG(in: bytes) { throw DNSWireError(.malformedMessage, reason) }
         var packet: UnsafeMutablePointer<ldns_pkt>? = nil
         let status = bytes.withUnsafeBufferPointer { buffer in
             ldns_wire2pkt(&packet, buffer.baseAddress, buffer.count)

@@ -89,6 +89,9 @@ final class UpdateMessage {
     /// - Throws: `badReplySignature` when a successful reply is unsigned or its MAC does not verify (RFC 8945
     ///   §5.3: then the reply must be treated as if none came); `lookupFailed` for bytes that are not a reply to it.
     func check(reply bytes: [UInt8]) throws(WideAreaError) -> Reply {
+        if let reason = EDNSOptionScan.repeatedOPTOrTSIG(in: bytes) {
+            throw WideAreaError(.lookupFailed, "UPDATE reply is not a valid DNS message: \(reason)")
+        }
         var parsed: UnsafeMutablePointer<ldns_pkt>? = nil
         let status = bytes.withUnsafeBufferPointer { ldns_wire2pkt(&parsed, $0.baseAddress, $0.count) }
         guard status == LDNS_STATUS_OK, let reply = parsed else {
