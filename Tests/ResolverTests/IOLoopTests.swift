@@ -153,9 +153,10 @@ import Glibc
         }
         func total() -> Int { read.withLockedValue { $0[0] + $0[1] } }
         /// Until the loop's thread sleeps (in epoll_wait: it sleeps nowhere else while idle), seen twice.
+        // Both waits give up after about 5 s (the expectations below then fail) rather than hang the suite.
         func waitUntilSleeping(_ thread: String) async throws {
             var seen = 0
-            while seen < 2 {
+            for _ in 0..<2500 where seen < 2 {
                 var bytes = [UInt8](repeating: 0, count: 512)
                 let fd = open("/proc/\(thread)/stat", O_RDONLY)
                 let count = fd >= 0 ? Glibc.read(fd, &bytes, bytes.count) : -1
@@ -167,7 +168,7 @@ import Glibc
             }
         }
         func waitUntilRead(_ count: Int) async throws {
-            while total() < count { try await Task.sleep(for: .milliseconds(1)) }
+            for _ in 0..<5000 where total() < count { try await Task.sleep(for: .milliseconds(1)) }
         }
         // Idle: both loops wait; every datagram wakes the first one.
         for sent in 1...10 {

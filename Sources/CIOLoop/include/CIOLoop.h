@@ -12,7 +12,8 @@ enum { CIOLOOP_READ = 1, CIOLOOP_WRITE = 2, CIOLOOP_HANGUP = 4, CIOLOOP_EXCLUSIV
 /// A new epoll instance with an eventfd already watched (its fd in *wake); -errno on failure.
 int cioloop_new(int *wake);
 
-/// Watches (add != 0) or changes the interest in `fd` (CIOLOOP_READ/WRITE bits); 0 or -errno.
+/// Watches (add != 0) or changes the interest in `fd` (CIOLOOP_READ/WRITE bits; CIOLOOP_EXCLUSIVE counts only when
+/// adding); 0 or -errno.
 int cioloop_watch(int epoll, int fd, int interest, int add);
 int cioloop_unwatch(int epoll, int fd);
 

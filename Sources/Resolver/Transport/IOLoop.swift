@@ -195,7 +195,7 @@ public final class IOLoop: EventLoop, @unchecked Sendable {
     public func change(_ fd: CInt, interest: Readiness) {
         // Never on a loop that stopped: its epoll descriptor is closed, and its number may be another's now.
         handlers.withLock { handlers in
-            if handlers[fd] != nil { _ = cioloop_watch(epoll, fd, interest.subtracting(.exclusive).rawValue, 0) }
+            if handlers[fd] != nil { _ = cioloop_watch(epoll, fd, interest.rawValue, 0) }
         }
     }
 
