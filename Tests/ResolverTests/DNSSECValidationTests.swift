@@ -204,6 +204,24 @@ struct DNSSECValidationTests {
         #expect(underEmptyNonTerminal.ede == 12)
     }
 
+    @Test func aSignerMustBeAnAncestorByLabelsNotByText() async {
+        // `evil\.sub.example.` is one label, `evil.sub`, under `example.`: the parent's name, not the child's. Its
+        // text ends in `.sub.example.`, and a suffix test on text took `sub.example.` for its zone, so whoever holds
+        // the child's key could sign data in the parent's name space and have it validate as secure.
+        let world = DNSSECWorld()
+        let forged = [DNSSECRecords.a("evil\\.sub.example.", [6, 6, 6, 6], ttl: 300)]
+        world.transport.set("evil\\.sub.example.", .a, reply(world.child.signed(forged)))
+        let result = await verdict(world.resolver(), "evil\\.sub.example.")
+        #expect(result.state == .bogus, "\(result)")
+        #expect(result.ede == 6)
+        #expect(result.reason?.contains("signer") == true, "\(result)")
+        // The same record signed by the zone it belongs to is secure: the label is read with its escape.
+        world.transport.set("evil\\.sub.example.", .a, reply(world.parent.signed(forged)))
+        let resolver = world.resolver()
+        let proper = await verdict(resolver, "evil\\.sub.example.")
+        #expect(proper.state == .secure, "\(proper)")
+    }
+
     @Test func eachLinkOfACNAMEChainIsValidated() async {
         let world = DNSSECWorld()
         // The alias is signed, its target lies in the unsigned child: insecure, the weaker of the two.
@@ -308,6 +326,17 @@ struct TrustAnchorTests {
         }
         #expect(labZone == "dnssec.test.")
         #expect(lab.closest("other.test.") == .negative(zone: "test."))
+        // By labels: `printer\.local.` is one label under the root, `x\.dnssec.test.` one under test.
+        guard case .positive(let escapedZone, _) = lab.closest("printer\\.local.") else {
+            Issue.record("expected the root anchor for a name whose one label holds a dot")
+            return
+        }
+        #expect(escapedZone == ".")
+        #expect(lab.closest("x\\.dnssec.test.") == .negative(zone: "test."))
+        // An anchor written in capitals is found for the lowercased names of the wire.
+        var capitals = TrustAnchors(positive: [:])
+        capitals.add(try TrustAnchors.parse("Lab.Example. IN DS 2371 13 2 " + String(repeating: "AB", count: 32), source: "x", line: 1))
+        #expect(capitals.closest("www.lab.example.") != .none)
     }
 
     @Test func resolvedsFilesAreReadWithFileAndLineInErrors() throws {

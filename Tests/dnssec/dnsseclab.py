@@ -79,6 +79,8 @@ CASES: list[Case] = [
     Case("www.dnssec.test", "A", SECURE, why="signed A"),
     Case("www.dnssec.test", "AAAA", SECURE, why="signed AAAA"),
     Case("www.dnssec.test", "TXT", SECURE, answer=False, why="NODATA proven by NSEC"),
+    Case("dot\\.www.dnssec.test", "A", SECURE,
+         why="one label holding a dot: RRSIG labels 3, a split at every dot counts 4 (a wildcard without proof)"),
     Case("svc.dnssec.test", "HTTPS", SECURE, why="signed HTTPS 1 . alpn=h3,h2"),
     Case("ech.dnssec.test", "HTTPS", SECURE, why="signed HTTPS with ech"),
     Case("alias.dnssec.test", "A", SECURE, why="CNAME www, both links signed"),
@@ -93,6 +95,9 @@ CASES: list[Case] = [
     Case("www.rsa.dnssec.test", "TXT", SECURE, answer=False, why="NODATA proven by NSEC3"),
     Case("nothere.rsa.dnssec.test", "A", SECURE, rcode="NXDOMAIN", answer=False, why="NXDOMAIN proven by NSEC3"),
     Case("foo.wild.rsa.dnssec.test", "A", SECURE, why="wildcard in an NSEC3 zone"),
+    Case("dot\\.www.rsa.dnssec.test", "A", SECURE, why="one label holding a dot in an NSEC3 zone"),
+    Case("nothere\\.www.rsa.dnssec.test", "A", SECURE, rcode="NXDOMAIN", answer=False,
+         why="NXDOMAIN proven by NSEC3 for one label holding a dot"),
     Case("www.deep.rsa.dnssec.test", "A", SECURE, why="ED25519 grandchild, two delegations below the anchor"),
     Case("www.nsec3iter.dnssec.test", "A", SECURE, why="positive answers need no NSEC3"),
     # insecure

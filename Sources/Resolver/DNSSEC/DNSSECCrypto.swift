@@ -311,7 +311,7 @@ public enum DNSSECCrypto {
         for record in proof where record.type.rawValue == 47 && covers(text, proof: [record]) {
             guard let (next, _) = try? DNSName.readLabels(record.rdata, at: 0), let nextName = try? DNSName(labels: next)
             else { continue }
-            if !DNSSECValidator.isSubdomain(nextName.text.lowercased(), of: text.lowercased()) { return true }
+            if !nextName.isSubdomain(of: nextCloser) { return true }
         }
         return covers(text, proof: proof.filter { $0.type.rawValue == 50 })
     }

@@ -189,8 +189,12 @@ public final class DNSSECValidator: Sendable {
         return verdict
     }
 
+    /// The labels of `name` as an RRSIG's labels field counts them (RFC 4034 §3.1.3): escapes read (`a\.b.example.`
+    /// has two), a leading `*` not counted. A name that does not parse (none from the wire) counts as more than any
+    /// RRSIG says, so its answer needs a wildcard proof.
     static func labelCount(_ name: String) -> Int {
-        name.split(separator: ".", omittingEmptySubsequences: true).filter { $0 != "*" }.count
+        guard let labels = (try? DNSName(name))?.labels else { return Int.max }
+        return labels.first == [UInt8(ascii: "*")] ? labels.count - 1 : labels.count
     }
 
     private func wildcardProof(
@@ -238,7 +242,9 @@ public final class DNSSECValidator: Sendable {
             // Every signature must come from one signer at or above the owner; a DS is signed by an ancestor, a
             // DNSKEY by its own zone (which also keeps every fetch going up).
             let signers = Set(signatures.compactMap(DNSSECCrypto.signerOf))
-            guard signers.count == 1, let signer = signers.first, Self.isSubdomain(owner, of: signer) else {
+            guard signers.count == 1, let signer = signers.first,
+                ReplyScrubber.isAncestor(signer, of: owner)
+            else {
                 return .bogus(6, "\(owner) \(type): RRSIG signer is not the owner's zone")
             }
             if type.rawValue == 43 && signer == owner {
@@ -247,7 +253,7 @@ public final class DNSSECValidator: Sendable {
             if type.rawValue == 48 && signer == owner {
                 return await validateKeySet(records, signatures: signatures, zone: owner, fetcher: fetcher)
             }
-            guard Self.isSubdomain(signer, of: anchorZone) else {
+            guard ReplyScrubber.isAncestor(anchorZone, of: signer) else {
                 return .insecure("\(owner): signed by \(signer), above the trust anchor \(anchorZone)")
             }
             // The anchor's keys end every chain below it: ask for them beside the signer's (docs/DNSSEC.md,
@@ -425,12 +431,13 @@ public final class DNSSECValidator: Sendable {
     private func provenInsecure(
         _ name: String, anchorZone: String, includingSelf: Bool, fetcher: any DNSSECFetcher
     ) async -> DNSSECValidation? {
-        let labels = name.split(separator: ".", omittingEmptySubsequences: true).map(String.init)
-        let anchorCount = anchorZone == "." ? 0 : anchorZone.split(separator: ".").count
+        // By labels, escapes read (a split of the text at its dots would ask for DS at names that are not zones).
+        guard let labels = (try? DNSName(name))?.labels, let anchorCount = (try? DNSName(anchorZone))?.labels.count
+        else { return nil }
         let last = includingSelf ? labels.count : labels.count - 1
         guard last > anchorCount else { return nil }
         for count in (anchorCount + 1)...last {
-            let zone = labels.suffix(count).joined(separator: ".") + "."
+            let zone = DNSName(validatedLabels: Array(labels.suffix(count))).text
             guard let answer = await fetcher.dnssecFetch(zone, type: RRType(43)) else {
                 return .unreachable("\(zone) DS")
             }
@@ -482,7 +489,4 @@ public final class DNSSECValidator: Sendable {
         return nsec3.contains { DNSSECCrypto.nsec3Types($0)?.optOut == true }
     }
 
-    static func isSubdomain(_ name: String, of zone: String) -> Bool {
-        zone == "." || name == zone || name.hasSuffix("." + zone)
-    }
 }

@@ -57,14 +57,16 @@ public struct TrustAnchors: Sendable, Equatable {
     }
 
     public func closest(_ name: String) -> Verdict {
-        var labels = DNSName.normalized(name).split(separator: ".", omittingEmptySubsequences: true).map(String.init)
-        while true {
-            let zone = labels.isEmpty ? "." : labels.joined(separator: ".") + "."
+        // By labels, escapes read: `a\.example.` is one label under the root, not a name below `example.` (a split
+        // of the text at its dots would find the anchor of a zone the name is not in). A name that does not parse
+        // (none from the wire) meets only the root's anchor.
+        let labels = (try? DNSName(name))?.labels ?? []
+        for start in 0...labels.count {
+            let zone = DNSName(validatedLabels: Array(labels[start...])).text
             if let records = positive[zone] { return .positive(zone: zone, records: records) }
             if negative.contains(zone) { return .negative(zone: zone) }
-            if labels.isEmpty { return .none }
-            labels.removeFirst()
         }
+        return .none
     }
 
     /// Adds one DS or DNSKEY record; an anchor given in a file replaces nothing, it joins the zone's set.
@@ -92,7 +94,9 @@ public struct TrustAnchors: Sendable, Equatable {
         else { throw TrustAnchorError(source: source, line: line, reason: "cannot encode the record") }
         defer { free(ownerText) }
         let rdata = Array(UnsafeBufferPointer(start: ldns_buffer_begin(buffer), count: ldns_buffer_position(buffer)))
-        return ResourceRecord(name: String(cString: ownerText), type: RRType(UInt16(type)), ttl: 0, rdata: rdata)
+        // Owner names elsewhere are lowercased (`DNSName.text`); ldns keeps the file's case.
+        return ResourceRecord(
+            name: DNSName.normalized(String(cString: ownerText)), type: RRType(UInt16(type)), ttl: 0, rdata: rdata)
     }
 
     /// Reads `*.positive` and `*.negative` in `directory` (resolved's dnssec-trust-anchors.d format: `;` comments,
