@@ -4,12 +4,15 @@
 #   Fuzz/build-and-run.sh [SECONDS]      (default 60)
 #
 # The fuzzer is compiled outside SwiftPM: swiftc takes the ldns codec (Sources/Resolver/Wire) and SVCB sources of
-# the Resolver module plus Fuzz/SVCBFuzz/main.swift as one module, importing the DNSCore module (built first by
+# the Resolver module, its reply scrubber and DNSSEC cryptography, plus Fuzz/SVCBFuzz/main.swift as one module, importing the DNSCore module (built first by
 # Fuzz/build-dnscore.sh) and the CLDNS module map for ldns. libFuzzer's runtime comes with
 # the Swift toolchain (lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a), which `swiftc -sanitize=fuzzer`
 # links by itself. New inputs found are written to Fuzz/.corpus-work (not the seed corpus); crashes to
 # Fuzz/artifacts/.
 set -euo pipefail
+# libFuzzer and AddressSanitizer print the crash's stack themselves; Swift's own backtracer, started on the same
+# signal, can wait on the terminal for minutes (it did with a crash found in a piped run), so it is off.
+export SWIFT_BACKTRACE=enable=no
 
 seconds="${1:-60}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -24,7 +27,8 @@ mkdir -p "$out" "$work" "$artifacts"
 swiftc -sanitize=fuzzer,address -parse-as-library -swift-version 6 -O -g \
     -module-name Resolver -package-name discoverd \
     -I "$out" -L "$out" -lDNSCore -I Sources/CLDNS -lldns \
-    Sources/Resolver/Wire/*.swift Sources/Resolver/SVCB/*.swift Fuzz/SVCBFuzz/main.swift \
+    Sources/Resolver/Wire/*.swift Sources/Resolver/SVCB/*.swift Sources/Resolver/Engine/ReplyScrubber.swift \
+    Sources/Resolver/DNSSEC/DNSSECCrypto.swift Sources/Resolver/DNSSEC/NSECDenial.swift Fuzz/SVCBFuzz/main.swift \
     -o "$out/svcb-fuzz" 2>&1 | { grep -v "Cannot export local symbol" || true; }
 # (gold warns once per ASan helper symbol; harmless, so filtered.)
 

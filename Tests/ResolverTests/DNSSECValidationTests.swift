@@ -222,6 +222,46 @@ struct DNSSECValidationTests {
         #expect(proper.state == .secure, "\(proper)")
     }
 
+    @Test func aSignedNSEC3WithAnUnknownHashIsIgnoredNotFatal() async {
+        // RFC 5155 §8.1: a validator ignores NSEC3 records with an unknown hash algorithm. libldns hashes with the
+        // first record's algorithm, gets NULL for any but SHA-1, and aborts on it: a zone owner could sign such a
+        // record and stop every validating discoverd that asked for a name in the zone. Signed here by the zone's
+        // own key, so it passes the signature check and reaches the denial.
+        let world = DNSSECWorld()
+        func nsec3(
+            _ algorithm: UInt8, flags: UInt8 = 0, owner: String = "0p9mhaveqvm6t7vbl5lop2u3t2rp3tom.example.",
+            hashLength: Int = 20
+        ) -> ResourceRecord {
+            let hash = [UInt8](repeating: 0x42, count: hashLength)
+            let rdata: [UInt8] = [algorithm, flags, 0, 0, 0, UInt8(hashLength)] + hash + DNSSECRecords.bitmap([1, 46])
+            return ResourceRecord(name: owner, type: RRType(50), ttl: 300, rdata: rdata)
+        }
+        let soa = world.parent.signed([DNSSECRecords.soa("example.")])
+        for (name, record) in [
+            ("gone.example.", nsec3(2)), ("flags.example.", nsec3(1, flags: 0x80)), ("root.example.", nsec3(1, owner: ".")),
+        ] {
+            world.transport.set(name, .a, reply([], authority: soa + world.parent.signed([record]), rcode: .nxDomain))
+            let result = await verdict(world.resolver(), name)
+            #expect(result.state == .bogus, "\(name): \(result)")
+            #expect(result.ede != nil, "\(name): \(result)")
+        }
+        // The same check straight on the cryptography, unsigned: ignored records prove nothing, and nothing aborts.
+        // A next hashed owner of another size than SHA-1's makes ldns_nsec_covers_name read a NULL name.
+        let unusable = [
+            nsec3(0), nsec3(2), nsec3(255), nsec3(1, flags: 2), nsec3(1, owner: "."), nsec3(1, hashLength: 0),
+            nsec3(1, hashLength: 1), nsec3(1, hashLength: 40), nsec3(1, hashLength: 255),
+        ]
+        for record in unusable {
+            let denial = DNSSECCrypto.denial(
+                name: "x.example.", type: .a, nameExists: false, proof: [record], signatures: [])
+            #expect(denial != .proven, "\(record.rdata.prefix(6))")
+            #expect(!DNSSECCrypto.covers("x.example.", proof: [record]))
+            #expect(DNSSECCrypto.matchingNSEC3("x.example.", in: [record]) == nil)
+            #expect(!DNSSECCrypto.provesWildcardExpansion("a.x.example.", labels: 1, proof: [record]))
+        }
+        #expect(DNSSECCrypto.usableNSEC3([nsec3(2), nsec3(1), nsec3(1, flags: 1)]).count == 2)
+    }
+
     @Test func eachLinkOfACNAMEChainIsValidated() async {
         let world = DNSSECWorld()
         // The alias is signed, its target lies in the unsigned child: insecure, the weaker of the two.

@@ -98,6 +98,14 @@ struct ReplyScrubberTests {
         #expect(!rewritten.answer.contains(liar))
         #expect(rewritten.chain == ["www.example.", "www.example.net."])
         #expect(rewritten.answer.contains(target))
+        // The liar counts as dropped; the CNAME made in its place is no record of the reply and counts as nothing.
+        #expect(rewritten.dropped == 1)
+        // A DNAME alone (an upstream may leave the CNAME to the resolver) and one injected record: the CNAME made
+        // from the DNAME is kept, and the injected record is still counted as dropped.
+        let injected = aRecord("victim.example.org.", [6, 6, 6, 6])
+        let alone = Self.scrub("www.example.", .a, Self.message(answer: [dname, target, injected]))
+        #expect(alone.answer.count == 3 && !alone.answer.contains(injected))
+        #expect(alone.dropped == 1)
     }
 
     @Test func theSOAOfAnotherZoneIsDroppedAndSetsNoNegativeTTL() {

@@ -59,6 +59,19 @@ struct WireTests {
         oneOPT[11] = 1
         #expect(EDNSOptionScan.repeatedOPTOrTSIG(in: oneOPT) == nil)
         #expect(try DNSMessage.parse(oneOPT).edns?.udpPayloadSize == 1232)
+        // One TSIG whose algorithm name runs past its RDLENGTH: ldns reads on into the next record, takes the bytes
+        // after for a second TSIG and leaks the first (the reply fuzzer's input, minimized). Counted by RDLENGTH
+        // there is one TSIG; read by ldns at each record's own offset, the TSIG does not end where it should.
+        let overrun = wireBytes(
+            """
+            0000 0000 0000 0000 0000 0100
+            00 00fa ffff 00000000 0002 0100
+            00 0000 faff 00000001 0000
+            """)
+        #expect(EDNSOptionScan.repeatedOPTOrTSIG(in: overrun) == nil)
+        let misread = #expect(throws: DNSWireError.self) { try DNSMessage.parse(overrun) }
+        #expect(misread?.code == .malformedMessage && misread?.message.contains("RDLENGTH") == true, "\(String(describing: misread))")
+        #expect(LDNSWire.refusal(oneOPT) == nil)
     }
 
     @Test("A query for an invalid name throws InvalidNameError")

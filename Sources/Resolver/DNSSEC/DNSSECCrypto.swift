@@ -223,7 +223,11 @@ public enum DNSSECCrypto {
         else { return .notProven("records ldns cannot parse") }
         let status: ldns_status
         if !nsec3.isEmpty {
-            guard let list = RRList(nsec3) else { return .notProven("records ldns cannot parse") }
+            let usable = usableNSEC3(nsec3)
+            guard !usable.isEmpty else {
+                return .notProven("no NSEC3 record with SHA-1 hashing, flags 0 or 1 and well-formed data (RFC 5155 §8.1, §8.2)")
+            }
+            guard let list = RRList(usable) else { return .notProven("records ldns cannot parse") }
             status = ldns_dnssec_verify_denial_nsec3(
                 question.rr(0), list.pointer, sigs.pointer, nameExists ? LDNS_RCODE_NOERROR : LDNS_RCODE_NXDOMAIN,
                 ldns_rr_type(rawValue: UInt32(type.rawValue)), 1)
@@ -234,6 +238,29 @@ public enum DNSSECCrypto {
                 ? .proven : .notProven("no NSEC matches or covers the name and its wildcard")
         }
         return status == LDNS_STATUS_OK ? .proven : .notProven(String(cString: ldns_get_errorstr_by_id(status)))
+    }
+
+    /// The NSEC3 records a validator may use (RFC 5155 §8.1, §8.2: ignore unknown hash algorithms and flags other
+    /// than 0 or 1), well-formed with a SHA-1-sized next hashed owner, not owned by the root, and with the hash
+    /// parameters of the first of them. libldns 1.8.3 checks none of this and keeps its assertions:
+    /// `ldns_dnssec_verify_denial_nsec3` hashes every name with the first record's parameters and appends the first
+    /// owner's parent, and `ldns_nsec_covers_name` turns the next hashed owner into a name; an unknown algorithm (a
+    /// NULL hash), a root owner (no parent) or a next hashed owner of another size (no name, or a label over 63
+    /// octets) reaches `ldns_dname_cat` or `ldns_str2rdf_dname` with NULL and stops the process. Any zone owner can
+    /// sign such a record, so every NSEC3 passes through here before ldns sees it (found by the reply fuzzer,
+    /// Fuzz/SVCBFuzz).
+    static func usableNSEC3(_ records: [ResourceRecord]) -> [ResourceRecord] {
+        func parameters(_ record: ResourceRecord) -> ArraySlice<UInt8>? {
+            let data = record.rdata
+            guard data.count >= 5, data[0] == 1, data[1] <= 1, record.name != ".", nsec3Types(record) != nil else {
+                return nil
+            }
+            let hashAt = 5 + Int(data[4])
+            guard data[hashAt] == 20 else { return nil }  // nsec3Types checked that hashAt is inside
+            return data[2..<hashAt]  // iterations and salt (the algorithm is 1 for all)
+        }
+        guard let first = records.lazy.compactMap(parameters).first else { return [] }
+        return records.filter { parameters($0) == first }
     }
 
     /// The iterations field of an NSEC3 record (RFC 5155 §3.2).
@@ -282,6 +309,7 @@ public enum DNSSECCrypto {
 
     /// The NSEC3 record whose owner hash is `name`'s (RFC 5155 §8.4), using the record's own parameters.
     public static func matchingNSEC3(_ name: String, in nsec3s: [ResourceRecord]) -> ResourceRecord? {
+        let nsec3s = usableNSEC3(nsec3s.filter { $0.type.rawValue == 50 })
         guard let list = RRList(nsec3s), let owner = ldns_dname_new_frm_str(name) else { return nil }
         defer { ldns_rdf_deep_free(owner) }
         for index in 0..<list.count {
@@ -317,6 +345,7 @@ public enum DNSSECCrypto {
     }
 
     public static func covers(_ name: String, proof: [ResourceRecord]) -> Bool {
+        let proof = proof.filter { $0.type.rawValue == 47 } + usableNSEC3(proof.filter { $0.type.rawValue == 50 })
         guard let list = RRList(proof), let owner = ldns_dname_new_frm_str(name) else { return false }
         defer { ldns_rdf_deep_free(owner) }
         for index in 0..<list.count {

@@ -25,7 +25,8 @@ public enum ReplyScrubber {
         public var chain: [String]
         /// Whether the answer holds records of the asked type at the chain's end.
         public var hasData: Bool
-        /// How many records of the reply (all sections) were not kept.
+        /// How many records of the reply (all sections) were not kept (a CNAME synthesized from a DNAME is kept but
+        /// was never in the reply, so it does not make this smaller).
         public var dropped: Int
     }
 
@@ -88,6 +89,8 @@ public enum ReplyScrubber {
         var kept: [ResourceRecord] = []
         var keptTypes: [(owner: String, type: RRType)] = []
         var hasData = false
+        // CNAMEs made from a DNAME because the reply had none that agreed: kept, but no record of the reply.
+        var synthesized = 0
 
         func keep(_ records: [ResourceRecord], owner: String, type: RRType) {
             kept += records
@@ -115,14 +118,17 @@ public enum ReplyScrubber {
                 if rewritten.utf8.count <= DNSName.maximumWireLength + 1, (try? DNSName(rewritten)) != nil {
                     keep([dname], owner: dname.name, type: Self.dname)
                     next = rewritten
-                    let synthesized =
-                        inClass.first(where: {
-                            $0.name == current && $0.type == .cname && (try? $0.cnameTarget()) == rewritten
-                        })
-                        ?? ResourceRecord(
+                    if let given = inClass.first(where: {
+                        $0.name == current && $0.type == .cname && (try? $0.cnameTarget()) == rewritten
+                    }) {
+                        keep([given], owner: current, type: .cname)
+                    } else {
+                        synthesized += 1
+                        let made = ResourceRecord(
                             name: current, type: .cname, class: rrClass, ttl: dname.ttl,
                             rdata: (try? DNSName(rewritten).wire) ?? [0])
-                    keep([synthesized], owner: current, type: .cname)
+                        keep([made], owner: current, type: .cname)
+                    }
                 }
             } else if let cname = inClass.first(where: { $0.name == current && $0.type == .cname }),
                 let target = try? cname.cnameTarget()
@@ -162,7 +168,7 @@ public enum ReplyScrubber {
                 }
             }
         }
-        let dropped = answer.count - kept.count + authority.count - authorityKept.count + additionalCount
+        let dropped = answer.count - (kept.count - synthesized) + authority.count - authorityKept.count + additionalCount
         return Scrubbed(answer: kept, authority: authorityKept, chain: chain, hasData: hasData, dropped: dropped)
     }
 

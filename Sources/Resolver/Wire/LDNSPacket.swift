@@ -16,7 +16,7 @@ final class LDNSPacket {
 
     /// Parses wire bytes with `ldns_wire2pkt`.
     init(wire bytes: [UInt8]) throws(DNSWireError) {
-        if let reason = EDNSOptionScan.repeatedOPTOrTSIG(in: bytes) { throw DNSWireError(.malformedMessage, reason) }
+        if let reason = LDNSWire.refusal(bytes) { throw DNSWireError(.malformedMessage, reason) }
         var packet: UnsafeMutablePointer<ldns_pkt>? = nil
         let status = bytes.withUnsafeBufferPointer { buffer in
             ldns_wire2pkt(&packet, buffer.baseAddress, buffer.count)
@@ -120,5 +120,44 @@ enum LDNSRecords {
             throw DNSWireError(.malformedMessage, "ldns buffer without data")
         }
         return Array(UnsafeBufferPointer(start: start, count: length))
+    }
+}
+
+/// What must be checked before bytes from the network reach `ldns_wire2pkt`, which leaks on two shapes of message
+/// (libldns 1.8.3, both found by the fuzzer):
+///
+/// - a second OPT or TSIG record: it keeps the last of each and never frees the ones before
+///   (`EDNSOptionScan.repeatedOPTOrTSIG`);
+/// - a record whose RDATA ldns reads past or short of its RDLENGTH: ldns reads RDATA by the type's fields, so a name
+///   in it that runs on (TSIG's algorithm name, say) moves its reading off the record boundaries, and the bytes after
+///   are taken for records of their own, a second TSIG among them, which leaks as above though no second TSIG was
+///   sent. Each record is read here by ldns at the offset the RDLENGTHs give and must end where its RDLENGTH says;
+///   one that does not, or that ldns cannot read, refuses the message (RDATA must fit RDLENGTH, RFC 1035 §3.2.1).
+package enum LDNSWire {
+    /// Why `bytes` must not be given to `ldns_wire2pkt`, or nil.
+    package static func refusal(_ bytes: [UInt8]) -> String? {
+        if let reason = EDNSOptionScan.repeatedOPTOrTSIG(in: bytes) { return reason }
+        var reason: String?
+        bytes.withUnsafeBufferPointer { buffer in
+            _ = EDNSOptionScan.walkRecords(bytes) { record in
+                let end = record.fixed + 10 + (Int(bytes[record.fixed + 8]) << 8 | Int(bytes[record.fixed + 9]))
+                var position = record.start
+                var rr: UnsafeMutablePointer<ldns_rr>? = nil
+                let status = ldns_wire2rr(
+                    &rr, buffer.baseAddress, buffer.count, &position,
+                    record.isAdditional ? LDNS_SECTION_ADDITIONAL : LDNS_SECTION_ANSWER)
+                if let rr { ldns_rr_free(rr) }
+                guard status == LDNS_STATUS_OK else {
+                    reason = "a record at offset \(record.start) cannot be read: \(String(cString: ldns_get_errorstr_by_id(status)))"
+                    return false
+                }
+                guard position == end else {
+                    reason = "a record at offset \(record.start) has RDATA that does not fill its RDLENGTH exactly"
+                    return false
+                }
+                return true
+            }
+        }
+        return reason
     }
 }

@@ -1,5 +1,6 @@
 import DNSCore
 import CLDNS
+import Resolver
 
 #if canImport(Glibc)
     import Glibc
@@ -89,7 +90,7 @@ final class UpdateMessage {
     /// - Throws: `badReplySignature` when a successful reply is unsigned or its MAC does not verify (RFC 8945
     ///   §5.3: then the reply must be treated as if none came); `lookupFailed` for bytes that are not a reply to it.
     func check(reply bytes: [UInt8]) throws(WideAreaError) -> Reply {
-        if let reason = EDNSOptionScan.repeatedOPTOrTSIG(in: bytes) {
+        if let reason = LDNSWire.refusal(bytes) {
             throw WideAreaError(.lookupFailed, "UPDATE reply is not a valid DNS message: \(reason)")
         }
         var parsed: UnsafeMutablePointer<ldns_pkt>? = nil
