@@ -4,9 +4,9 @@
 #   Fuzz/build-and-run.sh [SECONDS]      (default 60)
 #
 # The fuzzer is compiled outside SwiftPM: swiftc takes the ldns codec (Sources/Resolver/Wire) and SVCB sources of
-# the Resolver module, its reply scrubber and DNSSEC cryptography, plus Fuzz/SVCBFuzz/main.swift as one module, importing the DNSCore module (built first by
-# Fuzz/build-dnscore.sh) and the CLDNS module map for ldns. libFuzzer's runtime comes with
-# the Swift toolchain (lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a), which `swiftc -sanitize=fuzzer`
+# the Resolver module, its reply scrubber and DNSSEC cryptography, plus Fuzz/SVCBFuzz/main.swift as one module,
+# importing the DNSCore module (built first by Fuzz/build-dnscore.sh) and the CLDNS module map for ldns. libFuzzer's
+# runtime comes with the Swift toolchain (lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a), which `swiftc -sanitize=fuzzer`
 # links by itself. New inputs found are written to Fuzz/.corpus-work (not the seed corpus); crashes to
 # Fuzz/artifacts/.
 set -euo pipefail

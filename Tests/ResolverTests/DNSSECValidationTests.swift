@@ -238,7 +238,8 @@ struct DNSSECValidationTests {
         }
         let soa = world.parent.signed([DNSSECRecords.soa("example.")])
         for (name, record) in [
-            ("gone.example.", nsec3(2)), ("flags.example.", nsec3(1, flags: 0x80)), ("root.example.", nsec3(1, owner: ".")),
+            ("gone.example.", nsec3(2)), ("flags.example.", nsec3(1, flags: 0x80)),
+            ("root.example.", nsec3(1, owner: ".")),
         ] {
             world.transport.set(name, .a, reply([], authority: soa + world.parent.signed([record]), rcode: .nxDomain))
             let result = await verdict(world.resolver(), name)
@@ -375,7 +376,8 @@ struct TrustAnchorTests {
         #expect(lab.closest("x\\.dnssec.test.") == .negative(zone: "test."))
         // An anchor written in capitals is found for the lowercased names of the wire.
         var capitals = TrustAnchors(positive: [:])
-        capitals.add(try TrustAnchors.parse("Lab.Example. IN DS 2371 13 2 " + String(repeating: "AB", count: 32), source: "x", line: 1))
+        let line = "Lab.Example. IN DS 2371 13 2 " + String(repeating: "AB", count: 32)
+        capitals.add(try TrustAnchors.parse(line, source: "x", line: 1))
         #expect(capitals.closest("www.lab.example.") != .none)
     }
 

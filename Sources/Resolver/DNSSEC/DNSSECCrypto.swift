@@ -225,7 +225,8 @@ public enum DNSSECCrypto {
         if !nsec3.isEmpty {
             let usable = usableNSEC3(nsec3)
             guard !usable.isEmpty else {
-                return .notProven("no NSEC3 record with SHA-1 hashing, flags 0 or 1 and well-formed data (RFC 5155 §8.1, §8.2)")
+                return .notProven(
+                    "no NSEC3 record with SHA-1 hashing, flags 0 or 1 and well-formed data (RFC 5155 §8.1, §8.2)")
             }
             guard let list = RRList(usable) else { return .notProven("records ldns cannot parse") }
             status = ldns_dnssec_verify_denial_nsec3(

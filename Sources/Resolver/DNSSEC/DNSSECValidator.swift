@@ -480,7 +480,7 @@ public final class DNSSECValidator: Sendable {
         {
             return types.contains(2) && !types.contains(43) && !types.contains(6)
         }
-        let nsec3 = proof.filter { $0.type.rawValue == 50 }
+        let nsec3 = DNSSECCrypto.usableNSEC3(proof.filter { $0.type.rawValue == 50 })
         if nsec3.isEmpty { return false }
         if let match = DNSSECCrypto.matchingNSEC3(zone, in: nsec3), let (types, _) = DNSSECCrypto.nsec3Types(match) {
             return types.contains(2) && !types.contains(43) && !types.contains(6)
@@ -488,5 +488,4 @@ public final class DNSSECValidator: Sendable {
         // No matching NSEC3: a covering opt-out one says the delegation may be unsigned.
         return nsec3.contains { DNSSECCrypto.nsec3Types($0)?.optOut == true }
     }
-
 }

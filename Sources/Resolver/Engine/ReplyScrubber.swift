@@ -168,7 +168,8 @@ public enum ReplyScrubber {
                 }
             }
         }
-        let dropped = answer.count - (kept.count - synthesized) + authority.count - authorityKept.count + additionalCount
+        let dropped =
+            answer.count - (kept.count - synthesized) + authority.count - authorityKept.count + additionalCount
         return Scrubbed(answer: kept, authority: authorityKept, chain: chain, hasData: hasData, dropped: dropped)
     }
 

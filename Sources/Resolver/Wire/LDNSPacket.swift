@@ -148,7 +148,8 @@ package enum LDNSWire {
                     record.isAdditional ? LDNS_SECTION_ADDITIONAL : LDNS_SECTION_ANSWER)
                 if let rr { ldns_rr_free(rr) }
                 guard status == LDNS_STATUS_OK else {
-                    reason = "a record at offset \(record.start) cannot be read: \(String(cString: ldns_get_errorstr_by_id(status)))"
+                    let why = String(cString: ldns_get_errorstr_by_id(status))
+                    reason = "a record at offset \(record.start) cannot be read: \(why)"
                     return false
                 }
                 guard position == end else {
