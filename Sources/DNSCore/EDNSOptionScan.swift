@@ -38,8 +38,9 @@ public enum EDNSOptionScan {
         return found
     }
 
-    /// Why `bytes` must not reach `ldns_wire2pkt`: a second OPT record (RFC 6891 §6.1.1) or a second TSIG record
-    /// (RFC 8945 §5.1: one, the last), among the records that lie wholly inside `bytes`; nil otherwise. ldns 1.8.3
+    /// One reason `bytes` must not reach `ldns_wire2pkt` (the Resolver's `LDNSWire.refusal` checks it, and the
+    /// other): a second OPT record (RFC 6891 §6.1.1) or a second TSIG record (RFC 8945 §5.1: one, the last), among
+    /// the records that lie wholly inside `bytes`; nil otherwise. ldns 1.8.3
     /// keeps only the last of each and leaks the ones before it (found by the fuzzer: about 100 bytes a message), so
     /// an upstream or a server answering an UPDATE could make the daemon grow with every reply.
     public static func repeatedOPTOrTSIG(in bytes: [UInt8]) -> String? {

@@ -23,8 +23,8 @@ struct SystemdTests {
         var counts: [String: Int] = [:]
         for task in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? [] {
             let directory = "/proc/\(pid)/task/\(task)"
-            guard let name = try? String(contentsOfFile: directory + "/comm", encoding: .utf8), name.hasPrefix("dns-udp"),
-                let status = try? String(contentsOfFile: directory + "/status", encoding: .utf8),
+            guard let name = try? String(contentsOfFile: directory + "/comm", encoding: .utf8),
+                name.hasPrefix("dns-udp"), let status = try? String(contentsOfFile: directory + "/status", encoding: .utf8),
                 let line = status.split(separator: "\n").first(where: { $0.hasPrefix("voluntary_ctxt_switches:") }),
                 let count = Int(line.split(separator: "\t").last?.trimmingCharacters(in: .whitespaces) ?? "")
             else { continue }
@@ -150,6 +150,10 @@ struct SystemdTests {
         // One query at a time on the one passed UDP socket wakes one UDP thread, not every one (each watches the
         // socket exclusively; without that, every thread woke for every query).
         let threads = Self.udpThreadWakeUps(daemon.pid)
+        // A machine with one core gives the stub one UDP thread, and there is nothing to tell apart; CI's has more,
+        // and there the check must run, not pass by being skipped.
+        let inCI = ProcessInfo.processInfo.environment["CI"] == "true"
+        #expect(threads.count > 1 || !inCI, "one UDP thread (\(threads)): the exclusive watch cannot be checked")
         if threads.count > 1 {
             for _ in 0..<20 {
                 let dig = try await SpawnedProcess.run([

@@ -156,7 +156,8 @@ import Glibc
         // Both waits give up after about 5 s (the expectations below then fail) rather than hang the suite.
         func waitUntilSleeping(_ thread: String) async throws {
             var seen = 0
-            for _ in 0..<2500 where seen < 2 {
+            for _ in 0..<2500 {
+                if seen >= 2 { return }
                 var bytes = [UInt8](repeating: 0, count: 512)
                 let fd = open("/proc/\(thread)/stat", O_RDONLY)
                 let count = fd >= 0 ? Glibc.read(fd, &bytes, bytes.count) : -1

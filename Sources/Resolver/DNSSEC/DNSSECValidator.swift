@@ -193,7 +193,7 @@ public final class DNSSECValidator: Sendable {
     /// has two), a leading `*` not counted. A name that does not parse (none from the wire) counts as more than any
     /// RRSIG says, so its answer needs a wildcard proof.
     static func labelCount(_ name: String) -> Int {
-        guard let labels = (try? DNSName(name))?.labels else { return Int.max }
+        guard let labels = NSECDenial.labels(name) else { return Int.max }
         return labels.first == [UInt8(ascii: "*")] ? labels.count - 1 : labels.count
     }
 
@@ -432,8 +432,9 @@ public final class DNSSECValidator: Sendable {
         _ name: String, anchorZone: String, includingSelf: Bool, fetcher: any DNSSECFetcher
     ) async -> DNSSECValidation? {
         // By labels, escapes read (a split of the text at its dots would ask for DS at names that are not zones).
-        guard let labels = (try? DNSName(name))?.labels, let anchorCount = (try? DNSName(anchorZone))?.labels.count
-        else { return nil }
+        guard let labels = NSECDenial.labels(name), let anchorCount = NSECDenial.labels(anchorZone)?.count else {
+            return nil
+        }
         let last = includingSelf ? labels.count : labels.count - 1
         guard last > anchorCount else { return nil }
         for count in (anchorCount + 1)...last {

@@ -60,7 +60,7 @@ public struct TrustAnchors: Sendable, Equatable {
         // By labels, escapes read: `a\.example.` is one label under the root, not a name below `example.` (a split
         // of the text at its dots would find the anchor of a zone the name is not in). A name that does not parse
         // (none from the wire) meets only the root's anchor.
-        let labels = (try? DNSName(name))?.labels ?? []
+        let labels = NSECDenial.labels(name) ?? []
         for start in 0...labels.count {
             let zone = DNSName(validatedLabels: Array(labels[start...])).text
             if let records = positive[zone] { return .positive(zone: zone, records: records) }
