@@ -8,8 +8,10 @@ The path chooses the fault; every other path relays the query to Knot over UDP a
   /truncated   the first half of the DNS answer, then the stream ends
   /garbage     200 application/dns-message with 64 random bytes
   /reset       the stream is reset (RST_STREAM) without an answer
-  /getonly     HTTP 405 to every POST; GET ?dns=BASE64URL (RFC 8484 §4.1) is answered properly. Each request
-               to it prints "getonly METHOD" on stdout (the lab log), so a test sees which method came.
+  /getonly     HTTP 405 to every POST; GET ?dns=BASE64URL (RFC 8484 §4.1, also after other parameters) is
+               answered properly. Each request to it prints "getonly METHOD PATH" on stdout (the lab log), so a test
+               sees which method came and where.
+  /early       a 103 Early Hints header block (RFC 8297; informational, RFC 9113 §8.1) before the proper answer
 
 Usage: dohfault.py --listen ADDR --port 443 --cert PEM --key KEY --upstream 192.0.2.53
 Prints "ready" once listening. Stops on SIGTERM.
@@ -67,7 +69,7 @@ def serve(conn: ssl.SSLSocket, upstream: str) -> None:
 
 def respond(h2c, sid: int, path: str, query: bytes, upstream: str, method: str = "POST") -> None:
     if path.startswith("/getonly"):
-        print(f"getonly {method}", flush=True)
+        print(f"getonly {method} {path}", flush=True)
         if method != "GET":
             h2c.send_headers(sid, [(":status", "405"), ("allow", "GET"), ("content-length", "0")], end_stream=True)
             return
@@ -93,6 +95,8 @@ def respond(h2c, sid: int, path: str, query: bytes, upstream: str, method: str =
     except OSError:
         h2c.send_headers(sid, [(":status", "502")], end_stream=True)
         return
+    if path.startswith("/early"):
+        h2c.send_headers(sid, [(":status", "103"), ("link", "</style.css>; rel=preload")])
     if path.startswith("/wrongtype"):
         h2c.send_headers(sid, [(":status", "200"), ("content-type", "text/html")])
         h2c.send_data(sid, answer, end_stream=True)

@@ -20,6 +20,10 @@ import Testing
         ("https://dns.example", .https, "", 443, "dns.example", "/dns-query"),
         ("https://192.0.2.53/dns-query", .https, "192.0.2.53", 443, nil, "/dns-query"),
         ("https://[2001:db8::53]:444/x", .https, "2001:db8::53", 444, nil, "/x"),
+        // RFC 8484 §4.1 URI templates, as Firefox and the RFC's examples write them.
+        ("https://dns.example/q{?dns}#192.0.2.53", .https, "192.0.2.53", 443, "dns.example", "/q{?dns}"),
+        ("https://192.0.2.53/q?v=2{&dns}", .https, "192.0.2.53", 443, nil, "/q?v=2{&dns}"),
+        ("https://192.0.2.53/q?v=2", .https, "192.0.2.53", 443, nil, "/q?v=2"),
     ])
     func parses(_ text: String, _ transport: UpstreamServer.Transport, _ host: String, _ port: Int, _ name: String?, _ path: String)
         throws
@@ -39,7 +43,11 @@ import Testing
         ("192.0.2.53:99999", "port"), ("192.0.2.53#", "not a valid host name"), ("192.0.2.53#bad name", "not a valid"),
         ("tls://dns.example", "not an IPv4"), ("quic://192.0.2.53", "unknown scheme"), ("http://x/", "unknown scheme"),
         ("https://dns.example/q#notanip", "not an IPv4"), ("https://192.0.2.53/q#192.0.2.54", "differs"),
-        ("https://dns.example/a b", "plain ASCII"), ("https://dns.example/q?dns=x", "plain ASCII"),
+        ("https://dns.example/a b", "visible ASCII"), ("https://dns.example/q?dns=x", "carries a dns parameter"),
+        ("https://dns.example/q{dns}", "not {?dns} or {&dns}"), ("https://dns.example/q?a{?dns}", "write {&dns}"),
+        ("https://dns.example/q{&dns}", "without a query"), ("https://dns.example/q{?dns", "unclosed"),
+        ("https://dns.example/q{?dns}{?x}", "more than one"), ("https://dns.example/q}", "visible ASCII"),
+        ("https://dns.example/é", "visible ASCII"),
         ("[2001:db8::53", "'[' without ']'"), ("udp://192.0.2.53#x.example", "for DNS over TLS only"),
         ("192.0.2.53 encryption=maybe", "'maybe' is not strict, opportunistic or no"),
         ("192.0.2.53 ddr=no", "unknown option 'ddr=no'"), ("192.0.2.53 encryption=no x=y", "unknown option 'x=y'"),
@@ -73,6 +81,41 @@ import Testing
                 == "https://dns.example:443/dns-query#192.0.2.53")
         #expect(try UpstreamServer(parsing: "https://dns.example/dns-query#192.0.2.53").authority == "dns.example")
         #expect(try UpstreamServer(parsing: "https://[2001:db8::1]:8443/q").authority == "[2001:db8::1]:8443")
+    }
+}
+
+/// RFC 8484 §4.1: where POST and GET go for a DoH URI template, and which templates are refused.
+@Suite struct DoHPathTemplateTests {
+    @Test(arguments: [
+        ("/dns-query", false, "/dns-query", "/dns-query?dns=AAA"),
+        ("/dns-query{?dns}", true, "/dns-query", "/dns-query?dns=AAA"),
+        ("/q?v=2{&dns}", true, "/q?v=2", "/q?v=2&dns=AAA"),
+        ("/q?v=2", false, "/q?v=2", "/q?v=2&dns=AAA"),
+        ("/a{?dns}&x=1", true, "/a&x=1", "/a?dns=AAA&x=1"),
+        ("/%7Euser/q{?dns}", true, "/%7Euser/q", "/%7Euser/q?dns=AAA"),
+    ])
+    func expands(_ template: String, _ named: Bool, _ post: String, _ get: String) throws {
+        let parsed = try DoHPathTemplate(template)
+        #expect(parsed.hasDNSVariable == named)
+        #expect(parsed.postPath == post)
+        #expect(parsed.getPath(dns: "AAA") == get)
+        #expect(parsed.description == template)
+    }
+
+    @Test(arguments: [
+        ("", "must start with '/'"), ("dns-query{?dns}", "must start with '/'"), ("/q\r\n", "visible ASCII"),
+        ("/q#frag", "visible ASCII"), ("/q{?dns", "unclosed"), ("/q{?{dns}", "unclosed"),
+        ("/q{+dns}", "{+dns} is not"), ("/q{?dns,ct}", "is not {?dns}"), ("/q?dns=1", "carries a dns parameter"),
+        ("/q?a=1&dns", "carries a dns parameter"), ("/" + String(repeating: "a", count: 1024), "longer than 1024"),
+    ])
+    func refuses(_ template: String, _ reason: String) {
+        do {
+            _ = try DoHPathTemplate(template)
+            Issue.record("'\(template)' was accepted")
+        } catch {
+            #expect(error.reason.contains(reason), "\(template): \(error.reason)")
+            #expect(!error.reason.contains("\r"), "control characters are shown escaped: \(error.reason)")
+        }
     }
 }
 
@@ -192,7 +235,9 @@ import Testing
             try Self.record(5, alpn: ["h2"], v4: ["192.0.2.53"]),  // h2 without dohpath
         ]
         let found = DDRDiscovery.designations(records, for: "192.0.2.53", skipped: &skipped)
-        #expect(found.map(\.server.description) == ["tls://192.0.2.53:8853", "https://192.0.2.53:443/q", "tls://192.0.2.53:853"])
+        #expect(
+            found.map(\.server.description)
+                == ["tls://192.0.2.53:8853", "https://192.0.2.53:443/q{?dns}", "tls://192.0.2.53:853"])
         #expect(found.map(\.address) == ["192.0.2.53", "192.0.2.53", "198.51.100.1"])
         #expect(found.map(\.identity) == [.configured, .configured, .address("192.0.2.53")])
         #expect(found.allSatisfy { $0.server.tlsName == nil && !$0.opportunistic })
@@ -229,6 +274,65 @@ import Testing
         let strict = DDRDiscovery.designations(records, for: "10.0.0.1", encryption: .strict, skipped: &skipped)
         #expect(strict.map(\.identity) == [.configured, .address("10.0.0.1")])
         #expect(strict.allSatisfy { !$0.opportunistic })
+    }
+
+    /// A designation a server got wrong is passed over with its reason, never used: a dohpath that is not a path
+    /// template naming `dns` (RFC 9461 §5), port 0, an address that is no server's.
+    @Test func unusableDesignationsArePassedOverWithTheirReason() throws {
+        let records = [
+            try Self.record(1, alpn: ["h2"], v4: ["192.0.2.53"], dohpath: "/dns-query"),
+            try Self.record(2, alpn: ["h2"], v4: ["192.0.2.53"], dohpath: "dns-query{?dns}"),
+            try Self.record(3, alpn: ["h2"], v4: ["192.0.2.53"], dohpath: "/q\r\nx-injected: 1{?dns}"),
+            try Self.record(4, alpn: ["dot"], port: 0, v4: ["192.0.2.53"]),
+            try Self.record(5, alpn: ["dot"], v4: ["0.0.0.0"], v6: ["::", "ff02::1"]),
+            try Self.record(6, alpn: ["dot"], v4: ["255.255.255.255", "224.0.0.251"]),
+            try Self.record(7, alpn: ["dot"], target: "zero.example."),
+            try Self.record(8, alpn: ["h2"], v4: ["0.0.0.0", "192.0.2.53"], dohpath: "/q?v=2{&dns}"),
+        ]
+        var skipped: [String] = []
+        let found = DDRDiscovery.designations(
+            records, addresses: ["zero.example.": ["0.1.2.3"]], for: "192.0.2.53", skipped: &skipped)
+        #expect(found.map(\.server.description) == ["https://192.0.2.53:443/q?v=2{&dns}"])
+        #expect(found.map(\.address) == ["192.0.2.53"])
+        #expect(skipped.count == 7, "\(skipped)")
+        #expect(skipped[0].contains("without the dns variable"))
+        #expect(skipped[1].contains("must start with '/'"))
+        #expect(skipped[2].contains("visible ASCII") && !skipped[2].contains("\r"))
+        #expect(skipped[3].contains("port 0"))
+        #expect(skipped[4...6].allSatisfy { $0.contains("no unicast address") }, "\(skipped)")
+    }
+
+    /// Opportunistic mode sends a query in clear text while its designation fails; the change is logged once.
+    @Test func aDesignationIsUnreachableFromAFailureUntilAnAnswer() {
+        var reachability = DDRDiscovery.Reachability()
+        var changed = reachability.record(.timedOut)
+        #expect(!changed && reachability.reason == nil)
+        changed = reachability.record(.failed("connect: Connection refused"))
+        #expect(changed)
+        changed = reachability.record(.failed("connect: Connection refused (retrying after a back-off)"))
+        #expect(!changed && reachability.reason == "connect: Connection refused (retrying after a back-off)")
+        changed = reachability.record(.timedOut) || reachability.record(.cancelled)
+        #expect(!changed && reachability.reason != nil)
+        let header = DNSHeader(
+            id: 1, qr: true, opcode: 0, aa: false, tc: false, rd: true, ra: true, ad: false, cd: false, rcode: 3,
+            questionCount: 1, answerCount: 0, authorityCount: 0, additionalCount: 0)
+        let reply = DNSMessage(header: header, rcode: .nxDomain, questions: [DNSQuestion(name: "a.example.", type: .a)])
+        changed = reachability.record(.response(reply))
+        #expect(changed && reachability.reason == nil)
+        changed = reachability.record(.response(reply))
+        #expect(!changed)
+    }
+
+    @Test func unicastAddresses() {
+        for unicast in ["192.0.2.53", "10.0.0.1", "223.255.255.254", "2001:db8::53", "::1", "fe80::1"] {
+            #expect(DDRDiscovery.isUnicast(unicast), "\(unicast)")
+        }
+        let others = [
+            "0.0.0.0", "0.1.2.3", "224.0.0.251", "239.1.1.1", "240.0.0.1", "255.255.255.255", "::", "ff02::fb", "nothing",
+        ]
+        for other in others {
+            #expect(!DDRDiscovery.isUnicast(other), "\(other)")
+        }
     }
 
     @Test func privateAndLocalAddresses() {

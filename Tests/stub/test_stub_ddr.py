@@ -251,3 +251,73 @@ def test_per_upstream_encryption_mode_overrides_the_global_one(tls_lab, workdir,
             assert up["transport"] == "tls" and up["origin"] == "ddr-verified", up
     finally:
         d.stop()
+
+
+def test_designations_a_server_got_wrong_are_passed_over_with_their_reasons(tls_lab, workdir):
+    # RFC 9461 §5: a dohpath must be a path template naming `dns`; an unspecified address designates no server.
+    # Each wrong record is passed over with its reason in Status (and in strict mode's refusal), never used.
+    cert = make_cert(workdir, "self", f"IP:{PLAIN}")
+    wrong = [
+        svcb(1, "doh.ddr.test.", f'alpn="h2" key7="/dns-query" ipv4hint={PLAIN}'),
+        svcb(2, "doh.ddr.test.", f'alpn="h2" key7="dns-query{{?dns}}" ipv4hint={PLAIN}'),
+        svcb(3, "dot.ddr.test.", 'alpn="dot" ipv4hint=0.0.0.0'),
+    ]
+    reasons = ["without the dns variable", "must start with '/'", "no unicast address (0.0.0.0)"]
+    good = svcb(4, "doh.ddr.test.", f'alpn="h2" key7="/dns-query{{?dns}}" ipv4hint={PLAIN}')
+    with DesignatingUnbound(workdir, wrong, cert) as unbound:
+        d = daemon(workdir, PLAIN, encryption="strict")
+        try:
+            r = ask(uniq("ddrwrong"), "A", server="127.0.0.1", port=d.port, timeout=6)
+            assert r.rcode == "SERVFAIL", r.msg
+            assert any(c == EDE_NETWORK_ERROR and all(w in t for w in reasons) for c, t in r.ede), r.ede
+            [up] = upstream_status(d)
+            assert up["transport"] == "none" and all(w in up["note"] for w in reasons), up
+            # The same records with a usable one after them: that one is used.
+            unbound.designate([*wrong, good])
+            d.reload(d.config)
+            assert wait_until(lambda: upstream_status(d)[0]["transport"] == "https", 5), upstream_status(d)
+            r = ask(uniq("ddrwrong"), "A", server="127.0.0.1", port=d.port, timeout=6)
+            assert r.rcode == "NXDOMAIN", r.ede
+            [up] = upstream_status(d)
+            assert up["origin"] == "ddr-verified" and f"https://{PLAIN}:443/dns-query{{?dns}}" in up["note"], up
+        finally:
+            d.stop()
+
+
+@pytest.mark.parametrize("encryption", ["opportunistic", "strict"])
+def test_a_designated_resolver_that_cannot_be_reached(tls_lab, workdir, encryption):
+    # A designation at a port nobody listens on (a firewall, a wrong port): strict refuses every query with the
+    # reason; opportunistic answers over plain DNS meanwhile and says so, in Status and in one log line, until the
+    # upstream designates something that answers.
+    cert = make_cert(workdir, "self", f"IP:{PLAIN}")
+    closed = svcb(1, "dot.ddr.test.", f'alpn="dot" port=8853 ipv4hint={PLAIN}')
+    with DesignatingUnbound(workdir, [closed], cert) as unbound:
+        d = daemon(workdir, PLAIN, encryption=encryption)
+        try:
+            if encryption == "strict":
+                for _ in range(3):
+                    r = ask(uniq("ddrclosed"), "A", server="127.0.0.1", port=d.port, timeout=6)
+                    assert r.rcode == "SERVFAIL", r.msg
+                    assert any(c == EDE_NETWORK_ERROR and "Connection refused" in t for c, t in r.ede), r.ede
+                [up] = upstream_status(d)
+                assert up["origin"] == "configured" and "Connection refused" in up["lastFailure"], up
+                assert "not verified yet" in up["note"], up
+                return
+            ask(uniq("ddrclosed-first"), "A", server="127.0.0.1", port=d.port, timeout=6)  # starts discovery
+            assert wait_until(lambda: "not done yet" not in (upstream_status(d)[0]["note"] or ""), 5)
+            for _ in range(5):
+                assert ask(uniq("ddrclosed"), "A", server="127.0.0.1", port=d.port, timeout=6).rcode == "NXDOMAIN"
+            [up] = upstream_status(d)
+            assert up["transport"] == "udp" and up["origin"] == "configured", up
+            assert "clear text while the designation fails" in up["note"] and "Connection refused" in up["note"], up
+            line = "DDR designation not reachable; using plain DNS until it answers again"
+            assert d.log_tail(200).count(line) == 1, d.log_tail(50)
+            # The upstream designates its listening port: upgraded, and Status says tls again.
+            unbound.designate([svcb(1, "dot.ddr.test.", f'alpn="dot" ipv4hint={PLAIN}')])
+            d.reload(d.config)
+            assert wait_until(lambda: ask(uniq("ddrclosed"), "A", server="127.0.0.1", port=d.port, timeout=6).rcode
+                              == "NXDOMAIN" and upstream_status(d)[0]["transport"] == "tls", 6), upstream_status(d)
+            [up] = upstream_status(d)
+            assert up["origin"] == "ddr-opportunistic" and "clear text" not in up["note"], up
+        finally:
+            d.stop()

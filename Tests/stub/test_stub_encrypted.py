@@ -739,8 +739,21 @@ def test_doh_server_faults_give_a_clean_error_and_the_daemon_lives(dohfault, wor
         good.stop()
 
 
-def _getonly_log(dohfault_log: Path) -> list[str]:
-    return [line.split()[1] for line in dohfault_log.read_text().splitlines() if line.startswith("getonly ")]
+def _getonly_log(dohfault_log: Path, field: int = 1) -> list[str]:
+    return [line.split()[field] for line in dohfault_log.read_text().splitlines() if line.startswith("getonly ")]
+
+
+def test_doh_informational_headers_before_the_reply_are_skipped(dohfault, workdir):
+    # RFC 9113 §8.1: a 103 Early Hints block may come before the response's own headers; it is not the reply.
+    d = daemon(workdir, f"https://{NAME}/early#{dohfault}")
+    try:
+        r = ask("h3.lab.test", "A", server="127.0.0.1", port=d.port, timeout=6)
+        assert r.rcode == "NOERROR" and r.texts("A"), (r.msg, r.ede)
+        assert ask(uniq("early"), "A", server="127.0.0.1", port=d.port, timeout=6).rcode == "NXDOMAIN"
+        [up] = upstream_status(d)
+        assert up["failures"] == 0, up
+    finally:
+        d.stop()
 
 
 def test_doh_server_refusing_post_is_asked_with_get_and_remembered(dohfault, workdir):
@@ -769,14 +782,17 @@ def test_doh_get_against_unbound_dnsdist_and_the_fault_server(dohfault):
     want = sorted(kdig("+short", "@192.0.2.53", "multi.lab.test", "A").text.split())
     log = LAB_DIR / "logs" / f"dohfault-{os.getpid()}.log"
     before = len(_getonly_log(log))
-    for upstream in (f"https://{NAME}/dns-query#{GOOD}", f"https://{NAME}/dns-query#{DNSDIST}",
-                     f"https://{NAME}/getonly#{dohfault}"):
+    # RFC 8484 §4.1 URI templates as operators copy them, and a plain path (dnsproxy's form).
+    for upstream in (f"https://{NAME}/dns-query{{?dns}}#{GOOD}", f"https://{NAME}/dns-query#{DNSDIST}",
+                     f"https://{NAME}/getonly?v=2{{&dns}}#{dohfault}"):
         text = lab_exec("a", str(DISCOVER), "query", "multi.lab.test", "A", "--upstream", upstream, "--https-get",
                         "--ca-file", str(CA), timeout=30).stdout
         assert "status: NOERROR" in text, text
         assert sorted(line.split()[-1] for line in text.splitlines() if " A " in line) == want, text
-    # GET from the first query: the fault server saw no POST.
+    # GET from the first query: the fault server saw no POST, and the template expanded after its own parameter.
     assert _getonly_log(log)[before:] == ["GET"]
+    [path] = _getonly_log(log, 2)[before:]
+    assert path.startswith("/getonly?v=2&dns=") and "{" not in path, path
 
 
 # ---------------------------------------------------------------- peers on the same servers

@@ -134,6 +134,9 @@ public final class UpstreamClient: DNSTransport, Sendable {
                 if let failure = designation.verificationFailure {
                     return strict ? ("none", .configured, "not used: \(failure)") : ("udp", .configured, "clear text: \(failure)")
                 }
+                if !strict, let reason = designation.unreachableReason {
+                    return ("udp", .configured, "clear text while the designation fails (\(reason)); \(found.note)")
+                }
                 return (designation.kind.rawValue, designation.origin, found.note)
             }
             return strict
@@ -523,11 +526,15 @@ public final class UpstreamClient: DNSTransport, Sendable {
         let logger = tryLogger(target, request)
         // The loop this task runs on when it is one of the group's (a plain try then needs no thread change).
         let loop = group.any()
+        // Whether the try went encrypted: a DDR upgrade is, though the upstream is written as plain.
+        var encrypted = target.server.isEncrypted
         let outcome = await target.transport.attempt(configuration, on: loop, logger: logger) { transport, exchange in
-            await timed(transport, target, request, &attempts, maxSockets: configuration.maxSockets, logger: logger,
+            encrypted = transport == .tls || transport == .https
+            return await timed(
+                transport, target, request, &attempts, maxSockets: configuration.maxSockets, logger: logger,
                 exchange: exchange)
         }
-        return Self.result(of: outcome, from: target)
+        return Self.result(of: outcome, from: target, encrypted: encrypted)
     }
 
     /// The logger of a try: the per-try metadata is for its debug lines; below debug nothing logs it per query,
@@ -543,7 +550,8 @@ public final class UpstreamClient: DNSTransport, Sendable {
     }
 
     /// What a try's outcome means for the query: a final response, one to fail over from, or nothing usable.
-    private static func result(of outcome: ExchangeOutcome, from target: Target) -> UpstreamResult {
+    /// `encrypted`: the try went over DoT or DoH (configured, or a DDR upgrade of a plain upstream).
+    private static func result(of outcome: ExchangeOutcome, from target: Target, encrypted: Bool) -> UpstreamResult {
         switch outcome {
         case .response(let message):
             return Self.failsOver(message.rcode) ? .failover(message) : .final(message)
@@ -552,7 +560,7 @@ public final class UpstreamClient: DNSTransport, Sendable {
         case .insecure(let reason):
             target.statistics.failed(reason)
             return .insecure(reason.hasPrefix("\(target.server)") ? reason : "\(target.server): \(reason)")
-        case .failed(let reason) where target.server.isEncrypted:
+        case .failed(let reason) where encrypted:
             // An encrypted upstream that answered unusably (HTTP 500, wrong type, a closed connection): a network
             // error with its reason, not a silent timeout.
             return .insecure("\(target.server): \(reason)")
@@ -718,7 +726,7 @@ extension UpstreamClient {
                 return
             }
             resent = false
-            switch UpstreamClient.result(of: outcome, from: target) {
+            switch UpstreamClient.result(of: outcome, from: target, encrypted: true) {
             case .final(let message):
                 completion(
                     .success(

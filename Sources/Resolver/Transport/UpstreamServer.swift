@@ -12,6 +12,7 @@ import NIOCore
 /// | `tls://192.0.2.53[:853][#dns.example]` | the same; without `#NAME` the certificate must carry the address (IP SAN) |
 /// | `https://dns.example[:443]/dns-query#192.0.2.53` | DNS over HTTPS; `#ADDR` (or `[resolver] bootstrap`) gives the address |
 /// | `https://192.0.2.53/dns-query` | DNS over HTTPS to an address; the certificate must carry it (IP SAN) |
+/// | `https://dns.example/dns-query{?dns}#192.0.2.53` | the same with RFC 8484's URI template (`{?dns}` or `{&dns}`) |
 /// | `192.168.1.1 encryption=no` | a plain upstream with its own `encryption` mode (`strict`, `opportunistic`, `no`) |
 ///
 /// The client never resolves names to reach an upstream (it must not depend on the resolver it is), so every
@@ -34,7 +35,8 @@ public struct UpstreamServer: Hashable, Sendable, CustomStringConvertible {
     /// The name the certificate must be valid for (`#NAME` of DoT, the host of a DoH URL); nil: the certificate
     /// must name `host` as an IP address (subjectAltName iPAddress).
     public var tlsName: String?
-    /// The DoH path (`/dns-query`); empty for the other transports.
+    /// The DoH path or URI template's path (`/dns-query`, `/dns-query{?dns}`, ``DoHPathTemplate``); empty for the
+    /// other transports.
     public var path: String
     /// `encryption=MODE` after a plain upstream: its own mode instead of `[resolver] encryption` (e.g. `no` for a
     /// router whose DDR answer is known to be wrong, `strict` for one that must be upgraded or not used); nil:
@@ -172,7 +174,7 @@ public struct UpstreamServer: Hashable, Sendable, CustomStringConvertible {
         return UpstreamServer(transport: transport, host: host, port: port, tlsName: name)
     }
 
-    /// `HOST[:PORT][/PATH][#ADDR]` after `https://`.
+    /// `HOST[:PORT][/PATH][#ADDR]` after `https://`; PATH may be a URI template (``DoHPathTemplate``).
     private static func parseHTTPS(_ rest: String, text: String) throws(UpstreamSyntaxError) -> UpstreamServer {
         var url = rest
         var address = ""
@@ -189,8 +191,10 @@ public struct UpstreamServer: Hashable, Sendable, CustomStringConvertible {
             authority = String(url[..<slash])
             path = String(url[slash...])
         }
-        guard !path.contains(where: { $0 == " " || $0 == "?" || $0.asciiValue == nil || $0.asciiValue! < 0x21 }) else {
-            throw UpstreamSyntaxError(text: text, reason: "the path '\(path)' must be plain ASCII without a query")
+        do {
+            _ = try DoHPathTemplate(path)
+        } catch {
+            throw UpstreamSyntaxError(text: text, reason: error.reason)
         }
         let (host, port) = try hostAndPort(authority, defaultPort: 443, text: text)
         if isIPAddress(host) {

@@ -27,7 +27,11 @@ struct QueryCommand: AsyncParsableCommand {
     @Argument(help: "Record type: A, AAAA, HTTPS, SVCB, SOA, TXT... or a number (default A).")
     var type: String = "A"
 
-    @Option(name: .long, help: "ADDR[:PORT], ADDR[:PORT]#NAME, tls://ADDR[:PORT][#NAME] or https://HOST[:PORT]/PATH#ADDR.")
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "ADDR[:PORT], ADDR[:PORT]#NAME, tls://ADDR[:PORT][#NAME] or https://HOST[:PORT]/PATH#ADDR (PATH may be "
+                + "a URI template: /dns-query{?dns})."))
     var upstream: String
 
     @Option(name: .long, help: "Trusted roots (PEM) instead of the system trust store.")

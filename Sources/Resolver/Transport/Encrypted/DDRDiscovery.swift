@@ -40,6 +40,7 @@ final class DDRDiscovery: Sendable {
         /// RFC 9462 §4.3: TLS without authentication.
         let opportunistic: Bool
         private let failure = Mutex<String?>(nil)
+        private let reachability = Mutex(Reachability())
 
         /// How Status names an upstream that uses this designation.
         var origin: UpstreamOrigin { opportunistic ? .ddrOpportunistic : .ddrVerified }
@@ -61,6 +62,13 @@ final class DDRDiscovery: Sendable {
 
         func failed(_ reason: String) { failure.withLock { if $0 == nil { $0 = reason } } }
 
+        /// Why the last try over the designation got no DNS reply (refused, reset, an HTTP error), while no later
+        /// one has; opportunistic mode sends those queries in clear text meanwhile.
+        var unreachableReason: String? { reachability.withLock { $0.reason } }
+
+        /// Records how a try over the designation ended; true when that changes whether it is reachable.
+        func reached(_ outcome: ExchangeOutcome) -> Bool { reachability.withLock { $0.record(outcome) } }
+
         /// `tls://192.0.2.53:853` or `tls://198.51.100.7:853 for 192.0.2.53`, with the target name.
         var description: String {
             var reached = server
@@ -71,6 +79,26 @@ final class DDRDiscovery: Sendable {
 
         func same(as candidate: Candidate) -> Bool {
             server == candidate.server && address == candidate.address && opportunistic == candidate.opportunistic
+        }
+    }
+
+    /// Whether a designation's tries get DNS replies: a failure (refused, reset, an HTTP error) makes it
+    /// unreachable until a try is answered again; a timeout or a cancel says nothing either way.
+    struct Reachability: Sendable {
+        private(set) var reason: String?
+
+        /// Records how a try ended; true when that changed whether the designation is reachable.
+        mutating func record(_ outcome: ExchangeOutcome) -> Bool {
+            switch outcome {
+            case .response, .truncated:
+                defer { reason = nil }
+                return reason != nil
+            case .failed(let why):
+                defer { reason = why }
+                return reason == nil
+            case .timedOut, .insecure, .cancelled:
+                return false
+            }
         }
     }
 
@@ -323,8 +351,19 @@ final class DDRDiscovery: Sendable {
                 skipped.append("priority \(record.priority): TargetName '\(target)' (RFC 9462 §4 forbids it)")
                 continue
             }
+            if record.params.port == 0 {
+                skipped.append("\(target): port 0")
+                continue
+            }
             let hints = record.params.ipv4hint + record.params.ipv6hint
-            let designated = hints.isEmpty ? addresses[target] ?? [] : hints
+            let named = hints.isEmpty ? addresses[target] ?? [] : hints
+            // An unspecified, multicast or broadcast address designates no server (connecting to 0.0.0.0 or ::
+            // would reach this host itself).
+            let designated = named.filter(isUnicast)
+            if designated.isEmpty && !named.isEmpty {
+                skipped.append("\(target): no unicast address (\(named.joined(separator: ", ")))")
+                continue
+            }
             let chosen: String
             if let same = designated.first(where: { TLSClientContext.addressBytes($0) == own }) {
                 chosen = same
@@ -351,19 +390,36 @@ final class DDRDiscovery: Sendable {
                         server: UpstreamServer(transport: .tls, host: address, port: port, tlsName: nil),
                         address: chosen, target: target, identity: identity, opportunistic: opportunistic))
             }
-            if alpn.contains("h2"), let template = record.params.dohpath {
-                // RFC 9461 §5: dohpath is a URI template relative to the target; POST needs only its path.
-                let path = String(template.prefix { $0 != "{" })
-                found.append(
-                    Candidate(
-                        server: UpstreamServer(transport: .https, host: address, port: port, tlsName: nil, path: path),
-                        address: chosen, target: target, identity: identity, opportunistic: opportunistic))
+            if alpn.contains("h2"), let dohpath = record.params.dohpath {
+                // RFC 9461 §5: dohpath is a URI template relative to the target, and it must name `dns`.
+                do {
+                    let template = try DoHPathTemplate(dohpath)
+                    guard template.hasDNSVariable else {
+                        skipped.append("\(target): dohpath '\(dohpath)' without the dns variable (RFC 9461 §5)")
+                        continue
+                    }
+                    found.append(
+                        Candidate(
+                            server: UpstreamServer(
+                                transport: .https, host: address, port: port, tlsName: nil, path: template.template),
+                            address: chosen, target: target, identity: identity, opportunistic: opportunistic))
+                } catch {
+                    skipped.append("\(target): dohpath unusable: \(error.reason)")
+                }
             }
             if !alpn.contains("dot") && !(alpn.contains("h2") && record.params.dohpath != nil) {
                 skipped.append("\(target): ALPN \(alpn.joined(separator: ",")) without dot or h2 + dohpath")
             }
         }
         return found
+    }
+
+    /// Whether `address` can be a designated resolver's: not unspecified (`0.0.0.0/8`, `::`), multicast, or IPv4's
+    /// reserved and broadcast space (240.0.0.0/4).
+    static func isUnicast(_ address: String) -> Bool {
+        guard let bytes = TLSClientContext.addressBytes(address) else { return false }
+        if bytes.count == 4 { return bytes[0] != 0 && bytes[0] < 224 }
+        return !bytes.allSatisfy { $0 == 0 } && bytes[0] != 0xFF
     }
 
     /// Private and local addresses (RFC 9462 §4.3): RFC 1918, RFC 6598 shared space, loopback, link-local, ULA.
@@ -419,17 +475,36 @@ struct DDRTransport: UpstreamTransport {
         }
         if let designation = found.designation {
             if designation.verificationFailure == nil {
-                let outcome = await run(designation.kind) { query in
+                var outcome = await run(designation.kind) { query in
                     await designation.connection.exchange(query, timeout: TimeAmount(configuration.tcpTimeout))
                 }
-                guard case .insecure(let reason) = outcome else { return outcome }
-                // RFC 9462 §4.2: a designation that fails verification is not used (until its TTL is over);
-                // opportunistic mode goes on in clear text, and Status says so.
-                designation.failed("DDR designation not verified: \(reason)")
-                if strict { return outcome }
-                logger.info(
-                    "DDR designation not verified; using plain DNS",
-                    metadata: ["reason": "\(reason)", "dns.server": "\(discovery.server)"])
+                // RFC 7766 §6.2.3, as for a configured DoT or DoH upstream (``EncryptedTransport``): a query the
+                // server closed its connection on is sent once more, on a new connection.
+                if EncryptedTransport.resends(outcome) {
+                    outcome = await run(designation.kind) { query in
+                        await designation.connection.exchange(query, timeout: TimeAmount(configuration.tcpTimeout))
+                    }
+                }
+                if designation.reached(outcome) {
+                    logReachability(designation, strict: strict, logger: logger)
+                }
+                switch outcome {
+                case .insecure(let reason):
+                    // RFC 9462 §4.2: a designation that fails verification is not used (until its TTL is over);
+                    // opportunistic mode goes on in clear text, and Status says so.
+                    designation.failed("DDR designation not verified: \(reason)")
+                    if strict { return outcome }
+                    logger.info(
+                        "DDR designation not verified; using plain DNS",
+                        metadata: ["reason": "\(reason)", "dns.server": "\(discovery.server)"])
+                case .failed where !strict:
+                    // Opportunistic: the designated resolver cannot be reached (refused, reset, an HTTP error);
+                    // plain DNS is used where no encrypted path exists, so this query goes in clear text, and
+                    // Status says so until a try over the designation is answered again.
+                    break
+                default:
+                    return outcome
+                }
             } else if strict {
                 return .insecure("\(discovery.server): \(designation.verificationFailure ?? "")")
             }
@@ -437,5 +512,20 @@ struct DDRTransport: UpstreamTransport {
             return .insecure("\(discovery.server): encryption = strict and no encrypted path to it (\(found.note))")
         }
         return await plain.attempt(configuration, on: loop, logger: logger, run: run)
+    }
+
+    /// One line when a designation stops or starts answering, not one per query.
+    private func logReachability(_ designation: DDRDiscovery.Designation, strict: Bool, logger: Logger) {
+        var metadata: Logger.Metadata = ["dns.server": "\(discovery.server)", "dns.designated": "\(designation)"]
+        if let reason = designation.unreachableReason {
+            metadata["reason"] = "\(reason)"
+            logger.info(
+                strict
+                    ? "DDR designation not reachable; queries fail (encryption = strict)"
+                    : "DDR designation not reachable; using plain DNS until it answers again",
+                metadata: metadata)
+        } else {
+            logger.info("DDR designation answers again", metadata: metadata)
+        }
     }
 }

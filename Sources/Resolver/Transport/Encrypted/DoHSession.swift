@@ -45,11 +45,15 @@ final class DoHSession: TLSSession, @unchecked Sendable {
     private let method: DoHMethod
     private let statistics: UpstreamStatistics
     private let logger: Logger
+    /// The path of the server's URI template; nil only for an ``UpstreamServer`` made in code with an unusable
+    /// path (the parsers of settings and DDR designations refuse those).
+    private let template: DoHPathTemplate?
     private var multiplexer: NIOHTTP2Handler.StreamMultiplexer?
     var serverKeepalive: TimeAmount? { nil }
 
     init(server: UpstreamServer, method: DoHMethod, statistics: UpstreamStatistics, logger: Logger) {
         self.server = server
+        self.template = try? DoHPathTemplate(server.path)
         self.method = method
         self.statistics = statistics
         self.logger = logger
@@ -94,8 +98,13 @@ final class DoHSession: TLSSession, @unchecked Sendable {
                 }
                 send(query, completion: completion, on: channel)
             }
+        guard let template else {
+            completion.succeed(.failed("the DoH path '\(server.path)' is not a path or URI template"))
+            return
+        }
         let request = DoHStreamHandler.Request(
-            query: sent, server: server, get: get, completion: completion, retryWithGET: retryWithGET)
+            query: sent, server: server, template: template, get: get, completion: completion,
+            retryWithGET: retryWithGET)
         multiplexer.createStreamChannel(promise: created) { stream in
             stream.eventLoop.makeCompletedFuture {
                 try stream.pipeline.syncOperations.addHandler(DoHStreamHandler(request))
@@ -122,6 +131,7 @@ private final class DoHStreamHandler: ChannelDuplexHandler {
     struct Request: @unchecked Sendable {
         var query: PendingQuery
         var server: UpstreamServer
+        var template: DoHPathTemplate
         var get: Bool
         var completion: TryCompletion
         /// A POST refused with 405, 415 or 501 is handed here (with the status) instead of failing.
@@ -147,12 +157,13 @@ private final class DoHStreamHandler: ChannelDuplexHandler {
                 .replacingOccurrences(of: "=", with: "")
             let headers: HPACKHeaders = [
                 ":method": "GET", ":scheme": "https", ":authority": server.authority,
-                ":path": "\(server.path)?dns=\(dns)", "accept": "application/dns-message",
+                ":path": request.template.getPath(dns: dns), "accept": "application/dns-message",
             ]
             context.writeAndFlush(wrapOutboundOut(.headers(.init(headers: headers, endStream: true))), promise: nil)
         } else {
             let headers: HPACKHeaders = [
-                ":method": "POST", ":scheme": "https", ":authority": server.authority, ":path": server.path,
+                ":method": "POST", ":scheme": "https", ":authority": server.authority,
+                ":path": request.template.postPath,
                 "content-type": "application/dns-message", "accept": "application/dns-message",
                 "content-length": "\(wire.count)",
             ]
@@ -169,7 +180,11 @@ private final class DoHStreamHandler: ChannelDuplexHandler {
         switch unwrapInboundIn(data) {
         case .headers(let frame):
             if status == nil {
-                status = frame.headers.first(name: ":status")
+                let received = frame.headers.first(name: ":status")
+                // RFC 9113 §8.1, RFC 9110 §15.2: informational (1xx) header blocks, such as 103 Early Hints, may
+                // come before the response's own; they are not the reply.
+                if let received, received.utf8.count == 3, received.hasPrefix("1"), !frame.endStream { return }
+                status = received
                 contentType = frame.headers.first(name: "content-type")
                 if let status, DoHMethod.refusesPOST.contains(status), let retry = request.retryWithGET {
                     finished = true
