@@ -4,7 +4,7 @@
 #   Fuzz/build-and-run.sh [SECONDS]      (default 60)
 #
 # The fuzzer is compiled outside SwiftPM: swiftc takes the ldns codec (Sources/Resolver/Wire) and SVCB sources of
-# the Resolver module, its reply scrubber and DNSSEC cryptography, plus Fuzz/SVCBFuzz/main.swift as one module,
+# the Resolver module, its reply scrubber, DNSSEC cryptography and DoH path templates, plus Fuzz/SVCBFuzz/main.swift as one module,
 # importing the DNSCore module (built first by Fuzz/build-dnscore.sh) and the CLDNS module map for ldns. libFuzzer's
 # runtime comes with the Swift toolchain (lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a), which `swiftc -sanitize=fuzzer`
 # links by itself. New inputs found are written to Fuzz/.corpus-work (not the seed corpus); crashes to
@@ -28,7 +28,8 @@ swiftc -sanitize=fuzzer,address -parse-as-library -swift-version 6 -O -g \
     -module-name Resolver -package-name discoverd \
     -I "$out" -L "$out" -lDNSCore -I Sources/CLDNS -lldns \
     Sources/Resolver/Wire/*.swift Sources/Resolver/SVCB/*.swift Sources/Resolver/Engine/ReplyScrubber.swift \
-    Sources/Resolver/DNSSEC/DNSSECCrypto.swift Sources/Resolver/DNSSEC/NSECDenial.swift Fuzz/SVCBFuzz/main.swift \
+    Sources/Resolver/DNSSEC/DNSSECCrypto.swift Sources/Resolver/DNSSEC/NSECDenial.swift \
+    Sources/Resolver/Transport/Encrypted/DoHPathTemplate.swift Fuzz/SVCBFuzz/main.swift \
     -o "$out/svcb-fuzz" 2>&1 | { grep -v "Cannot export local symbol" || true; }
 # (gold warns once per ASan helper symbol; harmless, so filtered.)
 

@@ -6,7 +6,8 @@
 // ldns must accept and read the same way), and the scrubber's shortcuts against its rules.
 //
 // Built outside SwiftPM by Fuzz/build-and-run.sh: this file with Sources/Resolver/Wire (the ldns codec),
-// Sources/Resolver/SVCB, the scrubber and the DNSSEC cryptography as one module that imports DNSCore.
+// Sources/Resolver/SVCB, the scrubber, the DNSSEC cryptography and DoHPathTemplate as one module that imports
+// DNSCore.
 
 import DNSCore
 import Foundation
@@ -21,6 +22,7 @@ public func fuzzTestOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt
         let binding = ServiceBinding(record: record, ownerName: "fuzz.example.")
         _ = binding.effectiveALPN
         _ = binding.supportsH3
+        if let dohpath = record.params.dohpath { dohTemplate(dohpath) }
     }
     _ = try? SVCBParams.parse(bytes)
 
@@ -57,12 +59,29 @@ public func fuzzTestOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt
         upstreamReply(message)
     }
 
-    // 4. Names: the input as presentation text and as wire format.
-    if let text = String(validating: bytes, as: UTF8.self), let name = try? DNSName(text) {
-        _ = try? DNSName(wire: name.wire)
+    // 4. Names: the input as presentation text and as wire format; the text as a DoH URI template too.
+    if let text = String(validating: bytes, as: UTF8.self) {
+        if let name = try? DNSName(text) { _ = try? DNSName(wire: name.wire) }
+        dohTemplate(text)
     }
     _ = try? DNSName(wire: bytes)
     return 0
+}
+
+/// A DDR dohpath or an operator's DoH path (DoHPathTemplate): what it accepts must make `:path` values an HTTP/2
+/// library sends as they are: visible ASCII, no template syntax left, the GET's `dns` parameter exactly once.
+func dohTemplate(_ text: String) {
+    guard let template = try? DoHPathTemplate(text) else { return }
+    let get = template.getPath(dns: "QUJD")
+    for path in [template.postPath, get] {
+        precondition(path.hasPrefix("/"), "a DoH path that is not absolute: \(path)")
+        precondition(
+            path.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "{") && $0 != UInt8(ascii: "}") },
+            "a DoH path with a character a :path must not carry: \(path.debugDescription)")
+    }
+    let parameters = get.split(separator: "?", maxSplits: 1).dropFirst().first?.split(separator: "&") ?? []
+    precondition(parameters.filter { $0.hasPrefix("dns=") }.count == 1, "GET without exactly one dns=: \(get)")
+    precondition(parameters.contains("dns=QUJD"), "GET lost its query: \(get)")
 }
 
 /// The message as an upstream's reply to its own question: what the resolver does with one before caching it.

@@ -20,10 +20,9 @@ public struct DoHPathTemplate: Hashable, Sendable, CustomStringConvertible {
     /// Whether the template names the `dns` variable (RFC 9461 §5 requires it of a `dohpath`).
     public let hasDNSVariable: Bool
     private let before: String
-    private let after: String
     private let joiner: String
 
-    /// Parses a template: an absolute path of visible ASCII, with at most one expression, `{?dns}` or `{&dns}`.
+    /// Parses a template: an absolute path of visible ASCII, ending in at most one expression, `{?dns}` or `{&dns}`.
     ///
     /// - Throws: ``Invalid`` saying what is wrong; never traps, whatever `template` holds.
     public init(_ template: String) throws(Invalid) {
@@ -69,9 +68,12 @@ public struct DoHPathTemplate: Hashable, Sendable, CustomStringConvertible {
         guard !parameters.contains("dns") else {
             throw Invalid(reason: "the path '\(Self.shown(template))' carries a dns parameter itself (write {?dns})")
         }
+        if expression != nil, !literal[1].isEmpty {
+            // Text after the expression would run into the GET's base64url value, or make POST's path odd.
+            throw Invalid(reason: "the path '\(Self.shown(template))' goes on after its expression (it must end it)")
+        }
         self.template = template
         before = literal[0]
-        after = literal.count > 1 ? literal[1] : ""
         switch expression {
         case "?dns":
             hasDNSVariable = true
@@ -94,10 +96,10 @@ public struct DoHPathTemplate: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Where a POST goes: the template without its expression.
-    public var postPath: String { before + after }
+    public var postPath: String { before }
 
     /// Where a GET goes: the template expanded with `dns`, the query in base64url without padding (RFC 8484 §6).
-    public func getPath(dns: String) -> String { before + joiner + "dns=" + dns + after }
+    public func getPath(dns: String) -> String { before + joiner + "dns=" + dns }
 
     public var description: String { template }
 
