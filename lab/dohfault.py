@@ -12,6 +12,9 @@ The path chooses the fault; every other path relays the query to Knot over UDP a
                answered properly. Each request to it prints "getonly METHOD PATH" on stdout (the lab log), so a test
                sees which method came and where.
   /early       a 103 Early Hints header block (RFC 8297; informational, RFC 9113 §8.1) before the proper answer
+  /goaway      answered properly, but after every 20th request on a connection the server says GOAWAY (RFC 9113
+               §6.8, as nginx does after keepalive_requests) with that request as the last it processed, and closes
+               the connection: requests on streams after it were not processed and may be sent again.
 
 Usage: dohfault.py --listen ADDR --port 443 --cert PEM --key KEY --upstream 192.0.2.53
 Prints "ready" once listening. Stops on SIGTERM.
@@ -42,6 +45,7 @@ def serve(conn: ssl.SSLSocket, upstream: str) -> None:
     paths: dict[int, str] = {}
     methods: dict[int, str] = {}
     bodies: dict[int, bytes] = {}
+    served = 0
     try:
         while True:
             data = conn.recv(65535)
@@ -59,12 +63,32 @@ def serve(conn: ssl.SSLSocket, upstream: str) -> None:
                     h2c.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
                 if isinstance(event, (h2.events.StreamEnded,)):
                     sid = event.stream_id
-                    respond(h2c, sid, paths.pop(sid, "/"), bodies.pop(sid, b""), upstream, methods.pop(sid, ""))
+                    path = paths.pop(sid, "/")
+                    respond(h2c, sid, path, bodies.pop(sid, b""), upstream, methods.pop(sid, ""))
+                    if path.startswith("/goaway"):
+                        served += 1
+                        if served % 20 == 0:
+                            h2c.close_connection(last_stream_id=sid)
+                            conn.sendall(h2c.data_to_send())
+                            linger(conn)
+                            return
             conn.sendall(h2c.data_to_send())
     except (OSError, h2.exceptions.ProtocolError):
         return
     finally:
         conn.close()
+
+
+def linger(conn: ssl.SSLSocket) -> None:
+    """Closes as nginx does after GOAWAY (lingering_close): reads what the client still sends, for a second at most
+    or until it closes, so that the kernel does not answer unread data with a reset that would discard the GOAWAY
+    before the client reads it."""
+    try:
+        conn.settimeout(1)
+        while conn.recv(65535):
+            pass
+    except (OSError, ssl.SSLError):
+        pass
 
 
 def respond(h2c, sid: int, path: str, query: bytes, upstream: str, method: str = "POST") -> None:

@@ -743,6 +743,26 @@ def _getonly_log(dohfault_log: Path, field: int = 1) -> list[str]:
     return [line.split()[field] for line in dohfault_log.read_text().splitlines() if line.startswith("getonly ")]
 
 
+def test_doh_goaway_after_every_twentieth_request_loses_no_query(dohfault, workdir):
+    # RFC 9113 §6.8: after GOAWAY (nginx sends one after keepalive_requests) the server processed nothing above its
+    # last stream ID; those queries are sent again on a new connection, and no new stream goes to the closing one.
+    d = daemon(workdir, f"https://{NAME}/goaway#{dohfault}")
+    try:
+        for _ in range(45):
+            assert ask(uniq("goaway"), "A", server="127.0.0.1", port=d.port, timeout=6).rcode == "NXDOMAIN"
+        for _ in range(3):
+            names = [uniq("goaway") for _ in range(16)]
+            replies = parallel(*[lambda n=n: ask(n, "A", server="127.0.0.1", port=d.port, timeout=6) for n in names])
+            assert [r.rcode for r in replies] == ["NXDOMAIN"] * 16, [(r.rcode, r.ede) for r in replies if r.rcode != "NXDOMAIN"]
+        [up] = upstream_status(d)
+        # 93 questions, a GOAWAY every 20: five connections at least, each after the first resumed. A try the
+        # server closed unanswered counts as failed (and its query was answered on the next connection).
+        assert up["connectionsOpened"] >= 5 and up["resumptions"] >= 4, up
+        assert up["failures"] == 0 or up["lastFailure"] == "failed: the server closed the connection", up
+    finally:
+        d.stop()
+
+
 def test_doh_informational_headers_before_the_reply_are_skipped(dohfault, workdir):
     # RFC 9113 §8.1: a 103 Early Hints block may come before the response's own headers; it is not the reply.
     d = daemon(workdir, f"https://{NAME}/early#{dohfault}")

@@ -49,6 +49,8 @@ final class DoHSession: TLSSession, @unchecked Sendable {
     /// path (the parsers of settings and DDR designations refuse those).
     private let template: DoHPathTemplate?
     private var multiplexer: NIOHTTP2Handler.StreamMultiplexer?
+    /// What the streams of this connection need to know of it.
+    private let connection = DoHConnectionState()
     var serverKeepalive: TimeAmount? { nil }
 
     init(server: UpstreamServer, method: DoHMethod, statistics: UpstreamStatistics, logger: Logger) {
@@ -61,7 +63,7 @@ final class DoHSession: TLSSession, @unchecked Sendable {
 
     func channelHandlers() -> [any ChannelHandler] { [] }
 
-    func handshakeCompleted(alpn: String?, channel: any Channel) throws {
+    func handshakeCompleted(alpn: String?, channel: any Channel, goingAway: @escaping () -> Void) throws {
         guard alpn == "h2" else {
             throw DoHSetupError(text: "the server did not agree to HTTP/2 (ALPN \(alpn ?? "none"))")
         }
@@ -69,6 +71,7 @@ final class DoHSession: TLSSession, @unchecked Sendable {
             multiplexer = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
                 mode: .client, connectionConfiguration: .init(), streamConfiguration: .init(),
                 inboundStreamInitializer: { $0.close() })
+            try channel.pipeline.syncOperations.addHandler(GoAwayWatcher(connection: connection, goingAway: goingAway))
         } catch {
             throw DoHSetupError(text: "HTTP/2 set-up: \(error)")
         }
@@ -103,7 +106,7 @@ final class DoHSession: TLSSession, @unchecked Sendable {
             return
         }
         let request = DoHStreamHandler.Request(
-            query: sent, server: server, template: template, get: get, completion: completion,
+            query: sent, server: server, template: template, get: get, connection: connection, completion: completion,
             retryWithGET: retryWithGET)
         multiplexer.createStreamChannel(promise: created) { stream in
             stream.eventLoop.makeCompletedFuture {
@@ -113,6 +116,34 @@ final class DoHSession: TLSSession, @unchecked Sendable {
         created.futureResult.whenFailure { error in completion.succeed(.failed("HTTP/2 stream: \(error)")) }
         // Closing the stream when the try ends (a timeout, a cancel) resets it; the connection stays.
         completion.onEnd { _ in created.futureResult.whenSuccess { $0.close(promise: nil) } }
+    }
+}
+
+/// The state of one DoH connection its streams read: whether the server said GOAWAY (RFC 9113 §6.8).
+/// @unchecked Sendable: written and read on the connection's event loop only.
+final class DoHConnectionState: @unchecked Sendable {
+    var goingAway = false
+}
+
+/// Sees the server's GOAWAY on the connection (frames of stream 0 come out of the HTTP/2 handler): from then on
+/// the pool sends nothing more there, and a stream that ends without a reply is a query to send again.
+private final class GoAwayWatcher: ChannelInboundHandler {
+    typealias InboundIn = HTTP2Frame
+
+    private let connection: DoHConnectionState
+    private let goingAway: () -> Void
+
+    init(connection: DoHConnectionState, goingAway: @escaping () -> Void) {
+        self.connection = connection
+        self.goingAway = goingAway
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if case .goAway = unwrapInboundIn(data).payload, !connection.goingAway {
+            connection.goingAway = true
+            goingAway()
+        }
+        context.fireChannelRead(data)
     }
 }
 
@@ -133,6 +164,7 @@ private final class DoHStreamHandler: ChannelDuplexHandler {
         var server: UpstreamServer
         var template: DoHPathTemplate
         var get: Bool
+        var connection: DoHConnectionState
         var completion: TryCompletion
         /// A POST refused with 405, 415 or 501 is handed here (with the status) instead of failing.
         var retryWithGET: ((String) -> Void)?
@@ -202,6 +234,9 @@ private final class DoHStreamHandler: ChannelDuplexHandler {
                 body += buffer.readBytes(length: buffer.readableBytes) ?? []
             }
             if frame.endStream { complete() }
+        case .rstStream(let code) where code == .refusedStream && status == nil:
+            // RFC 9113 §8.7: REFUSED_STREAM says the request was not processed; it may be sent again.
+            finish(.failed(EncryptedConnections.closedByServer))
         case .rstStream(let frame):
             finish(.failed("the server reset the HTTP/2 stream (\(frame))"))
         default:
@@ -210,13 +245,28 @@ private final class DoHStreamHandler: ChannelDuplexHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        finish(.failed(status == nil ? "the HTTP/2 stream closed before a reply" : "the HTTP reply body was cut short"))
+        if status != nil {
+            finish(.failed("the HTTP reply body was cut short"))
+        } else if connectionGoingAway(context) {
+            finish(.failed(EncryptedConnections.closedByServer))
+        } else {
+            finish(.failed("the HTTP/2 stream closed before a reply"))
+        }
         context.fireChannelInactive()
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        finish(.failed("HTTP/2: \(error)"))
+        // RFC 9113 §6.8: a stream above a GOAWAY's last stream ID was not processed (the HTTP/2 handler closes it
+        // with an error); one without a reply when the connection closes was lost with it. Both go out once
+        // more on a new connection (``EncryptedTransport/resends(_:)``).
+        let unprocessed = status == nil && connectionGoingAway(context)
+        finish(.failed(unprocessed ? EncryptedConnections.closedByServer : "HTTP/2: \(error)"))
         context.close(promise: nil)
+    }
+
+    /// The server said GOAWAY on this stream's connection, or the connection is closing.
+    private func connectionGoingAway(_ context: ChannelHandlerContext) -> Bool {
+        request.connection.goingAway || !(context.channel.parent?.isActive ?? false)
     }
 
     private func complete() {

@@ -14,8 +14,9 @@ protocol TLSSession: AnyObject, Sendable {
     /// Handlers that go behind TLS when the channel is created (DoT's framing; none for DoH).
     func channelHandlers() -> [any ChannelHandler]
     /// The TLS handshake completed and agreed `alpn`: set up what the protocol needs, or throw why the
-    /// connection cannot be used (the server refused HTTP/2).
-    func handshakeCompleted(alpn: String?, channel: any Channel) throws
+    /// connection cannot be used (the server refused HTTP/2). `goingAway`, on the connection's loop: the server
+    /// said it takes no more queries on this connection (HTTP/2 GOAWAY); the pool sends none there.
+    func handshakeCompleted(alpn: String?, channel: any Channel, goingAway: @escaping () -> Void) throws
     /// Sends one query on the ready connection; `completion` gets the reply or why there is none.
     func send(_ query: PendingQuery, completion: TryCompletion, on channel: any Channel)
     /// The try ended (its reply, a timeout, a cancel, the connection's failure): forget it.
@@ -110,6 +111,8 @@ final class TLSConnectionPool: EncryptedConnection, @unchecked Sendable {
         var channel: (any Channel)?
         var ready = false
         var retired = false
+        /// The server takes no more queries here (GOAWAY): it closes once the tries on it have ended.
+        var draining = false
         /// Tries waiting for the connection to be ready.
         var queued: [(PendingQuery, TryCompletion)] = []
         /// Every try on this connection not yet ended, by a serial number.
@@ -177,7 +180,11 @@ final class TLSConnectionPool: EncryptedConnection, @unchecked Sendable {
             link.session.ended(completion)
             if link.tries.isEmpty {
                 link.idleSince = .now()
-                self.armIdleClose(link)
+                if link.draining {
+                    link.channel?.close(promise: nil)
+                } else {
+                    self.armIdleClose(link)
+                }
             }
         }
         if link.ready, let channel = link.channel {
@@ -268,6 +275,10 @@ final class TLSConnectionPool: EncryptedConnection, @unchecked Sendable {
             let outcome = tls.outcome(for: error)
             if !link.ready {
                 connectFailed(link, outcome)
+            } else if link.draining, case TLSClientError.uncleanShutdown? = error as? TLSClientError {
+                // After GOAWAY the server may close without close_notify: HTTP/2 said it was done already. What
+                // is still waiting goes out once more on a new connection.
+                fail(link, .failed(EncryptedConnections.closedByServer))
             } else {
                 statistics.failed(outcome.reason)
                 fail(link, outcome)
@@ -282,7 +293,10 @@ final class TLSConnectionPool: EncryptedConnection, @unchecked Sendable {
         backoff.succeeded()
         statistics.handshake(version: version, verifiedName: server.tlsName ?? server.host, resumed: resumed)
         do {
-            try link.session.handshakeCompleted(alpn: alpn, channel: channel)
+            try link.session.handshakeCompleted(alpn: alpn, channel: channel) { [weak self, weak link] in
+                guard let self, let link else { return }
+                self.drain(link)
+            }
         } catch {
             connectFailed(link, .failed("\(error)"))
             channel.close(promise: nil)
@@ -319,6 +333,18 @@ final class TLSConnectionPool: EncryptedConnection, @unchecked Sendable {
         if !link.tries.isEmpty {
             fail(link, .failed(wasReady ? EncryptedConnections.closedByServer : "the server closed the connection during the TLS handshake"))
         }
+    }
+
+    /// The server said it takes no more queries on `link` (HTTP/2 GOAWAY, RFC 9113 §6.8): the next query opens
+    /// another connection, and this one closes when the tries on it have their answers (or failed, and were sent
+    /// again: ``DoHSession``).
+    private func drain(_ link: Link) {
+        guard !link.draining else { return }
+        link.draining = true
+        logger.debug(
+            "the server is closing the connection (GOAWAY)", metadata: ["dns.in-flight": "\(link.tries.count)"])
+        retire(link)
+        if link.tries.isEmpty { link.channel?.close(promise: nil) }
     }
 
     /// Takes the connection out of the pool and the count of open ones, once.
