@@ -292,13 +292,28 @@ def test_a_designated_resolver_that_cannot_be_reached(tls_lab, workdir, encrypti
     cert = make_cert(workdir, "self", f"IP:{PLAIN}")
     closed = svcb(1, "dot.ddr.test.", f'alpn="dot" port=8853 ipv4hint={PLAIN}')
     with DesignatingUnbound(workdir, [closed], cert) as unbound:
-        d = daemon(workdir, PLAIN, encryption=encryption)
+        # Strict: captured from the daemon's start (its first look-up, the DNSSEC probe, already connects).
+        cap = LoopbackCapture(workdir / "closed-strict.pcap") if encryption == "strict" else None
         try:
-            if encryption == "strict":
-                for _ in range(3):
-                    r = ask(uniq("ddrclosed"), "A", server="127.0.0.1", port=d.port, timeout=6)
-                    assert r.rcode == "SERVFAIL", r.msg
-                    assert any(c == EDE_NETWORK_ERROR and "Connection refused" in t for c, t in r.ede), r.ede
+            d = daemon(workdir, PLAIN, encryption=encryption)
+        except BaseException:
+            if cap:
+                cap.stop()
+            raise
+        try:
+            if cap:
+                names = [uniq("ddrclosed") for _ in range(3)]
+                try:
+                    for n in names:
+                        r = ask(n, "A", server="127.0.0.1", port=d.port, timeout=6)
+                        assert r.rcode == "SERVFAIL", r.msg
+                        assert any(c == EDE_NETWORK_ERROR and "Connection refused" in t for c, t in r.ede), r.ede
+                finally:
+                    packets = cap.stop()
+                # Nothing in clear text: no name asked is on the wire, only the refused connects to 8853.
+                for n in names:
+                    assert not [p for p in packets if wire_name(n) in p[4]], n
+                assert [p for p in packets if p[2] == PLAIN and p[3] == 8853], "no connect to the designation"
                 [up] = upstream_status(d)
                 assert up["origin"] == "configured" and "Connection refused" in up["lastFailure"], up
                 assert "not verified yet" in up["note"], up
