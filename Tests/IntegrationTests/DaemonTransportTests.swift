@@ -327,6 +327,10 @@ struct LifecycleTests {
         ("[resolver]\nupstream = quic://192.0.2.1\n", "[resolver] upstream: upstream 'quic://192.0.2.1': unknown scheme"),
         ("[resolver]\nupstream = 192.0.2.1#bad name\n", "is not a valid host name"),
         ("[resolver]\nupstream = https://dns.example/dns-query\n", "the DoH host needs an address"),
+        (
+            "[resolver]\nupstream = https://dns.example/q{dns}#192.0.2.1\n",
+            "[resolver] upstream: upstream 'https://dns.example/q{dns}#192.0.2.1': the expression {dns} is not {?dns}"
+        ),
         ("[resolver]\nencryption = maybe\n", "[resolver] encryption: 'maybe' is not strict, opportunistic or no"),
         ("[resolver]\nca-file = /nonexistent/ca.pem\n", "[resolver] ca-file: cannot read '/nonexistent/ca.pem'"),
         ("[resolver]\nbootstrap = 192.0.2.1\n", "[resolver] bootstrap: '192.0.2.1' is not 'HOST ADDR'"),
