@@ -475,17 +475,23 @@ struct DDRTransport: UpstreamTransport {
         }
         if let designation = found.designation {
             if designation.verificationFailure == nil {
-                var outcome = await run(designation.kind) { query in
-                    await designation.connection.exchange(query, timeout: TimeAmount(configuration.tcpTimeout))
+                // What the connection itself answered (nil: the try never reached it, the socket budget refused).
+                var reached: ExchangeOutcome?
+                let exchange: nonisolated(nonsending) (PendingQuery) async -> ExchangeOutcome = { query in
+                    let outcome = await designation.connection.exchange(
+                        query, timeout: TimeAmount(configuration.tcpTimeout))
+                    reached = outcome
+                    return outcome
                 }
+                var outcome = await run(designation.kind, exchange)
                 // RFC 7766 §6.2.3, as for a configured DoT or DoH upstream (``EncryptedTransport``): a query the
                 // server closed its connection on is sent once more, on a new connection.
                 if EncryptedTransport.resends(outcome) {
-                    outcome = await run(designation.kind) { query in
-                        await designation.connection.exchange(query, timeout: TimeAmount(configuration.tcpTimeout))
-                    }
+                    reached = nil
+                    outcome = await run(designation.kind, exchange)
                 }
-                if designation.reached(outcome) {
+                guard let reached else { return outcome }
+                if designation.reached(reached) {
                     logReachability(designation, strict: strict, logger: logger)
                 }
                 switch outcome {
