@@ -60,9 +60,9 @@ def server(request, tls_lab):
     return address
 
 
-def _dot_ok(server: str) -> bool:
-    out = lab_exec("a", "kdig", "+time=1", "+retry=0", f"+tls-ca={CA}", f"+tls-hostname={NAME}", f"@{server}",
-                   "lab.test", "SOA", check=False, timeout=10).stdout
+def _dot_ok(server: str, port: int = 853) -> bool:
+    out = lab_exec("a", "kdig", "+time=1", "+retry=0", f"+tls-ca={CA}", f"+tls-hostname={NAME}", "-p", str(port),
+                   f"@{server}", "lab.test", "SOA", check=False, timeout=10).stdout
     return "status: NOERROR" in out
 
 
@@ -448,6 +448,49 @@ def test_dnsdist_closes_an_idle_dot_connection_after_2s_and_we_reconnect_without
     assert replies and closing, first
     assert closing[0][0] == DNSDIST, f"discoverd closed first: {closing[0]}"
     assert 1.5 <= closing[0][6] - replies[-1][6] <= 3.0, closing[0][6] - replies[-1][6]
+
+
+@pytest.fixture
+def dnsdist_max_queries(tls_lab):
+    """A second dnsdist, DoT only on 192.0.2.67:8853, that closes a connection after 20 queries
+    (setMaxTCPQueriesPerConnection): queries a client pipelined beyond those are unread, and the kernel resets."""
+    name = f"dnsdist-max-{os.getpid()}"
+    conf_dir = LAB_DIR / "tls" / name
+    conf_dir.mkdir(parents=True, exist_ok=True)
+    (conf_dir / "dnsdist.conf").write_text("\n".join([
+        'setSecurityPollSuffix("")', 'setACL({"192.0.2.0/24"})', "setMaxTCPQueriesPerConnection(20)",
+        f'addTLSLocal("{FAULT}:8853", "{LAB_DIR}/ca/dohfault.pem", "{LAB_DIR}/ca/dohfault.key",'
+        ' {provider="openssl"})',
+        'newServer({address="192.0.2.54:53", name="dnsfault"}):setUp()', ""]))
+    run([LAB_SCRIPT, "spawn", "dns", name, "dnsdist", "--supervised", "--disable-syslog", "-C",
+         str(conf_dir / "dnsdist.conf")], timeout=30)
+    try:
+        if not wait_until(lambda: _dot_ok(FAULT, 8853), 10):
+            log = (LAB_DIR / "logs" / f"{name}.log").read_text()[-2000:]
+            missing(f"dnsdist with a query limit did not come up: {log}")
+        yield FAULT
+    finally:
+        run([LAB_SCRIPT, "kill", name], check=False, timeout=30)
+
+
+def test_a_server_closing_after_so_many_queries_loses_none(dnsdist_max_queries, workdir):
+    # dnsdist's setMaxTCPQueriesPerConnection(20): after 20 queries it closes the connection, and queries sent
+    # beyond them are reset unread (a write then fails with EPIPE, a read with ECONNRESET). RFC 7766 §6.2.3: they
+    # go out once more on a new connection; Status keeps the socket's error. Before, each such query was a SERVFAIL.
+    d = daemon(workdir, f"tls://{dnsdist_max_queries}:8853#{NAME}", extra="dnssec = no\n")
+    try:
+        for _ in range(45):
+            assert ask(uniq("maxq"), "A", server="127.0.0.1", port=d.port, timeout=6).rcode == "NXDOMAIN"
+        for _ in range(4):
+            names = [uniq("maxq") for _ in range(16)]
+            replies = parallel(*[lambda n=n: ask(n, "A", server="127.0.0.1", port=d.port, timeout=6) for n in names])
+            assert [r.rcode for r in replies] == ["NXDOMAIN"] * 16, [(r.rcode, r.ede) for r in replies
+                                                                   if r.rcode != "NXDOMAIN"]
+        [up] = upstream_status(d)
+        assert up["connectionsOpened"] >= 6 and up["queries"] >= 109, up
+        assert d.alive()
+    finally:
+        d.stop()
 
 
 def test_dnsdist_listens_only_on_its_lab_sockets(tls_lab):

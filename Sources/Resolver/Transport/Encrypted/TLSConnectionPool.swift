@@ -281,7 +281,13 @@ final class TLSConnectionPool: EncryptedConnection, @unchecked Sendable {
                 fail(link, .failed(EncryptedConnections.closedByServer))
             } else {
                 statistics.failed(outcome.reason)
-                fail(link, outcome)
+                // As ``LoopDoTConnection`` does: a broken connection (a reset, no close_notify) ends its tries as a
+                // closed one, sent once more; a verification failure ends them as it is.
+                if case .failed = outcome {
+                    fail(link, .failed(EncryptedConnections.closedByServer))
+                } else {
+                    fail(link, outcome)
+                }
             }
             channel.close(promise: nil)
         }
