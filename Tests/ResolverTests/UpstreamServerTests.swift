@@ -118,6 +118,18 @@ import Testing
     }
 }
 
+/// RFC 7766 §6.2.3: which failed tries are sent once more on a new connection.
+@Suite struct ResendTests {
+    @Test func aQueryIsSentAgainWhenTheServerClosedOrBrokeItsConnectionNotWhenTheHandshakeFailed() {
+        #expect(EncryptedTransport.resends(.failed(EncryptedConnections.closedByServer)))
+        #expect(EncryptedTransport.resends(.failed(EncryptedConnections.closedByServer("write: Broken pipe"))))
+        #expect(!EncryptedTransport.resends(.failed("the server closed the connection during the TLS handshake")))
+        #expect(!EncryptedTransport.resends(.failed("HTTP status 500 from the DoH server")))
+        #expect(!EncryptedTransport.resends(.insecure(EncryptedConnections.closedByServer)))
+        #expect(!EncryptedTransport.resends(.timedOut))
+    }
+}
+
 /// RFC 7830 / RFC 8467: queries over encrypted transports are padded to a multiple of 128 bytes.
 @Suite struct EDNSPaddingTests {
     @Test(arguments: ["a.", "www.lab.test.", String(repeating: "x", count: 60) + ".lab.test.", "name-" + String(repeating: "y", count: 58) + "." + String(repeating: "z", count: 63) + "."])

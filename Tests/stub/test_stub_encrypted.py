@@ -452,13 +452,13 @@ def test_dnsdist_closes_an_idle_dot_connection_after_2s_and_we_reconnect_without
 
 @pytest.fixture
 def dnsdist_max_queries(tls_lab):
-    """A second dnsdist, DoT only on 192.0.2.67:8853, that closes a connection after 20 queries
+    """A second dnsdist, DoT only on 192.0.2.67:8853, that closes a connection after 50 queries
     (setMaxTCPQueriesPerConnection): queries a client pipelined beyond those are unread, and the kernel resets."""
     name = f"dnsdist-max-{os.getpid()}"
     conf_dir = LAB_DIR / "tls" / name
     conf_dir.mkdir(parents=True, exist_ok=True)
     (conf_dir / "dnsdist.conf").write_text("\n".join([
-        'setSecurityPollSuffix("")', 'setACL({"192.0.2.0/24"})', "setMaxTCPQueriesPerConnection(20)",
+        'setSecurityPollSuffix("")', 'setACL({"192.0.2.0/24"})', "setMaxTCPQueriesPerConnection(50)",
         f'addTLSLocal("{FAULT}:8853", "{LAB_DIR}/ca/dohfault.pem", "{LAB_DIR}/ca/dohfault.key",'
         ' {provider="openssl"})',
         'newServer({address="192.0.2.54:53", name="dnsfault"}):setUp()', ""]))
@@ -474,20 +474,25 @@ def dnsdist_max_queries(tls_lab):
 
 
 def test_a_server_closing_after_so_many_queries_loses_none(dnsdist_max_queries, workdir):
-    # dnsdist's setMaxTCPQueriesPerConnection(20): after 20 queries it closes the connection, and queries sent
-    # beyond them are reset unread (a write then fails with EPIPE, a read with ECONNRESET). RFC 7766 §6.2.3: they
-    # go out once more on a new connection; Status keeps the socket's error. Before, each such query was a SERVFAIL.
+    # dnsdist's setMaxTCPQueriesPerConnection(50): after 50 queries it reads no more on the connection and closes
+    # it, at once or when its 2 s read timeout runs out; queries sent beyond the 50 are lost with it (reset unread:
+    # a write then fails with EPIPE, a read with ECONNRESET; or ended by its close_notify). RFC 7766 §6.2.3: they go
+    # out again on the next connection (up to three times), so none is lost, though one may wait for dnsdist's 2 s.
+    # Before, each such query was a SERVFAIL.
     d = daemon(workdir, f"tls://{dnsdist_max_queries}:8853#{NAME}", extra="dnssec = no\n")
     try:
-        for _ in range(45):
-            assert ask(uniq("maxq"), "A", server="127.0.0.1", port=d.port, timeout=6).rcode == "NXDOMAIN"
+        for _ in range(60):
+            assert ask(uniq("maxq"), "A", server="127.0.0.1", port=d.port, timeout=15).rcode == "NXDOMAIN"
         for _ in range(4):
-            names = [uniq("maxq") for _ in range(16)]
-            replies = parallel(*[lambda n=n: ask(n, "A", server="127.0.0.1", port=d.port, timeout=6) for n in names])
-            assert [r.rcode for r in replies] == ["NXDOMAIN"] * 16, [(r.rcode, r.ede) for r in replies
+            # At most 32 lost on a connection, all resent together to a fresh one, which takes 50.
+            names = [uniq("maxq") for _ in range(32)]
+            replies = parallel(*[lambda n=n: ask(n, "A", server="127.0.0.1", port=d.port, timeout=15) for n in names])
+            assert [r.rcode for r in replies] == ["NXDOMAIN"] * 32, [(r.rcode, r.ede) for r in replies
                                                                    if r.rcode != "NXDOMAIN"]
         [up] = upstream_status(d)
-        assert up["connectionsOpened"] >= 6 and up["queries"] >= 109, up
+        assert up["connectionsOpened"] >= 4 and up["queries"] >= 188, up
+        # The tries the close ended were sent again; they say so (with the socket's error after a reset).
+        assert up["lastFailure"].startswith("failed: the server closed the connection"), up
         assert d.alive()
     finally:
         d.stop()
@@ -796,12 +801,13 @@ def test_doh_goaway_after_every_twentieth_request_loses_no_query(dohfault, workd
         for _ in range(3):
             names = [uniq("goaway") for _ in range(16)]
             replies = parallel(*[lambda n=n: ask(n, "A", server="127.0.0.1", port=d.port, timeout=6) for n in names])
-            assert [r.rcode for r in replies] == ["NXDOMAIN"] * 16, [(r.rcode, r.ede) for r in replies if r.rcode != "NXDOMAIN"]
+            assert [r.rcode for r in replies] == ["NXDOMAIN"] * 16, [(r.rcode, r.ede) for r in replies
+                                                                   if r.rcode != "NXDOMAIN"]
         [up] = upstream_status(d)
         # 93 questions, a GOAWAY every 20: five connections at least, each after the first resumed. A try the
         # server closed unanswered counts as failed (and its query was answered on the next connection).
         assert up["connectionsOpened"] >= 5 and up["resumptions"] >= 4, up
-        assert up["failures"] == 0 or up["lastFailure"] == "failed: the server closed the connection", up
+        assert up["failures"] == 0 or up["lastFailure"].startswith("failed: the server closed the connection"), up
     finally:
         d.stop()
 

@@ -685,8 +685,8 @@ extension UpstreamClient {
         private let logger: Logger
         private var attempts: [QueryAttempt] = []
         private var round = 0
-        /// The current try sent its query again after the server closed the connection on it.
-        private var resent = false
+        /// How often the current try sent its query again after the server closed the connection on it.
+        private var resent = 0
         private var insecure: String?
 
         init(
@@ -720,12 +720,12 @@ extension UpstreamClient {
 
         private func ended(_ outcome: ExchangeOutcome, _ query: PendingQuery, started: NIODeadline) {
             client.ended(outcome, kept.kind, target, request, query, started: started, &attempts, logger: logger)
-            if !resent, EncryptedTransport.resends(outcome) {
-                resent = true
+            if resent < EncryptedTransport.maximumResends, EncryptedTransport.resends(outcome) {
+                resent += 1
                 next()
                 return
             }
-            resent = false
+            resent = 0
             switch UpstreamClient.result(of: outcome, from: target, encrypted: true) {
             case .final(let message):
                 completion(

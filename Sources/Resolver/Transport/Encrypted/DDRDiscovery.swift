@@ -485,8 +485,8 @@ struct DDRTransport: UpstreamTransport {
                 }
                 var outcome = await run(designation.kind, exchange)
                 // RFC 7766 §6.2.3, as for a configured DoT or DoH upstream (``EncryptedTransport``): a query the
-                // server closed its connection on is sent once more, on a new connection.
-                if EncryptedTransport.resends(outcome) {
+                // server closed its connection on is sent again, on the next connection.
+                for _ in 0..<EncryptedTransport.maximumResends where EncryptedTransport.resends(outcome) {
                     reached = nil
                     outcome = await run(designation.kind, exchange)
                 }

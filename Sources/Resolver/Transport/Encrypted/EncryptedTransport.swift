@@ -68,8 +68,12 @@ extension EncryptedConnection {
 
 /// Builds the kept connection of a DoT or DoH upstream.
 enum EncryptedConnections {
-    /// The failure of a query whose connection the server closed before answering it.
+    /// The failure of a query whose connection the server closed before answering it (such a query is sent once
+    /// more: ``EncryptedTransport/resends(_:)``).
     static let closedByServer = "the server closed the connection"
+
+    /// ``closedByServer`` with how the connection ended, when it broke rather than closed (`write: Broken pipe`).
+    static func closedByServer(_ how: String) -> String { "\(closedByServer) (\(how))" }
 
     /// The loop of the DoT connections (their timers, and the queries of tasks and the API); the stub's workers
     /// run the rest on their own loops (``LoopDoTConnection``). Nil only when no thread could be made.
@@ -111,23 +115,32 @@ struct EncryptedTransport: UpstreamTransport {
         _ configuration: UpstreamClient.Configuration, on loop: any EventLoop, logger: Logger, run: TryExchange
     ) async -> ExchangeOutcome {
         // The connection may need a TCP and a TLS handshake first: the TCP try's timeout covers it.
-        let outcome = await run(kind) { query in
+        var outcome = await run(kind) { query in
             await connection.exchange(query, timeout: TimeAmount(configuration.tcpTimeout))
         }
         // RFC 7766 §6.2.3: a server may close an idle or busy connection with queries unanswered; they are sent
-        // again once, on a new connection, before the try counts as failed (`StartedQuery` does the same).
-        guard Self.resends(outcome) else { return outcome }
-        return await run(kind) { query in
-            await connection.exchange(query, timeout: TimeAmount(configuration.tcpTimeout))
+        // again, on the next connection, before the try counts as failed (`StartedQuery` does the same).
+        for _ in 0..<Self.maximumResends where Self.resends(outcome) {
+            outcome = await run(kind) { query in
+                await connection.exchange(query, timeout: TimeAmount(configuration.tcpTimeout))
+            }
         }
+        return outcome
     }
 }
 
 extension EncryptedTransport {
-    /// Whether a try's outcome is a query the server closed its connection on, which is sent once more.
+    /// How often one query is sent again after the server closed its connection on it. More than once: a resent
+    /// query may land on a connection the server is about to close too (one that stops after so many queries,
+    /// dnsdist's `setMaxTCPQueriesPerConnection`, nginx's `keepalive_requests`); a bound, so that a query that
+    /// makes the server close every connection it comes on costs four connections, not more.
+    static let maximumResends = 3
+
+    /// Whether a try's outcome is a query the server closed its connection on, which is sent again.
     static func resends(_ outcome: ExchangeOutcome) -> Bool {
         guard case .failed(let reason) = outcome else { return false }
-        return reason == EncryptedConnections.closedByServer
+        let closed = EncryptedConnections.closedByServer
+        return reason == closed || reason.hasPrefix(closed + " (")
     }
 }
 

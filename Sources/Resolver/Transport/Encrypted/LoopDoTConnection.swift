@@ -35,7 +35,7 @@ import Glibc
 ///   `write` after the batch; a query sent while no other waits leaves at once.
 /// - Idle close after `idleTimeout` (further connections after ``TLSPoolPolicy/surplusIdleTimeout``), sooner at
 ///   90 % of the server's keepalive; our close sends close_notify. The server's close ends the tries on the
-///   connection with ``EncryptedConnections/closedByServer`` (sent once more, RFC 7766 §6.2.3); without a
+///   connection with ``EncryptedConnections/closedByServer`` (sent again, RFC 7766 §6.2.3); without a
 ///   close_notify, or a reset, Status records it as an unclean shutdown or the socket's error.
 final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
     // @unchecked Sendable: every `var` here and in `Link` is read and written under `lock`.
@@ -671,7 +671,7 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
 
     /// The established connection failed (or the server went away without close_notify), and it closes. Status
     /// records why; the tries on it end as when the server closes it (``EncryptedConnections/closedByServer``, sent
-    /// once more on a new connection, RFC 7766 §6.2.3): a server that stops after so many queries on a connection
+    /// again on the next connection, RFC 7766 §6.2.3): a server that stops after so many queries on a connection
     /// (dnsdist's `setMaxTCPQueriesPerConnection`) resets it with queries unread, and a query is safe to ask again.
     /// A TLS verification failure (``ExchangeOutcome/insecure(_:)``) ends them as it is.
     private func brokenConnection(_ link: Link, _ outcome: ExchangeOutcome, _ endings: inout Endings) {
@@ -682,7 +682,7 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
         }
         statistics.failed(outcome.reason)
         if case .failed = outcome {
-            fail(link, .failed(EncryptedConnections.closedByServer), &endings)
+            fail(link, .failed(EncryptedConnections.closedByServer(outcome.reason)), &endings)
         } else {
             fail(link, outcome, &endings)
         }
