@@ -450,6 +450,18 @@ def test_dnsdist_closes_an_idle_dot_connection_after_2s_and_we_reconnect_without
     assert 1.5 <= closing[0][6] - replies[-1][6] <= 3.0, closing[0][6] - replies[-1][6]
 
 
+def sequential_then_bursts(d: StubDaemon, prefix: str, *, sequential: int, bursts: int, width: int,
+                           timeout: float) -> None:
+    """SEQUENTIAL unique names one at a time, then BURSTS of WIDTH at once: every one answered NXDOMAIN."""
+    for _ in range(sequential):
+        assert ask(uniq(prefix), "A", server="127.0.0.1", port=d.port, timeout=timeout).rcode == "NXDOMAIN"
+    for _ in range(bursts):
+        names = [uniq(prefix) for _ in range(width)]
+        replies = parallel(*[lambda n=n: ask(n, "A", server="127.0.0.1", port=d.port, timeout=timeout) for n in names])
+        assert [r.rcode for r in replies] == ["NXDOMAIN"] * width, [(r.rcode, r.ede) for r in replies
+                                                                    if r.rcode != "NXDOMAIN"]
+
+
 @pytest.fixture
 def dnsdist_max_queries(tls_lab):
     """A second dnsdist, DoT only on 192.0.2.67:8853, that closes a connection after 50 queries
@@ -481,14 +493,8 @@ def test_a_server_closing_after_so_many_queries_loses_none(dnsdist_max_queries, 
     # Before, each such query was a SERVFAIL.
     d = daemon(workdir, f"tls://{dnsdist_max_queries}:8853#{NAME}", extra="dnssec = no\n")
     try:
-        for _ in range(60):
-            assert ask(uniq("maxq"), "A", server="127.0.0.1", port=d.port, timeout=15).rcode == "NXDOMAIN"
-        for _ in range(4):
-            # At most 32 lost on a connection, all resent together to a fresh one, which takes 50.
-            names = [uniq("maxq") for _ in range(32)]
-            replies = parallel(*[lambda n=n: ask(n, "A", server="127.0.0.1", port=d.port, timeout=15) for n in names])
-            assert [r.rcode for r in replies] == ["NXDOMAIN"] * 32, [(r.rcode, r.ede) for r in replies
-                                                                   if r.rcode != "NXDOMAIN"]
+        # At most 32 lost on a connection, all resent together to a fresh one, which takes 50.
+        sequential_then_bursts(d, "maxq", sequential=60, bursts=4, width=32, timeout=15)
         [up] = upstream_status(d)
         assert up["connectionsOpened"] >= 4 and up["queries"] >= 188, up
         # The tries the close ended were sent again; they say so (with the socket's error after a reset).
@@ -796,13 +802,7 @@ def test_doh_goaway_after_every_twentieth_request_loses_no_query(dohfault, workd
     # last stream ID; those queries are sent again on a new connection, and no new stream goes to the closing one.
     d = daemon(workdir, f"https://{NAME}/goaway#{dohfault}")
     try:
-        for _ in range(45):
-            assert ask(uniq("goaway"), "A", server="127.0.0.1", port=d.port, timeout=6).rcode == "NXDOMAIN"
-        for _ in range(3):
-            names = [uniq("goaway") for _ in range(16)]
-            replies = parallel(*[lambda n=n: ask(n, "A", server="127.0.0.1", port=d.port, timeout=6) for n in names])
-            assert [r.rcode for r in replies] == ["NXDOMAIN"] * 16, [(r.rcode, r.ede) for r in replies
-                                                                   if r.rcode != "NXDOMAIN"]
+        sequential_then_bursts(d, "goaway", sequential=45, bursts=3, width=16, timeout=6)
         [up] = upstream_status(d)
         # 93 questions, a GOAWAY every 20: five connections at least, each after the first resumed. A try the
         # server closed unanswered counts as failed (and its query was answered on the next connection).
