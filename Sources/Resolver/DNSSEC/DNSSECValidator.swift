@@ -481,12 +481,13 @@ public final class DNSSECValidator: Sendable {
         {
             return types.contains(2) && !types.contains(43) && !types.contains(6)
         }
-        let nsec3 = DNSSECCrypto.usableNSEC3(proof.filter { $0.type.rawValue == 50 })
+        let nsec3 = proof.filter { $0.type.rawValue == 50 }
         if nsec3.isEmpty { return false }
+        // matchingNSEC3 reads only the usable records itself (DNSSECCrypto.usableNSEC3).
         if let match = DNSSECCrypto.matchingNSEC3(zone, in: nsec3), let (types, _) = DNSSECCrypto.nsec3Types(match) {
             return types.contains(2) && !types.contains(43) && !types.contains(6)
         }
         // No matching NSEC3: a covering opt-out one says the delegation may be unsigned.
-        return nsec3.contains { DNSSECCrypto.nsec3Types($0)?.optOut == true }
+        return DNSSECCrypto.usableNSEC3(nsec3).contains { DNSSECCrypto.nsec3Types($0)?.optOut == true }
     }
 }

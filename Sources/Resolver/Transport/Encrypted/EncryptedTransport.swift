@@ -68,8 +68,8 @@ extension EncryptedConnection {
 
 /// Builds the kept connection of a DoT or DoH upstream.
 enum EncryptedConnections {
-    /// The failure of a query whose connection the server closed before answering it (such a query is sent once
-    /// more: ``EncryptedTransport/resends(_:)``).
+    /// The failure of a query whose connection the server closed before answering it (such a query is sent again:
+    /// ``EncryptedTransport/resends(_:)``).
     static let closedByServer = "the server closed the connection"
 
     /// ``closedByServer`` with how the connection ended, when it broke rather than closed (`write: Broken pipe`).

@@ -275,14 +275,14 @@ final class TLSConnectionPool: EncryptedConnection, @unchecked Sendable {
             let outcome = tls.outcome(for: error)
             if !link.ready {
                 connectFailed(link, outcome)
-            } else if link.draining, case TLSClientError.uncleanShutdown? = error as? TLSClientError {
-                // After GOAWAY the server may close without close_notify: HTTP/2 said it was done already. What
-                // is still waiting goes out again on the next connection.
-                fail(link, .failed(EncryptedConnections.closedByServer))
             } else {
-                statistics.failed(outcome.reason)
+                // After GOAWAY the server may close without close_notify: HTTP/2 said it was done already, so
+                // that is no failure of the upstream.
+                if !(link.draining && (error as? TLSClientError) == .uncleanShutdown) {
+                    statistics.failed(outcome.reason)
+                }
                 // As ``LoopDoTConnection`` does: a broken connection (a reset, no close_notify) ends its tries as a
-                // closed one, sent again; a verification failure ends them as it is.
+                // closed one, sent again on the next connection; a verification failure ends them as it is.
                 if case .failed = outcome {
                     fail(link, .failed(EncryptedConnections.closedByServer(outcome.reason)))
                 } else {
