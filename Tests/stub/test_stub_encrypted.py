@@ -9,6 +9,7 @@ Nothing here touches the machine's trust store: discoverd is given the lab CA wi
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -893,6 +894,52 @@ for m in (t, h):
     bad = lab_exec("a", str(DISCOVER), "query", "multi.lab.test", "--upstream", f"{EXPIRED}#{NAME}",
                    "--ca-file", str(CA), timeout=30, check=False)
     assert bad.returncode == 1 and "certificate expired" in bad.stdout, bad.stdout
+
+
+# /etc/hosts and nsswitch.conf for `discover query`'s getaddrinfo, bind-mounted in a private mount namespace
+# (unshare -m), never over the machine's own files.
+_QUERY_WITH_HOSTS = r"""
+set -e
+mount --bind "$1" /etc/hosts
+mount --bind "$2" /etc/nsswitch.conf
+shift 2
+exec "$@"
+"""
+
+
+def test_discover_query_finds_a_doh_host_with_the_system_resolver_and_names_what_failed(tls_lab, tmp_path):
+    """A DoH URL without #ADDR is reached where getaddrinfo says, as curl and kdig do; a name it cannot find, a
+    closed plain port and a closed DoH port are each one sentence in the system's words."""
+    (tmp_path / "hosts").write_text(f"127.0.0.1 localhost\n{GOOD} {NAME}\n")
+    (tmp_path / "nsswitch.conf").write_text("hosts: files\n")
+
+    def query(*args):
+        return lab_exec("a", "unshare", "-m", "sh", "-c", _QUERY_WITH_HOSTS, "sh", tmp_path / "hosts",
+                        tmp_path / "nsswitch.conf", str(DISCOVER), "query", *args, timeout=30, check=False)
+
+    want = sorted(kdig("+short", "@192.0.2.53", "multi.lab.test", "A").text.split())
+    found = query("multi.lab.test", "--upstream", f"https://{NAME}/dns-query", "--ca-file", str(CA))
+    assert found.returncode == 0, (found.stdout, found.stderr)
+    assert f";; {NAME} is {GOOD} (system resolver)" in found.stdout, found.stdout
+    assert "TLSv1.3 verified dns.lab.test" in found.stdout, found.stdout
+    assert sorted(line.split()[-1] for line in found.stdout.splitlines() if " A " in line) == want, found.stdout
+    js = query("multi.lab.test", "--upstream", f"https://{NAME}/dns-query", "--ca-file", str(CA), "--json")
+    assert json.loads(js.stdout)["address"] == GOOD, js.stdout
+
+    unknown = query("multi.lab.test", "--upstream", "https://nowhere.lab.test/dns-query")
+    assert unknown.returncode == 2 and unknown.stdout == "", (unknown.stdout, unknown.stderr)
+    assert "cannot find an address for nowhere.lab.test" in unknown.stderr, unknown.stderr
+    assert "add #ADDR to the URL" in unknown.stderr and "Usage" not in unknown.stderr, unknown.stderr
+
+    # Nothing listens on port 9 of dlab-a's loopback: ICMP port unreachable, and a TCP reset.
+    plain = query("multi.lab.test", "--upstream", "127.0.0.1:9", "--timeout", "2")
+    assert plain.returncode == 1, plain.stdout
+    assert "(127.0.0.1:9: receive: Connection refused)" in plain.stdout, plain.stdout
+    assert "clear text" not in plain.stdout, plain.stdout
+    doh = query("multi.lab.test", "--upstream", f"https://{NAME}:9/dns-query#127.0.0.1", "--timeout", "2")
+    assert doh.returncode == 1, doh.stdout
+    assert doh.stdout.strip() == (f";; networkError: https://{NAME}:9/dns-query#127.0.0.1: connect: Connection "
+                                  "refused"), doh.stdout
 
 
 def test_reload_switches_a_plain_upstream_to_encrypted(tls_lab, workdir):

@@ -23,7 +23,7 @@ enum ExchangeRunner {
         return await withTaskCancellationHandler {
             let deadline = loop.scheduleTask(in: timeout) { promise.succeed(.timedOut) }
             let channel = start(promise)
-            channel.whenFailure { error in promise.succeed(.failed("connect: \(error)")) }
+            channel.whenFailure { error in promise.succeed(.failed("connect", error)) }
             promise.futureResult.whenComplete { _ in
                 deadline.cancel()
                 channel.whenSuccess { $0.close(promise: nil) }

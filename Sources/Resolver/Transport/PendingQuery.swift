@@ -1,5 +1,7 @@
 import CLDNS
 import DNSCore
+import NIOCore
+import NIOPosix
 import Synchronization
 
 /// One query as sent on one try, and the rules for accepting a reply to it.
@@ -161,6 +163,21 @@ enum ExchangeOutcome: Sendable {
     /// The upstream could not be reached as securely as required: a TLS handshake or certificate check failed,
     /// or `encryption = strict` forbids it. Nothing was sent in clear text; the reason names what failed.
     case insecure(String)
+
+    /// A socket call that failed (`step`: "connect", "send", "receive"), in the system's words ("connect: Connection
+    /// refused") rather than NIO's description of its error type, so UDP, TCP and DoH read as DoT does.
+    static func failed(_ step: String, _ error: any Error) -> ExchangeOutcome {
+        var underlying = error
+        if let attempts = error as? NIOConnectionError, let first = attempts.connectionErrors.first?.error {
+            underlying = first
+        }
+        switch underlying {
+        case let io as IOError: return .failed("\(step): " + String(cString: strerror(io.errnoCode)))
+        case ChannelError.connectTimeout(let limit):
+            return .failed("\(step): timed out after \(limit.nanoseconds / 1_000_000) ms")
+        default: return .failed("\(step): \(underlying)")
+        }
+    }
 }
 
 /// Message IDs for tries (RFC 5452 §9.2: unpredictable), from the kernel's CSPRNG 512 bytes at a time: one

@@ -27,7 +27,7 @@ enum TCPExchange {
                 var frame = channel.allocator.buffer(capacity: wire.count + 2)
                 frame.writeInteger(UInt16(truncatingIfNeeded: wire.count))
                 frame.writeBytes(wire)
-                channel.writeAndFlush(frame).whenFailure { error in promise.succeed(.failed("send: \(error)")) }
+                channel.writeAndFlush(frame).whenFailure { error in promise.succeed(.failed("send", error)) }
             }
             return connected
         }
@@ -83,7 +83,7 @@ final class TCPReplyHandler: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        finish(.failed("\(error)"))
+        finish(.failed("TCP", error))
         context.close(promise: nil)
     }
 

@@ -29,7 +29,7 @@ enum UDPExchange {
                 .connect(to: address)
             connected.whenSuccess { channel in
                 channel.writeAndFlush(channel.allocator.buffer(bytes: query.wire)).whenFailure { error in
-                    promise.succeed(.failed("send: \(error)"))
+                    promise.succeed(.failed("send", error))
                 }
             }
             return connected
@@ -66,6 +66,6 @@ final class UDPReplyHandler: ChannelInboundHandler {
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         // On a connected UDP socket this is an ICMP error (port or host unreachable): nothing will come.
-        promise.succeed(.failed("\(error)"))
+        promise.succeed(.failed("receive", error))
     }
 }

@@ -355,6 +355,7 @@ public final class UpstreamClient: DNSTransport, Sendable {
         var lastFailure: DNSMessage?
         var answered = Set<Int>()
         var insecure: [Int: String] = [:]
+        var failures: [Int: String] = [:]
         for _ in 0..<max(1, configuration.attempts) {
             for (index, target) in targets.enumerated() where !answered.contains(index) {
                 if Task.isCancelled { throw cancelled(request, attempts) }
@@ -367,8 +368,8 @@ public final class UpstreamClient: DNSTransport, Sendable {
                     // RFC 1035 §7.2 / RFC 8499: a server failure is local to that server; ask the next one.
                     lastFailure = message
                     answered.insert(index)
-                case .nothing:
-                    break
+                case .nothing(let failure):
+                    failures[index] = failure
                 case .insecure(let reason):
                     insecure[index] = reason
                 case .cancelled:
@@ -378,8 +379,9 @@ public final class UpstreamClient: DNSTransport, Sendable {
             if answered.count == targets.count { break }
         }
         return try Self.ending(
-            lastFailure: lastFailure, insecure: insecure.keys.sorted().map { insecure[$0]! }, attempts: attempts,
-            request: request, targets: targets
+            lastFailure: lastFailure, insecure: insecure.keys.sorted().map { insecure[$0]! },
+            failures: failures.keys.sorted().map { failures[$0]! }, attempts: attempts, request: request,
+            targets: targets
         ).get()
     }
 
@@ -414,8 +416,10 @@ public final class UpstreamClient: DNSTransport, Sendable {
     }
 
     /// How a query ends when no upstream gave a final response: the last failure response, else why not.
+    /// `failures`: what the last plain try of each upstream that failed outright said (ICMP port unreachable...).
     private static func ending(
-        lastFailure: DNSMessage?, insecure: [String], attempts: [QueryAttempt], request: Request, targets: [Target]
+        lastFailure: DNSMessage?, insecure: [String], failures: [String], attempts: [QueryAttempt], request: Request,
+        targets: [Target]
     ) -> Result<DNSExchange, DNSTransportError> {
         if let lastFailure {
             return .success(DNSExchange(message: lastFailure, attempts: attempts))
@@ -428,7 +432,9 @@ public final class UpstreamClient: DNSTransport, Sendable {
         return .failure(
             DNSTransportError(
                 code: .timeout,
-                message: "no acceptable response for \(request.question) from \(targets.map(\.server.description))",
+                message: "no acceptable response for \(request.question) from "
+                    + targets.map(\.server.description).joined(separator: ", ")
+                    + (failures.isEmpty ? "" : " (\(failures.joined(separator: "; ")))"),
                 attempts: attempts))
     }
 
@@ -512,7 +518,8 @@ public final class UpstreamClient: DNSTransport, Sendable {
     private enum UpstreamResult {
         case final(DNSMessage)
         case failover(DNSMessage)
-        case nothing
+        /// No usable response: the try timed out (nil) or failed, with the reason naming the upstream.
+        case nothing(String?)
         /// Not reachable as securely as required, or an encrypted upstream failed on the network; the reason names
         /// the upstream.
         case insecure(String)
@@ -564,8 +571,10 @@ public final class UpstreamClient: DNSTransport, Sendable {
             // An encrypted upstream that answered unusably (HTTP 500, wrong type, a closed connection): a network
             // error with its reason, not a silent timeout.
             return .insecure("\(target.server): \(reason)")
-        case .truncated, .timedOut, .failed:
-            return .nothing
+        case .failed(let reason):
+            return .nothing("\(target.server): \(reason)")
+        case .truncated, .timedOut:
+            return .nothing(nil)
         }
     }
 
@@ -750,8 +759,8 @@ extension UpstreamClient {
             }
             completion(
                 UpstreamClient.ending(
-                    lastFailure: nil, insecure: insecure.map { [$0] } ?? [], attempts: attempts, request: request,
-                    targets: [target]))
+                    lastFailure: nil, insecure: insecure.map { [$0] } ?? [], failures: [], attempts: attempts,
+                    request: request, targets: [target]))
         }
     }
 }

@@ -12,6 +12,8 @@ struct QueryCommand: AsyncParsableCommand {
         discussion: """
             The upstream is written as in discoverd.conf. The certificate of a DoT or DoH server is verified \
             against the system trust store (or --ca-file); a failure is reported, nothing is sent in clear text. \
+            A DoH URL without #ADDR is reached at the address the system resolver gives for its host, as curl \
+            and kdig do (the daemon itself never asks the system resolver: it takes #ADDR or a bootstrap line). \
             Exit status 0 for NOERROR and NXDOMAIN, 1 otherwise.
 
             Examples:
@@ -47,8 +49,14 @@ struct QueryCommand: AsyncParsableCommand {
     var json = false
 
     func run() async throws {
-        let server: UpstreamServer
+        var server: UpstreamServer
         do { server = try UpstreamServer(parsing: upstream) } catch { throw ValidationError(error.description) }
+        var bootstrapped: String?
+        if server.transport == .https, server.host.isEmpty, let host = server.tlsName {
+            guard let address = Self.systemAddress(of: host) else { throw ExitCode(2) }
+            server.host = address
+            bootstrapped = address
+        }
         guard let rrType = Self.type(type) else { throw ValidationError("unknown record type '\(type)'") }
         let milliseconds = Int(max(0.1, timeout) * 1000)
         let client = UpstreamClient(
@@ -70,6 +78,7 @@ struct QueryCommand: AsyncParsableCommand {
             "server": server.description,
             "ms": String(format: "%.1f", Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000),
         ]
+        if let bootstrapped { report["address"] = bootstrapped }
         if let version = status?.tlsVersion { report["tls"] = version }
         if let verified = status?.verifiedName { report["verified"] = verified }
         switch result {
@@ -84,7 +93,8 @@ struct QueryCommand: AsyncParsableCommand {
                 print(String(decoding: data, as: UTF8.self))
             } else {
                 print(";; \(server) \(status?.transport ?? "") \(report["tls"].map { "\($0) verified \(report["verified"] ?? "")" } ?? "")")
-                if let note = status?.note { print(";; \(note)") }
+                if let bootstrapped { print(";; \(server.tlsName ?? "") is \(bootstrapped) (system resolver)") }
+                if let note = Self.note(status, server) { print(";; \(note)") }
                 print(";; status: \(message.rcode), \(message.answer.count) answers, \(report["ms"]!) ms")
                 for line in records { print(line) }
             }
@@ -95,11 +105,38 @@ struct QueryCommand: AsyncParsableCommand {
                 let data = try JSONSerialization.data(withJSONObject: report, options: [.sortedKeys])
                 print(String(decoding: data, as: UTF8.self))
             } else {
-                if let note = status?.note { print(";; \(note)") }
-                print(";; \(server): \(error.code.rawValue): \(error.message)")
+                if let note = Self.note(status, server) { print(";; \(note)") }
+                // The message names the upstream already when it is about one.
+                let subject = error.message.hasPrefix(server.description) ? "" : "\(server): "
+                print(";; \(subject)\(error.code.rawValue): \(error.message)")
             }
             throw ExitCode(1)
         }
+    }
+
+    /// The status note worth printing: none for a plain upstream, which is plain because the user wrote it so
+    /// (the library's "clear text: no encrypted path" is for the daemon, where DDR could have found one).
+    private static func note(_ status: UpstreamStatus?, _ server: UpstreamServer) -> String? {
+        server.transport == .plain ? nil : status?.note
+    }
+
+    /// The first address the system resolver (getaddrinfo) gives for `host`, for a DoH URL without #ADDR; nil
+    /// after saying on stderr why there is none.
+    private static func systemAddress(of host: String) -> String? {
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var list: UnsafeMutablePointer<addrinfo>?
+        let code = getaddrinfo(host, "443", &hints, &list)
+        defer { if let list { freeaddrinfo(list) } }
+        var text = [CChar](repeating: 0, count: Int(NI_MAXHOST))
+        guard code == 0, let first = list, let address = first.pointee.ai_addr,
+            getnameinfo(address, first.pointee.ai_addrlen, &text, socklen_t(text.count), nil, 0, NI_NUMERICHOST) == 0
+        else {
+            let reason = code == 0 ? "no address" : String(cString: gai_strerror(code))
+            Output.error("discover: cannot find an address for \(host) (\(reason)): add #ADDR to the URL")
+            return nil
+        }
+        return String(cString: text)
     }
 
     /// The reasons are printed with the result; the library's own log lines would repeat them.

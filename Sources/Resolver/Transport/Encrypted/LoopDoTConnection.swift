@@ -377,7 +377,7 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
         do {
             try watch(link, on: link.owner)
         } catch {
-            return abandon(.failed("connect: \(error)"), fd: fd, connection: connection)
+            return abandon(.failed("connect", error), fd: fd, connection: connection)
         }
         links.append(link)
         armSetupTimer(link)

@@ -261,7 +261,7 @@ final class TLSConnectionPool: EncryptedConnection, @unchecked Sendable {
                 self.connectFailed(link, tls.outcome(for: error.underlying))
             case .failure(let error):
                 self.retire(link)
-                self.connectFailed(link, .failed("connect: \(error)"))
+                self.connectFailed(link, .failed("connect", error))
             }
         }
         return link
