@@ -351,7 +351,10 @@ public final class StubResponder: Sendable {
             // RFC 8914 §4.7–4.13: the exact DNSSEC code, with the name that failed and why.
             ede = .dnssec(error.dnssec?.ede ?? 6, error.dnssec?.reason ?? "\(error.name): DNSSEC bogus")
         case .timeout:
-            ede = .noReachableAuthority("no answer from \(resolver.upstreamDescription) in time")
+            // RFC 8914 §4.23: with what the tries failed with, when they failed rather than waited (a closed port).
+            ede = .noReachableAuthority(
+                error.reason.map { "no answer from \(resolver.upstreamDescription): \($0)" }
+                    ?? "no answer from \(resolver.upstreamDescription) in time")
         case .upstreamFailure:
             ede = .networkError("\(server) answered \(error.rcode ?? "an error")")
         case .networkError:

@@ -147,7 +147,7 @@ import Testing
         .interfaceNotFound("i"), .methodNotFound("m"), .methodNotImplemented("m"), .invalidParameter("p"),
         .permissionDenied, .expectedMore, .invalidMessage(reason: "r"), .messageTooLarge(limit: 1),
         .tooManyConnections(limit: 1, scope: "uid"), .tooManyCalls(limit: 1), .invalidConfiguration(reason: "r"), .internalError(reason: "r"),
-        .noSuchName("n"), .resolverTimeout(name: "n", servers: ["s"]),
+        .noSuchName("n"), .resolverTimeout(name: "n", servers: ["s"], reason: "r"),
         .upstreamFailure(rcode: "SERVFAIL", name: "n", server: "s"), .invalidDNSName("n", reason: "r"),
         .tooManyQueries(name: "n", reason: "r"), .networkError(name: "n", reason: "r"),
         .invalidServiceType("t", reason: "r"), .invalidServiceName("n", reason: "r"), .notFound("n"),

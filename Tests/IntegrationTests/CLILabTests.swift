@@ -275,6 +275,23 @@ struct CLILabTests {
         #expect(daemon.stop() == 0)
     }
 
+    @Test func aClosedUpstreamPortIsNamedNotCalledSlow() async throws {
+        // Nothing listens on port 9 of the fault host: its ICMP port unreachable ends the try at once, and the
+        // error says so instead of "in time" (the try's 5 s never ran out).
+        let daemon = try labDaemon(
+            upstream: "\(ResolverLab.fault):9", config: "[resolver]\ntimeout-ms = 5000\nattempts = 1\n")
+        let name = ResolverLab.uniqueName("closed")
+        let started = Date()
+        let refused = try discover(["addresses", name, "--socket", daemon.socketPath])
+        #expect(Date().timeIntervalSince(started) < 4.5, "the try waited for its timeout")
+        #expect(refused.status == 2)
+        #expect(
+            refused.stderr
+                == "discover: \(name): no answer from \(ResolverLab.fault):9: \(ResolverLab.fault):9: receive: Connection "
+                + "refused\n")
+        #expect(daemon.stop() == 0)
+    }
+
     @Test func altSvcEvidenceBelongsToTheUserWhoReportedIt() async throws {
         let daemon = try labDaemon(upstream: ResolverLab.knot)
         let socket = ["--socket", daemon.socketPath]

@@ -338,6 +338,20 @@ struct TransportTests {
         #expect(exchange.attempts.map(\.rcode) == ["TIMEOUT", "NOERROR"])
     }
 
+    @Test func aClosedPortIsNamedInTheError() async throws {
+        let closed = try await LoopbackUpstream.start { _ in [] }
+        await closed.stop()
+        let silent = try await LoopbackUpstream.start { _ in [] }
+        let configuration = UpstreamClient.Configuration(timeout: .milliseconds(300), attempts: 1)
+        let error = await Self.expectError(Self.client([closed, silent], configuration))
+        await silent.stop()
+        // The closed port's ICMP error is named with its upstream; the silent one only timed out.
+        #expect(error?.code == .timeout)
+        #expect(error?.failures == ["\(closed.server): receive: Connection refused"])
+        let message = error?.message ?? ""
+        #expect(message.hasSuffix("(\(closed.server): receive: Connection refused)"), "\(message)")
+    }
+
     @Test func everyTryHasItsOwnRandomIDAndSourcePort() async throws {
         let server = try await LoopbackUpstream.start { _ in [] }
         let configuration = UpstreamClient.Configuration(timeout: .milliseconds(100), attempts: 6)

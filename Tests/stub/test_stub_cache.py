@@ -6,7 +6,7 @@ import time
 import pytest
 
 from stubkit import (EDE_NETWORK_ERROR, EDE_NO_REACHABLE_AUTHORITY, EDE_STALE, NO_OPTIMISTIC, STALE_TTL, TIMEOUT_MS,
-                     ask, ask_many, sleep_until, stub_counters, uniq, wait_until)
+                     StubDaemon, ask, ask_many, sleep_until, stub_counters, uniq, wait_until)
 
 CLIENTS = 8
 SLOW_MS = 800
@@ -208,6 +208,24 @@ def test_upstream_silent_is_servfail_with_ede_22(stub, fault):
     assert r.ms >= TIMEOUT_MS * 0.9, f"SERVFAIL after {r.ms:.0f} ms, before the {TIMEOUT_MS} ms timeout"
     r = ask(name, "A", edns=None, tcp=True, timeout=TIMEOUT_MS / 1000 + 3)
     assert r.rcode == "SERVFAIL" and r.msg.edns == -1
+
+
+def test_upstream_port_closed_is_servfail_with_ede_22_naming_the_refusal(lab, workdir):
+    """A plain upstream with nothing on its port: the ICMP port unreachable ends the try at once, and the EDE says
+    what the try failed with rather than "in time"."""
+    d = StubDaemon(workdir / "closed-port", ["127.0.0.1:5391"],
+                   "[resolver]\ntimeout-ms = 4000\nattempts = 1\ndnssec = no\n[stub]\nlocal = no\n",
+                   upstream="127.0.0.1:9")
+    d.start()
+    try:
+        r = ask(uniq("closed"), "A", port=5391, timeout=8)
+        assert r.rcode == "SERVFAIL", r.msg
+        assert r.ms < 3000, f"SERVFAIL after {r.ms:.0f} ms: the try waited for its timeout"
+        assert r.ede == [(EDE_NO_REACHABLE_AUTHORITY,
+                          "no answer from 127.0.0.1:9: 127.0.0.1:9: receive: Connection refused")], r.ede
+        assert d.alive()
+    finally:
+        d.stop()
 
 
 @pytest.mark.parametrize("mode", ["servfail", "drop"])

@@ -232,8 +232,9 @@ public enum InterfaceDescriptions {
         # The name does not exist (NXDOMAIN).
         error NoSuchName (name: string)
 
-        # No upstream answered in time: the name asked and the servers tried.
-        error Timeout (name: ?string, servers: ?[]string)
+        # No upstream answered in time: the name asked, the servers tried and, when the tries failed rather
+        # than waited (a closed port), what they failed with.
+        error Timeout (name: ?string, servers: ?[]string, reason: ?string)
 
         # The upstream answered with an error code: for which name, from which server.
         error UpstreamFailure (rcode: string, name: ?string, server: ?string)

@@ -96,11 +96,13 @@ public struct VarlinkError: Error, Equatable, Sendable, CustomStringConvertible 
         VarlinkError(name: "io.discoverd.Resolver.NoSuchName", parameters: ["name": .string(name)])
     }
     public static let resolverTimeout = VarlinkError(name: "io.discoverd.Resolver.Timeout")
-    /// `Timeout` naming the name asked and the servers that did not answer.
-    public static func resolverTimeout(name: String?, servers: [String]) -> VarlinkError {
+    /// `Timeout` naming the name asked, the servers that did not answer and, when the tries failed rather than
+    /// waited, what they failed with.
+    public static func resolverTimeout(name: String?, servers: [String], reason: String? = nil) -> VarlinkError {
         var parameters: [String: JSONValue] = [:]
         if let name { parameters["name"] = .string(name) }
         if !servers.isEmpty { parameters["servers"] = .array(servers.map(JSONValue.string)) }
+        if let reason { parameters["reason"] = .string(reason) }
         return VarlinkError(name: "io.discoverd.Resolver.Timeout", parameters: parameters)
     }
     public static func upstreamFailure(rcode: String, name: String? = nil, server: String? = nil) -> VarlinkError {

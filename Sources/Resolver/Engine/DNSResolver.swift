@@ -848,7 +848,10 @@ public final class DNSResolver: Sendable {
             case .networkError: .networkError
             default: .timeout
             }
-        return ResolverError(code: code, name: name, reason: error.message, attempts: error.attempts)
+        // A timeout's reason is what the tries failed with, when they failed rather than waited.
+        let failures = error.failures.isEmpty ? nil : error.failures.joined(separator: "; ")
+        let reason = code == .timeout ? failures : error.message
+        return ResolverError(code: code, name: name, reason: reason, attempts: error.attempts)
     }
 
     /// An upstream reply made ready to store: scrubbed, its answer and TTL, before its DNSSEC verdict. A class:

@@ -69,11 +69,15 @@ public struct DNSTransportError: Error, Sendable, CustomStringConvertible {
     public var message: String
     /// Every attempt made, for the timing report.
     public var attempts: [QueryAttempt]
+    /// For `timeout`: what the last try of each upstream that failed rather than waited said, naming the upstream
+    /// ("192.0.2.1:53: receive: Connection refused", an ICMP port unreachable); empty when they only timed out.
+    public var failures: [String]
 
-    public init(code: Code, message: String, attempts: [QueryAttempt] = []) {
+    public init(code: Code, message: String, attempts: [QueryAttempt] = [], failures: [String] = []) {
         self.code = code
         self.message = message
         self.attempts = attempts
+        self.failures = failures
     }
 
     public var description: String { message }

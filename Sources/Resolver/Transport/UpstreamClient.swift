@@ -435,7 +435,7 @@ public final class UpstreamClient: DNSTransport, Sendable {
                 message: "no acceptable response for \(request.question) from "
                     + targets.map(\.server.description).joined(separator: ", ")
                     + (failures.isEmpty ? "" : " (\(failures.joined(separator: "; ")))"),
-                attempts: attempts))
+                attempts: attempts, failures: failures))
     }
 
     /// Every upstream as `QueryAttempt.server` names it, in failover order.

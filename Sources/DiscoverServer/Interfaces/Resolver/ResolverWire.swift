@@ -11,7 +11,8 @@ extension ResolverError: VarlinkErrorConvertible {
         switch code {
         case .noSuchName: return .noSuchName(name)
         case .timeout:
-            return .resolverTimeout(name: name.isEmpty ? nil : name, servers: Set(attempts.map(\.server)).sorted())
+            return .resolverTimeout(
+                name: name.isEmpty ? nil : name, servers: Set(attempts.map(\.server)).sorted(), reason: reason)
         case .upstreamFailure:
             let server = attempts.last { $0.rcode == rcode }?.server ?? attempts.last?.server
             return .upstreamFailure(rcode: rcode ?? "SERVFAIL", name: name, server: server)
