@@ -352,6 +352,37 @@ struct TransportTests {
         #expect(message.hasSuffix("(\(closed.server): receive: Connection refused)"), "\(message)")
     }
 
+    @Test(arguments: [UpstreamServer.Transport.tls, .https])
+    func aRefusedEncryptedConnectIsOneFailedTryPerQuery(transport: UpstreamServer.Transport) async throws {
+        // The TCP port of a stopped loopback upstream: nothing listens, the connect is refused.
+        let closed = try await LoopbackUpstream.start { _ in [] }
+        await closed.stop()
+        let server = UpstreamServer(
+            transport: transport, host: closed.server.host, port: closed.server.port, tlsName: "dns.test",
+            path: transport == .https ? "/dns-query" : "")
+        let client = UpstreamClient(upstreams: [server], configuration: .init(timeout: .milliseconds(300), attempts: 1))
+        let errors = [await Self.expectError(client), await Self.expectError(client)]
+        let refused = "\(server): connect: Connection refused"
+        #expect(errors.map { $0?.message } == [refused, refused + " (retrying after a back-off)"])
+        let status = try #require(client.upstreamStatus.first)
+        // The connect's failure and its try's are one failure, not two; the reason is the system's.
+        #expect(status.queries == 2 && status.failures == 2, "\(status)")
+        #expect(status.lastFailure == "failed: connect: Connection refused (retrying after a back-off)")
+    }
+
+    @Test func aQueryStrictModeRefusesBeforeAnyTryIsAFailedQuery() async throws {
+        let server = try await LoopbackUpstream.start { [LoopbackReply.send(LoopbackAnswer.to($0))] }
+        let client = UpstreamClient(
+            upstreams: [server.server], configuration: .init(timeout: .milliseconds(300), encryption: .strict))
+        let error = await Self.expectError(client)
+        await server.stop()
+        #expect(error?.code == .networkError)
+        #expect(server.received.isEmpty, "strict mode sent a plain query")
+        let status = try #require(client.upstreamStatus.first)
+        #expect(status.transport == "none" && status.queries == 2 && status.failures == 2, "\(status)")
+        #expect(status.lastFailure?.contains("encryption = strict") == true, "\(status)")
+    }
+
     @Test func everyTryHasItsOwnRandomIDAndSourcePort() async throws {
         let server = try await LoopbackUpstream.start { _ in [] }
         let configuration = UpstreamClient.Configuration(timeout: .milliseconds(100), attempts: 6)

@@ -294,9 +294,8 @@ public final class UpstreamClient: DNSTransport, Sendable {
                         server: server, transport: RefusedTransport(reason: reason), kind: "none",
                         note: "not used: encryption = strict and no encrypted path to it", statistics: statistics))
             case .plain:
-                let why =
-                    own.encryption == .no
-                    ? "clear text: encryption = no" : "clear text: no encrypted path to it (opportunistic)"
+                // Here either encryption = no, or opportunistic with DDR off: no encrypted path was looked for.
+                let why = own.encryption == .no ? "clear text: encryption = no" : "clear text: ddr = no (opportunistic)"
                 result.targets.append(
                     Target(server: server, transport: PlainDNSTransport(address: address), kind: "udp",
                         note: why, statistics: statistics))
@@ -535,11 +534,16 @@ public final class UpstreamClient: DNSTransport, Sendable {
         let loop = group.any()
         // Whether the try went encrypted: a DDR upgrade is, though the upstream is written as plain.
         var encrypted = target.server.isEncrypted
+        let tries = attempts.count
         let outcome = await target.transport.attempt(configuration, on: loop, logger: logger) { transport, exchange in
             encrypted = transport == .tls || transport == .https
             return await timed(
                 transport, target, request, &attempts, maxSockets: configuration.maxSockets, logger: logger,
                 exchange: exchange)
+        }
+        if case .insecure(let reason) = outcome, attempts.count == tries {
+            // Refused before any try (strict mode without a verified encrypted path): a failed query all the same.
+            target.statistics.tried(milliseconds: nil, failure: "not secure: \(reason)")
         }
         return Self.result(of: outcome, from: target, encrypted: encrypted)
     }
@@ -565,7 +569,6 @@ public final class UpstreamClient: DNSTransport, Sendable {
         case .cancelled:
             return .cancelled
         case .insecure(let reason):
-            target.statistics.failed(reason)
             return .insecure(reason.hasPrefix("\(target.server)") ? reason : "\(target.server): \(reason)")
         case .failed(let reason) where encrypted:
             // An encrypted upstream that answered unusably (HTTP 500, wrong type, a closed connection): a network

@@ -417,7 +417,7 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
         logger.info(
             "encrypted upstream not reachable",
             metadata: ["reason": "\(outcome.reason)", "dns.retry-ms": "\(delay.nanoseconds / 1_000_000)"])
-        statistics.failed(outcome.reason)
+        statistics.connectionFailed(outcome.reason)
     }
 
     private func connected(_ link: Link, _ endings: inout Endings) {
@@ -680,7 +680,7 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
             connectFailed(link, outcome, &endings)
             return
         }
-        statistics.failed(outcome.reason)
+        statistics.connectionFailed(outcome.reason)
         if case .failed = outcome {
             fail(link, .failed(EncryptedConnections.closedByServer(outcome.reason)), &endings)
         } else {

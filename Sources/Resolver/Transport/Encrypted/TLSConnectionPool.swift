@@ -279,7 +279,7 @@ final class TLSConnectionPool: EncryptedConnection, @unchecked Sendable {
                 // After GOAWAY the server may close without close_notify: HTTP/2 said it was done already, so
                 // that is no failure of the upstream.
                 if !(link.draining && (error as? TLSClientError) == .uncleanShutdown) {
-                    statistics.failed(outcome.reason)
+                    statistics.connectionFailed(outcome.reason)
                 }
                 // As ``LoopDoTConnection`` does: a broken connection (a reset, no close_notify) ends its tries as a
                 // closed one, sent again on the next connection; a verification failure ends them as it is.
@@ -322,7 +322,7 @@ final class TLSConnectionPool: EncryptedConnection, @unchecked Sendable {
         logger.info(
             "encrypted upstream not reachable",
             metadata: ["reason": "\(outcome.reason)", "dns.retry-ms": "\(delay.nanoseconds / 1_000_000)"])
-        statistics.failed(outcome.reason)
+        statistics.connectionFailed(outcome.reason)
         links.removeAll { $0 === link }
         fail(link, outcome)
     }

@@ -116,7 +116,10 @@ final class UpstreamStatistics: Sendable {
     /// Notes what the transport learned about the upstream; `Status` shows it when nothing else is noted.
     func note(_ text: String) { state.withLock { $0.transportNote = text } }
 
-    func failed(_ reason: String) { state.withLock { $0.failures += 1; $0.lastFailure = reason } }
+    /// Records why a connection failed (a refused connect, a certificate, a reset) as the last reason. Not counted:
+    /// `failures` counts tries, and every try on that connection ends failed (``tried(milliseconds:failure:)``)
+    /// or is sent again, so counting here too made one refused query two failures.
+    func connectionFailed(_ reason: String) { state.withLock { $0.lastFailure = reason } }
 
     func status(server: UpstreamServer, transport: String, origin: UpstreamOrigin, note: String?) -> UpstreamStatus {
         state.withLock { s in
