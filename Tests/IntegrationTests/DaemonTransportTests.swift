@@ -326,7 +326,10 @@ struct LifecycleTests {
         ("socket = /tmp/x\n", "outside a section"),
         ("[resolver]\nupstream = quic://192.0.2.1\n", "[resolver] upstream: upstream 'quic://192.0.2.1': unknown scheme"),
         ("[resolver]\nupstream = 192.0.2.1#bad name\n", "is not a valid host name"),
-        ("[resolver]\nupstream = https://dns.example/dns-query\n", "the DoH host needs an address"),
+        (
+            "[resolver]\nupstream = 192.0.2.1\nupstream = https://dns.example/dns-query\n",
+            "discoverd.conf:3: [resolver] upstream 'https://dns.example:443/dns-query': the DoH host needs an address"
+        ),
         (
             "[resolver]\nupstream = https://dns.example/q{dns}#192.0.2.1\n",
             "[resolver] upstream: upstream 'https://dns.example/q{dns}#192.0.2.1': the expression {dns} is not {?dns}"

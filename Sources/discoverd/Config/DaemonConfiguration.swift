@@ -181,12 +181,13 @@ extension DaemonConfiguration {
         }
     }
 
-    /// Checks what only the whole configuration can tell: every DoH host has an address.
-    func checkUpstreams(source: String) throws(ConfigurationError) {
-        for server in upstreamServers where server.host.isEmpty {
+    /// Checks what only the whole configuration can tell: every DoH host has an address. `places[i]` names where
+    /// upstream `i` was written ("FILE:LINE: [resolver] upstream"); `source` stands for the ones it does not name.
+    func checkUpstreams(source: String, places: [String] = []) throws(ConfigurationError) {
+        for (index, server) in upstreamServers.enumerated() where server.host.isEmpty {
             throw ConfigurationError(
-                "\(source): [resolver] upstream '\(server)': the DoH host needs an address: add #ADDR to it or a "
-                    + "'bootstrap = \(server.tlsName ?? "HOST") ADDR' line")
+                "\(index < places.count ? places[index] : source) '\(server)': the DoH host needs an address: add "
+                    + "#ADDR to it or a 'bootstrap = \(server.tlsName ?? "HOST") ADDR' line to [resolver]")
         }
     }
 }
@@ -218,6 +219,7 @@ extension DaemonConfiguration {
     /// Applies `key = value` lines to this configuration.
     mutating func apply(text: String, source: String) throws(ConfigurationError) {
         var fileUpstreams: [UpstreamServer] = []
+        var upstreamLines: [String] = []  // where each of fileUpstreams was written
         var bootstrapLines: [String: String] = [:]
         var noOptimistic: [String] = []
         var listen: [HostAndPort]?
@@ -252,6 +254,7 @@ extension DaemonConfiguration {
                 do { fileUpstreams.append(try UpstreamServer.configured(value)) } catch {
                     throw ConfigurationError("\(context): \(error.description)")
                 }
+                upstreamLines.append(context)
             case ("resolver", "timeout-ms"): queryTimeoutMs = try Self.int(value, context, 10...60_000)
             case ("resolver", "attempts"): attempts = try Self.int(value, context, 1...10)
             case ("resolver", "optimistic"): optimistic = try Self.bool(value, context)
@@ -346,7 +349,7 @@ extension DaemonConfiguration {
         }
         if !fileUpstreams.isEmpty { upstreams = fileUpstreams }
         if !bootstrapLines.isEmpty { bootstrap = bootstrapLines }
-        try checkUpstreams(source: source)
+        try checkUpstreams(source: "\(source): [resolver] upstream", places: fileUpstreams.isEmpty ? [] : upstreamLines)
         if !noOptimistic.isEmpty { noOptimisticDomains = noOptimistic }
         if let listen { stubListen = listen }
         if !allow.isEmpty { stubAllow = allow }
