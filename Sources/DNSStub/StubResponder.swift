@@ -353,7 +353,7 @@ public final class StubResponder: Sendable {
         case .timeout:
             // RFC 8914 §4.23: with what the tries failed with, when they failed rather than waited (a closed port).
             ede = .noReachableAuthority(
-                error.reason.map { "no answer from \(resolver.upstreamDescription): \($0)" }
+                error.reason.map { "no answer from \(resolver.upstreamDescription) (\($0))" }
                     ?? "no answer from \(resolver.upstreamDescription) in time")
         case .upstreamFailure:
             ede = .networkError("\(server) answered \(error.rcode ?? "an error")")

@@ -287,8 +287,8 @@ struct CLILabTests {
         #expect(refused.status == 2)
         #expect(
             refused.stderr
-                == "discover: \(name): no answer from \(ResolverLab.fault):9: \(ResolverLab.fault):9: receive: Connection "
-                + "refused\n")
+                == "discover: \(name): no answer from \(ResolverLab.fault):9 (\(ResolverLab.fault):9: receive: Connection "
+                + "refused)\n")
         #expect(daemon.stop() == 0)
     }
 

@@ -222,7 +222,7 @@ def test_upstream_port_closed_is_servfail_with_ede_22_naming_the_refusal(lab, wo
         assert r.rcode == "SERVFAIL", r.msg
         assert r.ms < 3000, f"SERVFAIL after {r.ms:.0f} ms: the try waited for its timeout"
         assert r.ede == [(EDE_NO_REACHABLE_AUTHORITY,
-                          "no answer from 127.0.0.1:9: 127.0.0.1:9: receive: Connection refused")], r.ede
+                          "no answer from 127.0.0.1:9 (127.0.0.1:9: receive: Connection refused)")], r.ede
         assert d.alive()
     finally:
         d.stop()

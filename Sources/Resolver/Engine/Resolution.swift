@@ -229,7 +229,7 @@ public struct ResolverError: Error, Sendable, Hashable, CustomStringConvertible 
         switch code {
         case .noSuchName: return "\(name): no such name (NXDOMAIN)"
         case .timeout:
-            return reason.map { "\(name): no upstream answered: \($0)" } ?? "\(name): no upstream answered in time"
+            return reason.map { "\(name): no upstream answered (\($0))" } ?? "\(name): no upstream answered in time"
         case .upstreamFailure: return "\(name): upstream answered \(rcode ?? "an error")"
         case .tooManyQueries: return "\(name): not asked: \(reason ?? "too many queries in flight")"
         case .networkError: return "\(name): no secure path to an upstream: \(reason ?? "network error")"

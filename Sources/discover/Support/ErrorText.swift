@@ -44,7 +44,7 @@ enum ErrorText {
             var servers: [String] = []
             if case .array(let items)? = error.parameters["servers"] { servers = items.compactMap(\.stringValue) }
             let from = servers.isEmpty ? "from any DNS server" : "from \(servers.joined(separator: ", "))"
-            let why = parameter("reason").map { ": \($0)" } ?? " in time"
+            let why = parameter("reason").map { " (\($0))" } ?? " in time"
             return ("discover: \(name.map { "\($0): " } ?? "")no answer \(from)\(why)", 2)
         case .upstreamFailure:
             let rcode = parameter("rcode") ?? "an error"
