@@ -41,7 +41,9 @@ import Testing
     @Test(arguments: [
         ("", "empty"), ("dns.example", "not an IPv4 or IPv6 address"), ("192.0.2.53:0", "port"),
         ("192.0.2.53:99999", "port"), ("192.0.2.53#", "not a valid host name"), ("192.0.2.53#bad name", "not a valid"),
-        ("tls://dns.example", "not an IPv4"), ("quic://192.0.2.53", "unknown scheme"), ("http://x/", "unknown scheme"),
+        ("tls://dns.example", "write its address and the name to check, tls://ADDR#dns.example"),
+        ("tls://dns.example#dns.example", "host names are not allowed"), ("quic://192.0.2.53", "unknown scheme"),
+        ("http://x/", "unknown scheme"),
         ("https://dns.example/q#notanip", "not an IPv4"), ("https://192.0.2.53/q#192.0.2.54", "differs"),
         ("https://dns.example/a b", "visible ASCII"), ("https://dns.example/q?dns=x", "carries a dns parameter"),
         ("https://dns.example/q{dns}", "not {?dns} or {&dns}"), ("https://dns.example/q?a{?dns}", "write {&dns}"),

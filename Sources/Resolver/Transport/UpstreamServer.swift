@@ -168,8 +168,12 @@ public struct UpstreamServer: Hashable, Sendable, CustomStringConvertible {
         }
         let (host, port) = try hostAndPort(authority, defaultPort: defaultPort(transport), text: text)
         guard isIPAddress(host) else {
-            throw UpstreamSyntaxError(
-                text: text, reason: "'\(host)' is not an IPv4 or IPv6 address (host names are not allowed here)")
+            // The daemon never resolves a name to reach an upstream; DoT names the server after the address.
+            let hint =
+                transport == .tls && name == nil
+                ? ": write its address and the name to check, tls://ADDR#\(host.lowercased())"
+                : " (host names are not allowed here)"
+            throw UpstreamSyntaxError(text: text, reason: "'\(host)' is not an IPv4 or IPv6 address\(hint)")
         }
         return UpstreamServer(transport: transport, host: host, port: port, tlsName: name)
     }
