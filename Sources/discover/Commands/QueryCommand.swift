@@ -14,7 +14,7 @@ struct QueryCommand: AsyncParsableCommand {
             against the system trust store (or --ca-file); a failure is reported, nothing is sent in clear text. \
             A DoH URL without #ADDR is reached at the address the system resolver gives for its host, as curl \
             and kdig do (the daemon itself never asks the system resolver: it takes #ADDR or a bootstrap line). \
-            Exit status 0 for NOERROR and NXDOMAIN, 1 otherwise.
+            Exit status 0 for NOERROR and NXDOMAIN, 1 otherwise, 2 when a DoH host has no address.
 
             Examples:
               discover query example.com --upstream '9.9.9.9#dns.quad9.net'
@@ -115,7 +115,7 @@ struct QueryCommand: AsyncParsableCommand {
     }
 
     /// The status note worth printing: none for a plain upstream, which is plain because the user wrote it so
-    /// (the library's "clear text: no encrypted path" is for the daemon, where DDR could have found one).
+    /// (the library's "clear text: ddr = no" is for the daemon's status, where DDR could have found a way).
     private static func note(_ status: UpstreamStatus?, _ server: UpstreamServer) -> String? {
         server.transport == .plain ? nil : status?.note
     }
