@@ -342,7 +342,8 @@ struct TransportTests {
         let closed = try await LoopbackUpstream.start { _ in [] }
         await closed.stop()
         let silent = try await LoopbackUpstream.start { _ in [] }
-        let configuration = UpstreamClient.Configuration(timeout: .milliseconds(300), attempts: 1)
+        // Long enough that the ICMP error comes within the try on a busy machine; the silent one waits it out.
+        let configuration = UpstreamClient.Configuration(timeout: .seconds(1), attempts: 1)
         let error = await Self.expectError(Self.client([closed, silent], configuration))
         await silent.stop()
         // The closed port's ICMP error is named with its upstream; the silent one only timed out.
@@ -362,12 +363,14 @@ struct TransportTests {
             path: transport == .https ? "/dns-query" : "")
         let client = UpstreamClient(upstreams: [server], configuration: .init(timeout: .milliseconds(300), attempts: 1))
         let errors = [await Self.expectError(client), await Self.expectError(client)]
+        // The second query may meet the back-off the first refusal started (" (retrying after a back-off)"), or
+        // connect again if it has run out: the same refusal either way.
         let refused = "\(server): connect: Connection refused"
-        #expect(errors.map { $0?.message } == [refused, refused + " (retrying after a back-off)"])
+        #expect(errors.allSatisfy { $0?.message.hasPrefix(refused) == true }, "\(errors)")
         let status = try #require(client.upstreamStatus.first)
         // The connect's failure and its try's are one failure, not two; the reason is the system's.
         #expect(status.queries == 2 && status.failures == 2, "\(status)")
-        #expect(status.lastFailure == "failed: connect: Connection refused (retrying after a back-off)")
+        #expect(status.lastFailure?.hasPrefix("failed: connect: Connection refused") == true, "\(status)")
     }
 
     @Test func aQueryStrictModeRefusesBeforeAnyTryIsAFailedQuery() async throws {
