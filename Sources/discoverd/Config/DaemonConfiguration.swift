@@ -349,7 +349,7 @@ extension DaemonConfiguration {
         }
         if !fileUpstreams.isEmpty { upstreams = fileUpstreams }
         if !bootstrapLines.isEmpty { bootstrap = bootstrapLines }
-        try checkUpstreams(source: "\(source): [resolver] upstream", places: fileUpstreams.isEmpty ? [] : upstreamLines)
+        try checkUpstreams(source: "\(source): [resolver] upstream", places: upstreamLines)
         if !noOptimistic.isEmpty { noOptimisticDomains = noOptimistic }
         if let listen { stubListen = listen }
         if !allow.isEmpty { stubAllow = allow }

@@ -75,6 +75,14 @@ enum EncryptedConnections {
     /// ``closedByServer`` with how the connection ended, when it broke rather than closed (`write: Broken pipe`).
     static func closedByServer(_ how: String) -> String { "\(closedByServer) (\(how))" }
 
+    /// How the tries on an established connection end when it breaks with `outcome`: a network failure (a reset,
+    /// no close_notify) as a close by the server, so they are sent again on the next connection (RFC 7766 §6.2.3;
+    /// a server that stops after so many queries resets them unread); a TLS verification failure as it is.
+    static func endingTries(_ outcome: ExchangeOutcome) -> ExchangeOutcome {
+        guard case .failed(let how) = outcome else { return outcome }
+        return .failed(closedByServer(how))
+    }
+
     /// The loop of the DoT connections (their timers, and the queries of tasks and the API); the stub's workers
     /// run the rest on their own loops (``LoopDoTConnection``). Nil only when no thread could be made.
     static let home: IOLoop? = try? IOLoop(name: "dns-dot")

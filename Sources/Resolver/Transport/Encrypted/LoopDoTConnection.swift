@@ -681,11 +681,7 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
             return
         }
         statistics.connectionFailed(outcome.reason)
-        if case .failed = outcome {
-            fail(link, .failed(EncryptedConnections.closedByServer(outcome.reason)), &endings)
-        } else {
-            fail(link, outcome, &endings)
-        }
+        fail(link, EncryptedConnections.endingTries(outcome), &endings)
         close(link, &endings)
     }
 

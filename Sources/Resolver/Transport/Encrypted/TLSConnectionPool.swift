@@ -281,13 +281,7 @@ final class TLSConnectionPool: EncryptedConnection, @unchecked Sendable {
                 if !(link.draining && (error as? TLSClientError) == .uncleanShutdown) {
                     statistics.connectionFailed(outcome.reason)
                 }
-                // As ``LoopDoTConnection`` does: a broken connection (a reset, no close_notify) ends its tries as a
-                // closed one, sent again on the next connection; a verification failure ends them as it is.
-                if case .failed = outcome {
-                    fail(link, .failed(EncryptedConnections.closedByServer(outcome.reason)))
-                } else {
-                    fail(link, outcome)
-                }
+                fail(link, EncryptedConnections.endingTries(outcome))
             }
             channel.close(promise: nil)
         }
