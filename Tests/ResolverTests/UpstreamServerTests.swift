@@ -125,6 +125,7 @@ import Testing
     @Test func aQueryIsSentAgainWhenTheServerClosedOrBrokeItsConnectionNotWhenTheHandshakeFailed() {
         #expect(EncryptedTransport.resends(.failed(EncryptedConnections.closedByServer)))
         #expect(EncryptedTransport.resends(.failed(EncryptedConnections.closedByServer("write: Broken pipe"))))
+        #expect(EncryptedTransport.resends(.failed(EncryptedConnections.abandoned)))
         #expect(!EncryptedTransport.resends(.failed("the server closed the connection during the TLS handshake")))
         #expect(!EncryptedTransport.resends(.failed("HTTP status 500 from the DoH server")))
         #expect(!EncryptedTransport.resends(.insecure(EncryptedConnections.closedByServer)))

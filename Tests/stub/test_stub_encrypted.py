@@ -390,6 +390,113 @@ def keepalive_unbound(tls_lab):
         run([LAB_SCRIPT, "kill", name], check=False, timeout=30)
 
 
+@pytest.fixture
+def stoppable_unbound(tls_lab):
+    """An Unbound of the test's own, DoT on 192.0.2.67:8853 and DoH on 192.0.2.67:8443 (the fault address's
+    certificate), and its PID, for the test to stop with SIGSTOP: the kernel then keeps its connections and takes
+    what is written to them, and nothing is answered, as with a server that hung or a path that lost its state
+    without a reset."""
+    name = f"unbound-stoppable-{os.getpid()}"
+    conf_dir = LAB_DIR / "tls" / name
+    conf_dir.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for line in (LAB_DIR / "tls" / "unbound-tls" / "unbound.conf").read_text().splitlines():
+        if line.strip().startswith(("interface:", "tls-port:", "https-port:")):
+            continue
+        line = line.replace(str(LAB_DIR / "tls" / "unbound-tls"), str(conf_dir))
+        line = line.replace("/good.key", "/dohfault.key").replace("/good.pem", "/dohfault.pem")
+        lines.append(line)
+        if line.strip() == "server:":
+            lines += [f"    interface: {FAULT}@8853", "    tls-port: 8853", f"    interface: {FAULT}@8443",
+                      "    https-port: 8443"]
+    (conf_dir / "unbound.conf").write_text("\n".join(lines) + "\n")
+    run([LAB_SCRIPT, "spawn", "dns", name, "unbound", "-d", "-c", str(conf_dir / "unbound.conf")], timeout=30)
+    pid = int((LAB_DIR / "pids" / f"{name}.pid").read_text().split()[0])
+    try:
+        if not wait_until(lambda: _dot_ok(FAULT, 8853), 10):
+            missing(f"the stoppable Unbound did not come up: {(LAB_DIR / 'logs' / f'{name}.log').read_text()[-2000:]}")
+        yield FAULT, pid
+    finally:
+        os.kill(pid, signal.SIGCONT)  # a stopped process cannot act on the SIGTERM that ends it
+        run([LAB_SCRIPT, "kill", name], check=False, timeout=30)
+
+
+STOPPABLE = {"dot": f"{FAULT}:8853#{NAME}", "doh": f"https://{NAME}:8443/dns-query#{FAULT}"}
+
+
+@pytest.mark.parametrize("transport", list(STOPPABLE))
+def test_a_server_that_stops_answering_is_let_go_and_the_log_says_why(stoppable_unbound, workdir, transport):
+    # A server that hangs with the connection up (or a path that drops it without a reset) answers nothing, and
+    # the kernel still takes every query written. After a query has had no reply, and nothing else came on its
+    # connection, for as long as its timeout, the connection is presumed dead and closed (Unbound closes such a
+    # stream too): the next query opens a new one instead of waiting on the dead one, whose handshake then times
+    # out and starts the back-off, so that later queries fail at once with the reason and stale answers are served.
+    _, pid = stoppable_unbound
+    d = daemon(workdir, STOPPABLE[transport])
+    try:
+        first = ask("stale.lab.test", "A", server="127.0.0.1", port=d.port)
+        assert first.rcode == "NOERROR" and first.texts("A")
+        assert upstream_status(d)[0]["connectionsOpen"] == 1
+        os.kill(pid, signal.SIGSTOP)
+        r = ask(uniq("silent"), "A", server="127.0.0.1", port=d.port, timeout=6)
+        assert r.rcode == "SERVFAIL", r
+        # Closed as dead, and the log says why (Status keeps the try's own failure, a timeout).
+        assert wait_until(lambda: upstream_status(d)[0]["connectionsOpen"] == 0, 5), upstream_status(d)
+        log = d.log_tail(200)
+        assert "closing a connection the server stopped answering on" in log, log
+        assert "no reply on the connection for 3000 ms" in log, log
+        # The next query opens a new connection, whose handshake the stopped server never finishes: the back-off.
+        r = ask(uniq("silent"), "A", server="127.0.0.1", port=d.port, timeout=6)
+        assert r.rcode == "SERVFAIL", r
+        up = upstream_status(d)[0]
+        assert up["connectionsOpened"] == 2, up
+        assert "TLS handshake not finished" in (up.get("lastFailure") or ""), up
+        # Meanwhile a name whose answer expired is answered stale, the refresh failing at once with the reason.
+        time.sleep(2.5)  # the 2 s TTL runs out
+        r = ask("stale.lab.test", "A", server="127.0.0.1", port=d.port, timeout=6)
+        assert r.rcode == "NOERROR" and r.texts("A") == first.texts("A") and EDE_STALE in r.ede_codes(), r
+        # The server comes back: once the back-off allows, a new connection answers.
+        os.kill(pid, signal.SIGCONT)
+
+        def fresh():
+            return ask(uniq("back"), "A", server="127.0.0.1", port=d.port, timeout=4).rcode == "NXDOMAIN"
+        assert wait_until(fresh, 20, interval=0.5), d.log_tail()
+        assert upstream_status(d)[0]["connectionsOpen"] == 1
+    finally:
+        d.stop()
+
+
+@pytest.mark.parametrize("transport", list(STOPPABLE))
+def test_queries_waiting_on_a_connection_let_go_as_dead_are_sent_again_not_lost(stoppable_unbound, workdir,
+                                                                                transport):
+    # The server is only slow (stopped for 3.8 s): the first query times out after 3 s and its connection is let go;
+    # the second, written a second later, is sent again on a new connection, whose handshake the server finishes
+    # when it resumes, and is answered.
+    _, pid = stoppable_unbound
+    d = daemon(workdir, STOPPABLE[transport])
+    try:
+        assert ask(uniq("slow"), "A", server="127.0.0.1", port=d.port).rcode == "NXDOMAIN"
+        os.kill(pid, signal.SIGSTOP)
+        answers: dict[str, str] = {}
+
+        def asking(key: str) -> None:
+            answers[key] = ask(uniq("slow"), "A", server="127.0.0.1", port=d.port, timeout=10).rcode
+        first = threading.Thread(target=asking, args=("first",))
+        second = threading.Thread(target=asking, args=("second",))
+        first.start()
+        time.sleep(1)
+        second.start()
+        time.sleep(2.8)
+        os.kill(pid, signal.SIGCONT)
+        first.join(12)
+        second.join(12)
+        assert answers == {"first": "SERVFAIL", "second": "NXDOMAIN"}, (answers, d.log_tail())
+        up = upstream_status(d)[0]
+        assert up["connectionsOpened"] == 2 and up["connectionsOpen"] == 1, up
+    finally:
+        d.stop()
+
+
 @pytest.mark.parametrize("whose", ["server-keepalive", "own-idle-timeout"])
 def test_dot_idle_connection_is_closed_by_us_in_time(tls_lab, workdir, request, whose):
     # RFC 7828 §3.3.2: the client closes an idle connection before the server's keepalive runs out (1.5 s: we

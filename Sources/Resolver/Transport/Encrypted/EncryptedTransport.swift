@@ -72,6 +72,10 @@ enum EncryptedConnections {
     /// ``EncryptedTransport/resends(_:)``).
     static let closedByServer = "the server closed the connection"
 
+    /// The failure of a query whose connection discoverd closed because the server had stopped answering on it;
+    /// sent again on the next connection, as after the server's own close.
+    static let abandoned = "its connection was closed: the server stopped answering on it"
+
     /// ``closedByServer`` with how the connection ended, when it broke rather than closed (`write: Broken pipe`).
     static func closedByServer(_ how: String) -> String { "\(closedByServer) (\(how))" }
 
@@ -144,11 +148,12 @@ extension EncryptedTransport {
     /// makes the server close every connection it comes on costs four connections, not more.
     static let maximumResends = 3
 
-    /// Whether a try's outcome is a query the server closed its connection on, which is sent again.
+    /// Whether a try's outcome is a query whose connection closed under it (the server's close, or ours of one it
+    /// stopped answering on), which is sent again.
     static func resends(_ outcome: ExchangeOutcome) -> Bool {
         guard case .failed(let reason) = outcome else { return false }
         let closed = EncryptedConnections.closedByServer
-        return reason == closed || reason.hasPrefix(closed + " (")
+        return reason == closed || reason.hasPrefix(closed + " (") || reason == EncryptedConnections.abandoned
     }
 }
 

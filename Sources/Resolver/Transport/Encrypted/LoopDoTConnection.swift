@@ -93,6 +93,10 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
         var idleClose: Scheduled<Void>?
         var idleSince = NIODeadline.now()
         var serverKeepalive: TimeAmount?
+        /// When the server last sent anything on it, and the timeout of the latest try: a try that times out with
+        /// nothing heard for that long finds the connection dead (``stoppedAnswering(_:_:)``).
+        var lastHeard = NIODeadline.now()
+        var tryTimeout = TimeAmount.zero
 
         /// ``TryHolder``: the deadline queue asks under the connection's lock; a due try is ended by the
         /// connection after the lock is let go, not here.
@@ -199,6 +203,7 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
             guard let link = pick(timeout: timeout, completion: completion, &endings) else { return nil }
             serial &+= 1
             link.tries[serial] = completion
+            link.tryTimeout = timeout
             addDeadline(.now() + timeout, link: link, number: serial)
             if link.phase == .ready {
                 send(padded, completion: completion, on: link, &endings)
@@ -327,10 +332,19 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
             var endings = Endings()
             lock.withLock {
                 deadlineTimer = nil
-                let (due, next) = deadlines.fire(now: .now())
+                let now = NIODeadline.now()
+                let (due, next) = deadlines.fire(now: now)
+                var silent: [Link] = []
                 for (holder, number) in due {
-                    if let completion = (holder as? Link)?.tries[number] { endings.add(completion, .timedOut) }
+                    guard let link = holder as? Link, let completion = link.tries[number] else { continue }
+                    endings.add(completion, .timedOut)
+                    if link.phase == .ready, now - link.lastHeard >= link.tryTimeout,
+                        !silent.contains(where: { $0 === link })
+                    {
+                        silent.append(link)
+                    }
                 }
+                for link in silent { stoppedAnswering(link, &endings) }
                 if let next { armDeadlines(next) }
             }
             endings.run()
@@ -539,6 +553,7 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
                 brokenConnection(link, tls.outcome(for: TLSClientError.uncleanShutdown), &endings)
                 return
             }
+            link.lastHeard = .now()
             let fed = cipherBuffer.withUnsafeBufferPointer { ctls_feed(connection, $0.baseAddress, count) }
             guard fed == 0 else {
                 brokenConnection(link, tls.outcome(for: TLSClientError.failed("out of memory")), &endings)
@@ -683,6 +698,22 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
         statistics.connectionFailed(outcome.reason)
         fail(link, EncryptedConnections.endingTries(outcome), &endings)
         close(link, &endings)
+    }
+
+    /// A try timed out and the server has sent nothing on its connection for as long: it hung, or the path lost
+    /// the connection without a reset (a NAT's or a load balancer's state), and the kernel would go on taking
+    /// queries for it until TCP gives up, many minutes later. The connection is closed as dead, as Unbound closes
+    /// such a stream. Its other tries are sent again on the next connection (``EncryptedConnections/abandoned``),
+    /// where a server that is only slow answers them and one that is not there fails the connect or the handshake,
+    /// which starts the back-off.
+    private func stoppedAnswering(_ link: Link, _ endings: inout Endings) {
+        let reason = "no reply on the connection for \(link.tryTimeout.nanoseconds / 1_000_000) ms"
+        logger.warning(
+            "closing a connection the server stopped answering on",
+            metadata: ["reason": "\(reason)", "dns.waiting": "\(link.tries.count)"])
+        statistics.connectionFailed(reason)
+        fail(link, .failed(EncryptedConnections.abandoned), &endings)
+        closeCleanly(link, &endings)
     }
 
     private func fail(_ link: Link, _ outcome: ExchangeOutcome, _ endings: inout Endings) {

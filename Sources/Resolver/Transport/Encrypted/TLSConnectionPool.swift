@@ -123,10 +123,20 @@ final class TLSConnectionPool: EncryptedConnection, @unchecked Sendable {
         var idleClose: Scheduled<Void>?
         /// When the last try ended (meaningful while `tries` is empty).
         var idleSince = NIODeadline.now()
+        /// What the connection has heard from the server (its pipeline's ``TLSLinkEvents``), the timeout of the
+        /// latest try, and what the pool does with a connection a try timed out on with nothing heard for as long.
+        weak var events: TLSLinkEvents?
+        var tryTimeout = TimeAmount.zero
+        var stoppedAnswering: ((Link) -> Void)?
 
         init(session: any TLSSession) { self.session = session }
 
-        func timedOut(_ number: Int) { tries[number]?.succeed(.timedOut) }
+        func timedOut(_ number: Int) {
+            guard let completion = tries[number] else { return }
+            let silent = ready && !draining && events.map { NIODeadline.now() - $0.lastHeard >= tryTimeout } == true
+            completion.succeed(.timedOut)
+            if silent { stoppedAnswering?(self) }
+        }
         func waits(_ number: Int) -> Bool { tries[number] != nil }
     }
 
@@ -174,6 +184,7 @@ final class TLSConnectionPool: EncryptedConnection, @unchecked Sendable {
         serial &+= 1
         let number = serial
         link.tries[number] = completion
+        link.tryTimeout = timeout
         deadlines.add(loop.now + timeout, link: link, number: number)
         completion.onEnd { completion in
             link.tries[number] = nil
@@ -225,6 +236,8 @@ final class TLSConnectionPool: EncryptedConnection, @unchecked Sendable {
         let events = TLSLinkEvents { [weak self, link] event in
             self?.linkEvent(event, link: link)
         }
+        link.events = events
+        link.stoppedAnswering = { [weak self] link in self?.stoppedAnswering(link) }
         let connected = ClientBootstrap(group: loop)
             .connectTimeout(timeout)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
@@ -321,6 +334,20 @@ final class TLSConnectionPool: EncryptedConnection, @unchecked Sendable {
         fail(link, outcome)
     }
 
+    /// A try timed out and the server has sent nothing on its connection for as long: closed as dead, its other
+    /// tries sent again on the next connection, as ``LoopDoTConnection`` does for DoT (the reasons are there).
+    private func stoppedAnswering(_ link: Link) {
+        guard link.ready, let channel = link.channel else { return }
+        let reason = "no reply on the connection for \(link.tryTimeout.nanoseconds / 1_000_000) ms"
+        logger.warning(
+            "closing a connection the server stopped answering on",
+            metadata: ["reason": "\(reason)", "dns.waiting": "\(link.tries.count)"])
+        statistics.connectionFailed(reason)
+        retire(link)
+        fail(link, .failed(EncryptedConnections.abandoned))
+        channel.close(promise: nil)
+    }
+
     private func fail(_ link: Link, _ outcome: ExchangeOutcome) {
         let waiting = link.tries.values
         link.queued = []
@@ -404,13 +431,21 @@ final class TLSLinkEvents: ChannelInboundHandler, RemovableChannelHandler, @unch
     }
 
     private let report: (Event) -> Void
+    /// When the server last sent anything (decrypted), or the handshake completed.
+    private(set) var lastHeard = NIODeadline.now()
 
     init(report: @escaping (Event) -> Void) {
         self.report = report
     }
 
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        lastHeard = .now()
+        context.fireChannelRead(data)
+    }
+
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if case TLSUserEvent.handshakeCompleted(let alpn) = event {
+            lastHeard = .now()
             let tls = try? context.pipeline.syncOperations.handler(type: TLSClientHandler.self)
             report(
                 .handshakeCompleted(
