@@ -76,6 +76,23 @@ enum EncryptedConnections {
     /// sent again on the next connection, as after the server's own close.
     static let abandoned = "its connection was closed: the server stopped answering on it"
 
+    /// Whether a try that timed out after `timeout` finds its connection dead: nothing at all heard from the server
+    /// since `lastHeard` for as long (``LoopDoTConnection``, ``TLSConnectionPool``).
+    static func silent(since lastHeard: NIODeadline, timeout: TimeAmount, now: NIODeadline) -> Bool {
+        now - lastHeard >= timeout
+    }
+
+    /// The log line and Status reason of a connection let go as ``silent(since:timeout:now:)``.
+    static func reportStoppedAnswering(
+        timeout: TimeAmount, waiting: Int, logger: Logger, statistics: UpstreamStatistics
+    ) {
+        let reason = "no reply on the connection for \(timeout.nanoseconds / 1_000_000) ms"
+        logger.warning(
+            "closing a connection the server stopped answering on",
+            metadata: ["reason": "\(reason)", "dns.waiting": "\(waiting)"])
+        statistics.connectionFailed(reason)
+    }
+
     /// ``closedByServer`` with how the connection ended, when it broke rather than closed (`write: Broken pipe`).
     static func closedByServer(_ how: String) -> String { "\(closedByServer) (\(how))" }
 

@@ -338,8 +338,8 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
                 for (holder, number) in due {
                     guard let link = holder as? Link, let completion = link.tries[number] else { continue }
                     endings.add(completion, .timedOut)
-                    if link.phase == .ready, now - link.lastHeard >= link.tryTimeout,
-                        !silent.contains(where: { $0 === link })
+                    if link.phase == .ready, !silent.contains(where: { $0 === link }),
+                        EncryptedConnections.silent(since: link.lastHeard, timeout: link.tryTimeout, now: now)
                     {
                         silent.append(link)
                     }
@@ -707,11 +707,8 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
     /// where a server that is only slow answers them and one that is not there fails the connect or the handshake,
     /// which starts the back-off.
     private func stoppedAnswering(_ link: Link, _ endings: inout Endings) {
-        let reason = "no reply on the connection for \(link.tryTimeout.nanoseconds / 1_000_000) ms"
-        logger.warning(
-            "closing a connection the server stopped answering on",
-            metadata: ["reason": "\(reason)", "dns.waiting": "\(link.tries.count)"])
-        statistics.connectionFailed(reason)
+        EncryptedConnections.reportStoppedAnswering(
+            timeout: link.tryTimeout, waiting: link.tries.count, logger: logger, statistics: statistics)
         fail(link, .failed(EncryptedConnections.abandoned), &endings)
         closeCleanly(link, &endings)
     }

@@ -133,7 +133,11 @@ final class TLSConnectionPool: EncryptedConnection, @unchecked Sendable {
 
         func timedOut(_ number: Int) {
             guard let completion = tries[number] else { return }
-            let silent = ready && !draining && events.map { NIODeadline.now() - $0.lastHeard >= tryTimeout } == true
+            let silent =
+                ready && !draining
+                && events.map {
+                    EncryptedConnections.silent(since: $0.lastHeard, timeout: tryTimeout, now: .now())
+                } == true
             completion.succeed(.timedOut)
             if silent { stoppedAnswering?(self) }
         }
@@ -338,11 +342,8 @@ final class TLSConnectionPool: EncryptedConnection, @unchecked Sendable {
     /// tries sent again on the next connection, as ``LoopDoTConnection`` does for DoT (the reasons are there).
     private func stoppedAnswering(_ link: Link) {
         guard link.ready, let channel = link.channel else { return }
-        let reason = "no reply on the connection for \(link.tryTimeout.nanoseconds / 1_000_000) ms"
-        logger.warning(
-            "closing a connection the server stopped answering on",
-            metadata: ["reason": "\(reason)", "dns.waiting": "\(link.tries.count)"])
-        statistics.connectionFailed(reason)
+        EncryptedConnections.reportStoppedAnswering(
+            timeout: link.tryTimeout, waiting: link.tries.count, logger: logger, statistics: statistics)
         retire(link)
         fail(link, .failed(EncryptedConnections.abandoned))
         channel.close(promise: nil)
