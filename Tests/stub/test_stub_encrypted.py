@@ -365,23 +365,31 @@ def test_thousand_queries_one_connection_one_handshake(server, workdir):
         d.stop()
 
 
-@pytest.fixture(scope="module")
-def keepalive_unbound(tls_lab):
-    """A second Unbound, DoT only on 192.0.2.67:853, whose edns-tcp-keepalive says 1.5 s (RFC 7828)."""
-    name = f"unbound-keepalive-{os.getpid()}"
+def _spawn_own_unbound(name: str, settings: list[str]) -> int:
+    """Starts an Unbound of a test's own in dlab-dns: unbound-tls's configuration with the fault address's
+    certificate (192.0.2.67 and dns.lab.test) and `settings` (its interfaces and ports, and more) in place of
+    unbound-tls's interfaces and ports; its PID."""
     conf_dir = LAB_DIR / "tls" / name
     conf_dir.mkdir(parents=True, exist_ok=True)
     lines = []
     for line in (LAB_DIR / "tls" / "unbound-tls" / "unbound.conf").read_text().splitlines():
-        if line.strip().startswith("interface:"):
+        if line.strip().startswith(("interface:", "tls-port:", "https-port:")):
             continue
         line = line.replace(str(LAB_DIR / "tls" / "unbound-tls"), str(conf_dir))
         line = line.replace("/good.key", "/dohfault.key").replace("/good.pem", "/dohfault.pem")
         lines.append(line)
         if line.strip() == "server:":
-            lines += [f"    interface: {FAULT}@853", "    edns-tcp-keepalive-timeout: 1500"]
+            lines += [f"    {setting}" for setting in settings]
     (conf_dir / "unbound.conf").write_text("\n".join(lines) + "\n")
     run([LAB_SCRIPT, "spawn", "dns", name, "unbound", "-d", "-c", str(conf_dir / "unbound.conf")], timeout=30)
+    return int((LAB_DIR / "pids" / f"{name}.pid").read_text().split()[0])
+
+
+@pytest.fixture(scope="module")
+def keepalive_unbound(tls_lab):
+    """A second Unbound, DoT only on 192.0.2.67:853, whose edns-tcp-keepalive says 1.5 s (RFC 7828)."""
+    name = f"unbound-keepalive-{os.getpid()}"
+    _spawn_own_unbound(name, [f"interface: {FAULT}@853", "tls-port: 853", "edns-tcp-keepalive-timeout: 1500"])
     try:
         if not wait_until(lambda: _dot_ok(FAULT), 10):
             missing(f"the keepalive Unbound did not come up: {(LAB_DIR / 'logs' / f'{name}.log').read_text()[-2000:]}")
@@ -397,27 +405,17 @@ def stoppable_unbound(tls_lab):
     what is written to them, and nothing is answered, as with a server that hung or a path that lost its state
     without a reset."""
     name = f"unbound-stoppable-{os.getpid()}"
-    conf_dir = LAB_DIR / "tls" / name
-    conf_dir.mkdir(parents=True, exist_ok=True)
-    lines = []
-    for line in (LAB_DIR / "tls" / "unbound-tls" / "unbound.conf").read_text().splitlines():
-        if line.strip().startswith(("interface:", "tls-port:", "https-port:")):
-            continue
-        line = line.replace(str(LAB_DIR / "tls" / "unbound-tls"), str(conf_dir))
-        line = line.replace("/good.key", "/dohfault.key").replace("/good.pem", "/dohfault.pem")
-        lines.append(line)
-        if line.strip() == "server:":
-            lines += [f"    interface: {FAULT}@8853", "    tls-port: 8853", f"    interface: {FAULT}@8443",
-                      "    https-port: 8443"]
-    (conf_dir / "unbound.conf").write_text("\n".join(lines) + "\n")
-    run([LAB_SCRIPT, "spawn", "dns", name, "unbound", "-d", "-c", str(conf_dir / "unbound.conf")], timeout=30)
-    pid = int((LAB_DIR / "pids" / f"{name}.pid").read_text().split()[0])
+    pid = _spawn_own_unbound(name, [f"interface: {FAULT}@8853", "tls-port: 8853", f"interface: {FAULT}@8443",
+                                    "https-port: 8443"])
     try:
         if not wait_until(lambda: _dot_ok(FAULT, 8853), 10):
             missing(f"the stoppable Unbound did not come up: {(LAB_DIR / 'logs' / f'{name}.log').read_text()[-2000:]}")
         yield FAULT, pid
     finally:
-        os.kill(pid, signal.SIGCONT)  # a stopped process cannot act on the SIGTERM that ends it
+        try:
+            os.kill(pid, signal.SIGCONT)  # a stopped process cannot act on the SIGTERM that ends it
+        except ProcessLookupError:
+            pass  # it ended already; the log says why
         run([LAB_SCRIPT, "kill", name], check=False, timeout=30)
 
 
