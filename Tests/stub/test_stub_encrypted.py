@@ -438,7 +438,7 @@ def test_a_server_that_stops_answering_is_let_go_and_the_log_says_why(stoppable_
         os.kill(pid, signal.SIGSTOP)
         r = ask(uniq("silent"), "A", server="127.0.0.1", port=d.port, timeout=6)
         assert r.rcode == "SERVFAIL", r
-        # Closed as dead, and the log says why (Status keeps the try's own failure, a timeout).
+        # Closed as dead, and the log says why (Status has the reason of a later try by now: the handshake's).
         assert wait_until(lambda: upstream_status(d)[0]["connectionsOpen"] == 0, 5), upstream_status(d)
         log = d.log_tail(200)
         assert "closing a connection the server stopped answering on" in log, log
@@ -491,6 +491,31 @@ def test_queries_waiting_on_a_connection_let_go_as_dead_are_sent_again_not_lost(
         assert answers == {"first": "SERVFAIL", "second": "NXDOMAIN"}, (answers, d.log_tail())
         up = upstream_status(d)[0]
         assert up["connectionsOpened"] == 2 and up["connectionsOpen"] == 1, up
+        # Status says why the tries on the first connection failed: the server stopped answering on it (the
+        # reason of the timed-out try's connection, or of a try it ended), not a bare "timeout".
+        last = up.get("lastFailure") or ""
+        assert "no reply on the connection" in last or "the server stopped answering on it" in last, up
+    finally:
+        d.stop()
+
+
+@pytest.mark.parametrize("transport", list(STOPPABLE))
+def test_status_names_why_a_connection_was_let_go_not_a_bare_timeout(stoppable_unbound, workdir, transport):
+    # One query on a connection whose server went silent: its try times out and the connection is let go. What
+    # `discover status` gives as the last failure is why (the connection's reason), not the try's bare "timeout".
+    # No DNSSEC probe (dnssec = no): nothing else is asked, so no later try's failure replaces it.
+    _, pid = stoppable_unbound
+    d = daemon(workdir, STOPPABLE[transport], extra="dnssec = no\n")
+    try:
+        assert ask(uniq("why"), "A", server="127.0.0.1", port=d.port).rcode == "NXDOMAIN"
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            assert ask(uniq("why"), "A", server="127.0.0.1", port=d.port, timeout=6).rcode == "SERVFAIL"
+            assert wait_until(lambda: upstream_status(d)[0]["connectionsOpen"] == 0, 5), upstream_status(d)
+            up = upstream_status(d)[0]
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert up["failures"] == 1 and up["lastFailure"] == "no reply on the connection for 3000 ms", up
     finally:
         d.stop()
 

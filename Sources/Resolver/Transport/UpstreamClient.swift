@@ -623,7 +623,9 @@ public final class UpstreamClient: DNSTransport, Sendable {
         switch outcome {
         case .response, .truncated: target.statistics.tried(milliseconds: milliseconds, failure: nil)
         case .cancelled: break
-        case .timedOut, .failed, .insecure: target.statistics.tried(milliseconds: nil, failure: Self.describe(outcome))
+        case .timedOut:
+            target.statistics.tried(milliseconds: nil, failure: Self.describe(outcome), timedOutSince: started)
+        case .failed, .insecure: target.statistics.tried(milliseconds: nil, failure: Self.describe(outcome))
         }
         attempts.append(
             QueryAttempt(

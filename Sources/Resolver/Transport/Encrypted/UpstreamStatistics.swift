@@ -1,3 +1,4 @@
+import NIOCore
 import Synchronization
 
 /// How an upstream came to be used.
@@ -70,6 +71,8 @@ final class UpstreamStatistics: Sendable {
         var queries = 0
         var failures = 0
         var lastFailure: String?
+        /// When a connection last recorded why it failed (``connectionFailed(_:)``).
+        var connectionFailedAt: NIODeadline?
         var tlsVersion: String?
         var verifiedName: String?
         /// What the transport says of itself (a DoH upstream that takes only GET).
@@ -94,20 +97,23 @@ final class UpstreamStatistics: Sendable {
         }
     }
 
-    /// One try: its round trip when answered, else why not.
-    func tried(milliseconds: Double?, failure: String?) {
-        state.withLock {
-            $0.queries += 1
+    /// One try: its round trip when answered, else why not. A try that timed out (`timedOutSince`: when it was
+    /// sent) keeps a reason its connection recorded meanwhile as the last one: a connection let go because the server
+    /// stopped answering on it says so, where the try would only say "timeout".
+    func tried(milliseconds: Double?, failure: String?, timedOutSince sent: NIODeadline? = nil) {
+        state.withLock { s in
+            s.queries += 1
             if let failure {
-                $0.failures += 1
-                $0.lastFailure = failure
+                s.failures += 1
+                let connectionSaidWhy = sent.flatMap { sent in s.connectionFailedAt.map { $0 >= sent } } ?? false
+                if !connectionSaidWhy { s.lastFailure = failure }
             }
             if let milliseconds {
-                if $0.rtts.count < Self.window {
-                    $0.rtts.append(milliseconds)
+                if s.rtts.count < Self.window {
+                    s.rtts.append(milliseconds)
                 } else {
-                    $0.rtts[$0.next] = milliseconds
-                    $0.next = ($0.next + 1) % Self.window
+                    s.rtts[s.next] = milliseconds
+                    s.next = (s.next + 1) % Self.window
                 }
             }
         }
@@ -117,9 +123,16 @@ final class UpstreamStatistics: Sendable {
     func note(_ text: String) { state.withLock { $0.transportNote = text } }
 
     /// Records why a connection failed (a refused connect, a certificate, a reset) as the last reason. Not counted:
-    /// `failures` counts tries, and every try on that connection ends failed (``tried(milliseconds:failure:)``)
-    /// or is sent again, so counting here too made one refused query two failures.
-    func connectionFailed(_ reason: String) { state.withLock { $0.lastFailure = reason } }
+    /// `failures` counts tries, and every try on that connection ends failed
+    /// (``tried(milliseconds:failure:timedOutSince:)``) or is sent again, so counting here too made one refused query
+    /// two failures.
+    func connectionFailed(_ reason: String) {
+        let now = NIODeadline.now()
+        state.withLock {
+            $0.lastFailure = reason
+            $0.connectionFailedAt = now
+        }
+    }
 
     func status(server: UpstreamServer, transport: String, origin: UpstreamOrigin, note: String?) -> UpstreamStatus {
         state.withLock { s in
