@@ -39,8 +39,11 @@ public struct RRType: RawRepresentable, Hashable, Sendable, Codable, CustomStrin
     public static let any = RRType(255)
 
     private static let names: [UInt16: String] = [
-        1: "A", 2: "NS", 5: "CNAME", 6: "SOA", 12: "PTR", 15: "MX", 16: "TXT", 28: "AAAA", 33: "SRV", 41: "OPT",
-        64: "SVCB", 65: "HTTPS", 255: "ANY",
+        1: "A", 2: "NS", 5: "CNAME", 6: "SOA", 12: "PTR", 13: "HINFO", 15: "MX", 16: "TXT", 17: "RP", 28: "AAAA",
+        29: "LOC", 33: "SRV", 35: "NAPTR", 39: "DNAME", 41: "OPT", 43: "DS", 44: "SSHFP", 46: "RRSIG", 47: "NSEC",
+        48: "DNSKEY", 50: "NSEC3", 51: "NSEC3PARAM", 52: "TLSA", 53: "SMIMEA", 59: "CDS", 60: "CDNSKEY",
+        61: "OPENPGPKEY", 62: "CSYNC", 63: "ZONEMD", 64: "SVCB", 65: "HTTPS", 99: "SPF", 108: "EUI48", 109: "EUI64",
+        249: "TKEY", 250: "TSIG", 251: "IXFR", 252: "AXFR", 255: "ANY", 256: "URI", 257: "CAA",
     ]
 
     /// The mnemonic, e.g. `HTTPS`, or `TYPE123` for a type without one.

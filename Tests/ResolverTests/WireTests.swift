@@ -376,6 +376,7 @@ struct WireTests {
         #expect(RRType.https.description == "HTTPS")
         #expect(RRType(rawValue: 64).description == "SVCB")
         #expect(RRType(999).description == "TYPE999")
+        #expect(RRType(48).description == "DNSKEY" && RRType(43).description == "DS" && RRType(257).description == "CAA")
         #expect(RRClass.in.description == "IN")
         #expect(RCode.servFail.description == "SERVFAIL")
         #expect(RCode(4000).description == "RCODE4000")

@@ -28,7 +28,7 @@ import dns.rcode
 import pytest
 
 from stubkit import (EDE_NETWORK_ERROR, EDE_STALE, LAB_DIR, LAB_SCRIPT, REPO, FaultServer, StubDaemon, ask, kdig,
-                     lab_exec, make_query, missing, netns_socket, parallel, run, uniq, wait_until)
+                     lab_exec, make_query, missing, netns_socket, parallel, parse_dig, run, uniq, wait_until)
 
 CA = LAB_DIR / "ca" / "ca.pem"
 NAME = "dns.lab.test"
@@ -985,7 +985,7 @@ def test_doh_get_against_unbound_dnsdist_and_the_fault_server(dohfault):
         text = lab_exec("a", str(DISCOVER), "query", "multi.lab.test", "A", "--upstream", upstream, "--https-get",
                         "--ca-file", str(CA), timeout=30).stdout
         assert "status: NOERROR" in text, text
-        assert sorted(line.split()[-1] for line in text.splitlines() if " A " in line) == want, text
+        assert sorted(r[4] for r in parse_dig(text).records("ANSWER", "A")) == want, text
     # GET from the first query: the fault server saw no POST, and the template expanded after its own parameter.
     assert _getonly_log(log)[before:] == ["GET"]
     [path] = _getonly_log(log, 2)[before:]
@@ -1017,7 +1017,26 @@ for m in (t, h):
         text = lab_exec("a", str(DISCOVER), "query", "multi.lab.test", "A", "--upstream", upstream,
                         "--ca-file", str(CA), timeout=30).stdout
         assert "TLSv1.3 verified dns.lab.test" in text and "status: NOERROR" in text, text
-        assert sorted(line.split()[-1] for line in text.splitlines() if " A " in line) == want, text
+        assert sorted(r[4] for r in parse_dig(text).records("ANSWER", "A")) == want, text
+    # Every section, each record as kdig writes it (an HTTPS record's SvcParams by name, a negative answer's SOA),
+    # the header's flags; and the same as JSON for scripts, the RDATA without ldns's comments.
+    for qname, qtype, section in (("port.lab.test", "HTTPS", "ANSWER"), ("nosuch.lab.test", "A", "AUTHORITY"),
+                                  ("lab.test", "SOA", "ANSWER")):
+        ref = kdig(f"+tls-ca={CA}", f"+tls-hostname={NAME}", f"@{server}", qname, qtype)
+        wanted = sorted(" ".join(r[4].split(";")[0].split()) for r in ref.records(section))
+        assert wanted, ref.text
+        text = lab_exec("a", str(DISCOVER), "query", qname, qtype, "--upstream", f"{server}#{NAME}",
+                        "--ca-file", str(CA), timeout=30).stdout
+        ours = parse_dig(text)
+        assert sorted(" ".join(r[4].split(";")[0].split()) for r in ours.records(section)) == wanted, text
+        flags = " ".join(f for f in ("qr", "aa", "tc", "rd", "ra", "ad", "cd") if f in ref.flags)
+        assert f"status: {ref.status}, flags: {flags}," in text and ours.counts[section] == len(wanted), text
+        js = json.loads(lab_exec("a", str(DISCOVER), "query", qname, qtype, "--upstream", f"{server}#{NAME}",
+                                 "--ca-file", str(CA), "--json", timeout=30).stdout)
+        assert js["rcode"] == ref.status and js["flags"] == flags.split() and isinstance(js["ms"], float), js
+        assert sorted(" ".join(r["data"].split()) for r in js[section.lower()]) == wanted, js
+        assert {(r["name"], r["type"], r["class"]) for r in js[section.lower()]} == {
+            (r[0], r[3], r[2]) for r in ref.records(section)}, js
     bad = lab_exec("a", str(DISCOVER), "query", "multi.lab.test", "--upstream", f"{EXPIRED}#{NAME}",
                    "--ca-file", str(CA), timeout=30, check=False)
     assert bad.returncode == 1 and "certificate expired" in bad.stdout, bad.stdout
@@ -1049,7 +1068,7 @@ def test_discover_query_finds_a_doh_host_with_the_system_resolver_and_names_what
     assert found.returncode == 0, (found.stdout, found.stderr)
     assert f";; {NAME} is {GOOD} (system resolver)" in found.stdout, found.stdout
     assert "TLSv1.3 verified dns.lab.test" in found.stdout, found.stdout
-    assert sorted(line.split()[-1] for line in found.stdout.splitlines() if " A " in line) == want, found.stdout
+    assert sorted(r[4] for r in parse_dig(found.stdout).records("ANSWER", "A")) == want, found.stdout
     js = query("multi.lab.test", "--upstream", f"https://{NAME}/dns-query", "--ca-file", str(CA), "--json")
     assert json.loads(js.stdout)["address"] == GOOD, js.stdout
 

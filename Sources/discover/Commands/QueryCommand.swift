@@ -20,7 +20,7 @@ struct QueryCommand: AsyncParsableCommand {
               discover query example.com --upstream '9.9.9.9#dns.quad9.net'
               discover query example.com AAAA --upstream https://dns.example/dns-query#192.0.2.53
               discover query example.com --upstream https://dns.example/dns-query#192.0.2.53 --https-get
-              discover query lab.test SOA --upstream tls://192.0.2.56 --ca-file /tmp/discoverd-lab/ca/ca.pem
+              discover query lab.test SOA --upstream tls://192.0.2.63 --ca-file /tmp/discoverd-lab/ca/ca.pem
             """)
 
     @Argument(help: "The name to ask for.")
@@ -42,11 +42,20 @@ struct QueryCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "DoH with GET (RFC 8484 §4.1, like kdig +https-get) instead of POST.")
     var httpsGet = false
 
+    @Flag(name: .long, help: "Set the DO bit (RFC 3225), like kdig +dnssec: a signing server adds its RRSIGs.")
+    var dnssec = false
+
     @Option(name: .long, help: "Seconds to wait (default 3).")
     var timeout: Double = 3
 
     @Flag(name: .shortAndLong, help: "JSON output.")
     var json = false
+
+    /// Here rather than in `run`, so that a bad value is shown with this command's usage, not the tool's.
+    func validate() throws {
+        do { _ = try UpstreamServer(parsing: upstream) } catch { throw ValidationError(error.description) }
+        guard Self.type(type) != nil else { throw ValidationError("unknown record type '\(type)'") }
+    }
 
     func run() async throws {
         var server: UpstreamServer
@@ -68,49 +77,94 @@ struct QueryCommand: AsyncParsableCommand {
         let started = ContinuousClock.now
         let result: Result<DNSExchange, DNSTransportError>
         do {
-            result = .success(try await client.query(DNSQuestion(name: name, type: rrType, class: .in)))
+            let question = DNSQuestion(name: name, type: rrType, class: .in)
+            result = .success(try await client.query(question, dnssecOK: dnssec))
         } catch {
             result = .failure(error)
         }
         let elapsed = ContinuousClock.now - started
         let status = client.upstreamStatus.first
-        var report: [String: String] = [
-            "server": server.description,
-            "ms": String(format: "%.1f", Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000),
-        ]
-        if let bootstrapped { report["address"] = bootstrapped }
-        if let version = status?.tlsVersion { report["tls"] = version }
-        if let verified = status?.verifiedName { report["verified"] = verified }
+        var report = Report(
+            server: server.description, address: bootstrapped, tls: status?.tlsVersion, verified: status?.verifiedName,
+            ms: (elapsed / .microseconds(100)).rounded() / 10)
         switch result {
         case .success(let exchange):
             let message = exchange.message
-            report["rcode"] = "\(message.rcode)"
-            let records = message.answer.map { "\($0.name) \($0.ttl) \($0.type) \(Self.text($0))" }
+            let flags = Self.flags(message.header)
             if json {
-                var object: [String: Any] = report
-                object["answer"] = records
-                let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
-                print(String(decoding: data, as: UTF8.self))
+                report.rcode = "\(message.rcode)"
+                report.flags = flags
+                report.answer = message.answer.map(Report.Record.init)
+                report.authority = message.authority.map(Report.Record.init)
+                report.additional = message.additional.map(Report.Record.init)
+                try Output.json(report)
             } else {
-                print(";; \(server) \(status?.transport ?? "") \(report["tls"].map { "\($0) verified \(report["verified"] ?? "")" } ?? "")")
-                if let bootstrapped { print(";; \(server.tlsName ?? "") is \(bootstrapped) (system resolver)") }
-                if let note = Self.note(status, server) { print(";; \(note)") }
-                print(";; status: \(message.rcode), \(message.answer.count) answers, \(report["ms"]!) ms")
-                for line in records { print(line) }
+                let tls = report.tls.map { " \($0) verified \(report.verified ?? "")" } ?? ""
+                Output.line(";; \(server) \(status?.transport ?? "")\(tls)")
+                if let bootstrapped { Output.line(";; \(server.tlsName ?? "") is \(bootstrapped) (system resolver)") }
+                if let note = Self.note(status, server) { Output.line(";; \(note)") }
+                Output.line(
+                    ";; status: \(message.rcode), flags: \(flags.joined(separator: " ")), "
+                        + String(format: "%.1f ms", report.ms))
+                Output.line(
+                    ";; ANSWER: \(message.answer.count), AUTHORITY: \(message.authority.count), "
+                        + "ADDITIONAL: \(message.additional.count)")
+                // dig's layout, one tab between fields, so that what reads dig's output reads this.
+                let sections = [
+                    ("ANSWER", message.answer), ("AUTHORITY", message.authority), ("ADDITIONAL", message.additional),
+                ]
+                for (title, records) in sections where !records.isEmpty {
+                    Output.line("\n;; \(title) SECTION:")
+                    for record in records {
+                        let data = record.presentationData(comments: true)
+                        Output.line("\(record.name)\t\(record.ttl)\t\(record.class)\t\(record.type)\t\(data)")
+                    }
+                }
             }
             if message.rcode != .noError && message.rcode != .nxDomain { throw ExitCode(1) }
         case .failure(let error):
-            report["error"] = error.message
+            report.error = error.message
             if json {
-                let data = try JSONSerialization.data(withJSONObject: report, options: [.sortedKeys])
-                print(String(decoding: data, as: UTF8.self))
+                try Output.json(report)
             } else {
-                if let note = Self.note(status, server) { print(";; \(note)") }
+                if let note = Self.note(status, server) { Output.line(";; \(note)") }
                 // The message names the upstream already when it is about one.
                 let subject = error.message.hasPrefix(server.description) ? "" : "\(server): "
-                print(";; \(subject)\(error.code.rawValue): \(error.message)")
+                Output.line(";; \(subject)\(error.code.rawValue): \(error.message)")
             }
             throw ExitCode(1)
+        }
+    }
+
+    /// `--json`'s object; what is unknown (no TLS, no reply) is left out.
+    struct Report: Encodable {
+        var server: String
+        var address: String?
+        var tls: String?
+        var verified: String?
+        var ms: Double
+        var rcode: String?
+        var flags: [String]?
+        var answer: [Record]?
+        var authority: [Record]?
+        var additional: [Record]?
+        var error: String?
+
+        /// A record with its RDATA in presentation format without comments, as a zone file has it.
+        struct Record: Encodable {
+            var name: String
+            var ttl: UInt32
+            var `class`: String
+            var type: String
+            var data: String
+
+            init(_ record: ResourceRecord) {
+                self.name = record.name
+                self.ttl = record.ttl
+                self.class = "\(record.class)"
+                self.type = "\(record.type)"
+                self.data = record.presentationData()
+            }
         }
     }
 
@@ -154,12 +208,11 @@ struct QueryCommand: AsyncParsableCommand {
         return nil
     }
 
-    private static func text(_ record: ResourceRecord) -> String {
-        switch record.type {
-        case .a: (try? record.ipv4Address()) ?? "?"
-        case .aaaa: (try? record.ipv6Address()) ?? "?"
-        case .cname: (try? record.cnameTarget()) ?? "?"
-        default: "\\# \(record.rdata.count) " + record.rdata.map { String(format: "%02x", $0) }.joined()
-        }
+    /// The header's flags as dig and kdig name them, in their order.
+    private static func flags(_ header: DNSHeader) -> [String] {
+        [
+            ("qr", header.qr), ("aa", header.aa), ("tc", header.tc), ("rd", header.rd), ("ra", header.ra),
+            ("ad", header.ad), ("cd", header.cd),
+        ].filter(\.1).map(\.0)
     }
 }
