@@ -1,9 +1,10 @@
 // libFuzzer entry point: feeds arbitrary bytes to the SvcParams/SVCB RDATA parser, to RFC 9460 client
-// processing, to DNSMessage.parse (CommonReplyParser, else ldns), and takes every message that parses for an
-// upstream's reply: the bailiwick scrubber and the DNSSEC cryptography (signatures, DS digests, NSEC/NSEC3 denial,
-// through ldns) on whatever records it holds. Any crash, trap or sanitizer report is a bug: malformed input must
-// only ever throw or fail a check. Two oracles besides: CommonReplyParser is checked against ldns (what it accepts,
-// ldns must accept and read the same way), and the scrubber's shortcuts against its rules.
+// processing, to DNSMessage.parse (CommonReplyParser, else ldns) and ldns's presentation format of what it reads,
+// and takes every message that parses for an upstream's reply: the bailiwick scrubber and the DNSSEC cryptography
+// (signatures, DS digests, NSEC/NSEC3 denial, through ldns) on whatever records it holds. Any crash, trap or
+// sanitizer report is a bug: malformed input must only ever throw or fail a check. Two oracles besides:
+// CommonReplyParser is checked against ldns (what it accepts, ldns must accept and read the same way), and the
+// scrubber's shortcuts against its rules.
 //
 // Built outside SwiftPM by Fuzz/build-and-run.sh: this file with Sources/Resolver/Wire (the ldns codec),
 // Sources/Resolver/SVCB, the scrubber, the DNSSEC cryptography and DoHPathTemplate as one module that imports
@@ -52,6 +53,9 @@ public func fuzzTestOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt
             _ = try? record.cnameTarget()
             _ = try? record.soa()
             _ = try? SVCBRecord.parse(rdata: record.rdata)
+            // What `discover query` prints of a server's reply: ldns writes any record it read.
+            _ = record.presentationData()
+            _ = record.presentationData(comments: true)
         }
         var chain = AliasChain(start: message.question?.name ?? ".")
         _ = try? chain.followCNAMEs(type: .https, in: message.answer)
