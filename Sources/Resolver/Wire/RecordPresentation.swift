@@ -17,7 +17,11 @@ extension ResourceRecord {
     ///
     /// For people and scripts that print records (`discover query`); no answer path uses it.
     public func presentationData(comments: Bool = false) -> String {
-        let generic = "\\# \(rdata.count)" + (rdata.isEmpty ? "" : " " + rdata.map { Self.hex($0) }.joined())
+        // Written only when it is the answer.
+        var generic: String {
+            let digits = rdata.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+            return "\\# \(rdata.count)" + (rdata.isEmpty ? "" : " " + digits)
+        }
         // The record as ldns would read it from a message: owner, type, class, TTL, RDLENGTH, RDATA. The RDATA came
         // out of ldns's own parse (`LDNSRecords`), with names uncompressed.
         guard let owner = try? DNSName(name), rdata.count <= Int(UInt16.max) else { return generic }
@@ -44,19 +48,8 @@ extension ResourceRecord {
         let line = String(cString: text)
         let columns = line.split(separator: "\t", maxSplits: 4, omittingEmptySubsequences: false)
         guard columns.count == 5 else { return generic }
-        return String(columns[4].trimmingSuffix(while: { $0 == "\n" || $0 == " " }))
-    }
-
-    private static func hex(_ byte: UInt8) -> String {
-        let digits = Array("0123456789abcdef")
-        return String([digits[Int(byte >> 4)], digits[Int(byte & 0x0f)]])
-    }
-}
-
-extension Substring {
-    fileprivate func trimmingSuffix(while drop: (Character) -> Bool) -> Substring {
-        var end = endIndex
-        while end > startIndex, drop(self[index(before: end)]) { end = index(before: end) }
-        return self[startIndex..<end]
+        var data = columns[4]
+        while let last = data.last, last == "\n" || last == " " { data.removeLast() }
+        return String(data)
     }
 }
