@@ -149,11 +149,15 @@ public struct EDNSInfo: Hashable, Sendable {
     public var version: UInt8
     /// The DO bit (RFC 3225).
     public var dnssecOK: Bool
+    /// The Extended DNS Errors (RFC 8914) among the options, in order: read from replies (an upstream's reason for
+    /// a SERVFAIL), empty in a query.
+    public var extendedErrors: [ExtendedDNSError]
 
-    public init(udpPayloadSize: UInt16, version: UInt8, dnssecOK: Bool) {
+    public init(udpPayloadSize: UInt16, version: UInt8, dnssecOK: Bool, extendedErrors: [ExtendedDNSError] = []) {
         self.udpPayloadSize = udpPayloadSize
         self.version = version
         self.dnssecOK = dnssecOK
+        self.extendedErrors = extendedErrors
     }
 }
 

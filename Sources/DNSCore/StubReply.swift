@@ -1,31 +1,4 @@
 
-/// Extended DNS Errors (RFC 8914 §4) the stub sends.
-public struct ExtendedDNSError: Sendable, Hashable {
-    public var code: UInt16
-    public var text: String
-
-    public init(code: UInt16, text: String) {
-        self.code = code
-        self.text = text
-    }
-
-    /// 0 Other.
-    public static func other(_ text: String) -> ExtendedDNSError { .init(code: 0, text: text) }
-    /// 3 Stale Answer (RFC 8767 answers).
-    public static func staleAnswer(_ text: String) -> ExtendedDNSError { .init(code: 3, text: text) }
-    /// 18 Prohibited (the client is not allowed).
-    public static func prohibited(_ text: String) -> ExtendedDNSError { .init(code: 18, text: text) }
-    /// 22 No Reachable Authority (every upstream timed out).
-    public static func noReachableAuthority(_ text: String) -> ExtendedDNSError { .init(code: 22, text: text) }
-    /// 23 Network Error (an upstream or avahi-daemon failed).
-    public static func networkError(_ text: String) -> ExtendedDNSError { .init(code: 23, text: text) }
-    /// 21 Not Supported.
-    public static func notSupported(_ text: String) -> ExtendedDNSError { .init(code: 21, text: text) }
-    /// A DNSSEC failure (RFC 8914 §4.7–4.13: 6 Bogus, 7 Signature Expired, 8 Not Yet Valid, 9 DNSKEY Missing,
-    /// 10 RRSIGs Missing, 12 NSEC Missing).
-    public static func dnssec(_ code: UInt16, _ text: String) -> ExtendedDNSError { .init(code: code, text: text) }
-}
-
 /// One part of an answer: encoded records and the TTL to write into each of them.
 public struct AnswerPart: Sendable {
     public var sections: EncodedSections

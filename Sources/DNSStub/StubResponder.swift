@@ -356,7 +356,13 @@ public final class StubResponder: Sendable {
                 error.reason.map { "no answer from \(resolver.upstreamDescription) (\($0))" }
                     ?? "no answer from \(resolver.upstreamDescription) in time")
         case .upstreamFailure:
-            ede = .networkError("\(server) answered \(error.rcode ?? "an error")")
+            // The upstream's own EDE, when it gave one, is the more exact reason (a validating upstream's DNSSEC
+            // Bogus, a forwarder's No Reachable Authority): its code passes on, its text after the upstream's name.
+            let answered = "\(server) answered \(error.rcode ?? "an error")"
+            ede =
+                error.upstreamError.map {
+                    .init(code: $0.code, text: $0.text.isEmpty ? answered : "\(answered): \($0.text)")
+                } ?? .networkError(answered)
         case .networkError:
             // RFC 8914 §4.24: Network Error, with what failed (certificate, handshake, strict mode) in the text.
             ede = .networkError(error.reason ?? "no secure path to an upstream")

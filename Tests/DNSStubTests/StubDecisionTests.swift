@@ -14,9 +14,14 @@ import Testing
 /// An upstream that answers from a script and counts what it is asked.
 final class ScriptedUpstream: DNSTransport {
     private let script: Mutex<[String: [ResourceRecord]]>
+    private let failures: [String: (RCode, ExtendedDNSError?)]
     private let asked = Mutex<[String: Int]>([:])
 
-    init(_ script: [String: [ResourceRecord]]) { self.script = Mutex(script) }
+    /// - Parameter failures: names answered with an error code instead, and an EDE in the reply's OPT record.
+    init(_ script: [String: [ResourceRecord]], failures: [String: (RCode, ExtendedDNSError?)] = [:]) {
+        self.script = Mutex(script)
+        self.failures = failures
+    }
 
     static func key(_ name: String, _ type: RRType) -> String { "\(DNSName.normalized(name)) \(type)" }
 
@@ -29,6 +34,16 @@ final class ScriptedUpstream: DNSTransport {
         let attempt = QueryAttempt(
             name: question.name, type: question.type, server: "scripted", transport: .udp, milliseconds: 1,
             rcode: "NOERROR")
+        if let (rcode, ede) = failures[key] {
+            let header = DNSHeader(
+                id: 1, qr: true, opcode: 0, aa: false, tc: false, rd: true, ra: true, ad: false, cd: false,
+                rcode: UInt8(rcode.rawValue), questionCount: 1, answerCount: 0, authorityCount: 0, additionalCount: 1)
+            let edns = EDNSInfo(
+                udpPayloadSize: 1232, version: 0, dnssecOK: false, extendedErrors: ede.map { [$0] } ?? [])
+            return DNSExchange(
+                message: DNSMessage(header: header, rcode: rcode, questions: [question], edns: edns),
+                attempts: [attempt])
+        }
         guard let records = script.withLock({ $0[key] }) else {
             throw DNSTransportError(code: .timeout, message: "not in the script", attempts: [attempt])
         }
@@ -229,6 +244,26 @@ struct StubDecisionTests {
         #expect(reply.rcode == .servFail)
         #expect(Self.hasExtendedError(bytes), "RFC 8914: SERVFAIL says why")
         #expect(upstream.count("gone.example.com.", .a) >= 1)
+    }
+
+    @Test func anUpstreamsSERVFAILKeepsItsExtendedErrorCodeAndTextAfterTheUpstreamsName() async throws {
+        let upstream = ScriptedUpstream(
+            [:],
+            failures: [
+                "bogus.example.com. A": (.servFail, ExtendedDNSError(code: 6, text: "validation failure <bogus>")),
+                "refused.example.com. A": (.refused, nil),
+            ])
+        let responder = Self.responder(upstream: upstream)
+        let bogus = try DNSMessage.parse(try await Self.ask(responder, ["bogus", "example", "com"]))
+        #expect(bogus.rcode == .servFail)
+        #expect(
+            bogus.edns?.extendedErrors == [
+                ExtendedDNSError(code: 6, text: "scripted answered SERVFAIL: validation failure <bogus>")
+            ])
+        // Without an EDE from the upstream, the stub's own: 23 Network Error, naming the upstream and its rcode.
+        let refused = try DNSMessage.parse(try await Self.ask(responder, ["refused", "example", "com"]))
+        #expect(refused.rcode == .servFail)
+        #expect(refused.edns?.extendedErrors == [ExtendedDNSError(code: 23, text: "scripted answered REFUSED")])
     }
 }
 

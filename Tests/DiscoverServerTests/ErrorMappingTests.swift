@@ -31,6 +31,20 @@ import Testing
         let named = ResolverError(code: .upstreamFailure, name: "x.", rcode: "REFUSED", attempts: [attempt])
             .varlinkError
         #expect(named.parameters["server"] == .string("192.0.2.53:53"))
+        // Why it failed, when known: the upstream's own EDE, or discoverd's validator's verdict.
+        let explained = ResolverError(
+            code: .upstreamFailure, name: "x.", rcode: "SERVFAIL", upstreamError: .init(code: 22, text: "no NS")
+        ).varlinkError
+        #expect(
+            explained.parameters == [
+                "rcode": .string("SERVFAIL"), "name": .string("x."), "ede": .int(22), "reason": .string("no NS"),
+            ])
+        let bogus = ResolverError(
+            code: .upstreamFailure, name: "x.", rcode: "SERVFAIL", reason: "DNSSEC: x. A: RRSIG expired",
+            dnssec: .bogus(7, "x. A: RRSIG expired")
+        ).varlinkError
+        #expect(bogus.parameters["ede"] == .int(7))
+        #expect(bogus.parameters["reason"] == .string("DNSSEC: x. A: RRSIG expired"))
         let timeout = ResolverError(code: .timeout, name: "x.", attempts: [attempt, attempt]).varlinkError
         #expect(timeout.parameters == ["name": .string("x."), "servers": .array([.string("192.0.2.53:53")])])
         let busy = ResolverError(code: .tooManyQueries, name: "x.", reason: "512 upstream queries in flight").varlinkError

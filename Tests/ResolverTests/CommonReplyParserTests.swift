@@ -56,6 +56,16 @@ struct CommonReplyParserTests {
         badvers.additional = [M.opt(udpSize: 4096, extendedRCode: 1, version: 0)]
         out.append(badvers.bytes)
 
+        // A validating upstream's SERVFAIL: padding (RFC 7830), then two Extended DNS Errors (RFC 8914).
+        var failed = M(questions: [M.question(M.name("bogus.example"), .a)])
+        failed.flags = 0x8182
+        failed.additional = [
+            M.opt(
+                options: M.ednsOption(12, [0, 0, 0]) + M.ednsOption(15, M.u16(6) + Array("validation failure".utf8))
+                    + M.ednsOption(15, M.u16(22)))
+        ]
+        out.append(failed.bytes)
+
         var root = M(questions: [M.question([0], .ns)])
         root.answers = [M.record([0], .ns, ttl: 518400, rdata: M.name("a.root-servers.net"))]
         out.append(root.bytes)
@@ -115,6 +125,12 @@ struct CommonReplyParserTests {
         #expect(badvers.rcode == .badVers)
         let mixed = try #require(Self.fast(Self.corpus[3]))
         #expect(mixed.additional.first?.name == "odd\\.name\\@x.example.org.")
+        let failed = try #require(Self.fast(Self.corpus[5]))
+        #expect(failed.rcode == .servFail)
+        #expect(
+            failed.edns?.extendedErrors == [
+                ExtendedDNSError(code: 6, text: "validation failure"), ExtendedDNSError(code: 22, text: ""),
+            ])
     }
 
     @Test("What the fast path leaves aside, DNSMessage.parse still reads through ldns")

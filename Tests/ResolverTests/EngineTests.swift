@@ -9,7 +9,8 @@ import Testing
 /// holds answers back so tests can make queries overlap. (Real upstreams are exercised by the lab tests.)
 final class ScriptedTransport: DNSTransport {
     enum Reply: Sendable {
-        case answer([ResourceRecord], rcode: RCode = .noError)
+        /// `ede`: an Extended DNS Error in the reply's OPT record, as a validating upstream gives one.
+        case answer([ResourceRecord], rcode: RCode = .noError, ede: ExtendedDNSError? = nil)
         case timeout
     }
 
@@ -46,13 +47,17 @@ final class ScriptedTransport: DNSTransport {
         let attempt = QueryAttempt(
             name: question.name, type: question.type, server: "test", transport: .udp, milliseconds: 1, rcode: "NOERROR")
         switch script.withLock({ $0[key] }) {
-        case .answer(let records, let rcode)?:
+        case .answer(let records, let rcode, let ede)?:
             let header = DNSHeader(
                 id: 1, qr: true, opcode: 0, aa: true, tc: false, rd: true, ra: true, ad: false, cd: false,
                 rcode: UInt8(truncatingIfNeeded: rcode.rawValue), questionCount: 1, answerCount: UInt16(records.count),
                 authorityCount: 0, additionalCount: 0)
             return DNSExchange(
-                message: DNSMessage(header: header, rcode: rcode, questions: [question], answer: records),
+                message: DNSMessage(
+                    header: header, rcode: rcode, questions: [question], answer: records,
+                    edns: ede.map {
+                        EDNSInfo(udpPayloadSize: 1232, version: 0, dnssecOK: false, extendedErrors: [$0])
+                    }),
                 attempts: [attempt])
         case .timeout?, nil:
             throw DNSTransportError(code: .timeout, message: "no answer", attempts: [attempt])
@@ -216,6 +221,28 @@ struct EngineTests {
             Issue.record("expected \(expected)")
         } catch {
             #expect(error.code == expected)
+        }
+    }
+
+    @Test func anUpstreamsExtendedErrorComesWithItsFailure() async {
+        let bogus = ExtendedDNSError(code: 6, text: "validation failure <x.test. A>")
+        let transport = ScriptedTransport([
+            ScriptedTransport.key("x.test", .a): .answer([], rcode: .servFail, ede: bogus),
+            ScriptedTransport.key("y.test", .a): .answer([], rcode: .servFail),
+        ])
+        let resolver = makeResolver(transport)
+        do {
+            _ = try await resolver.resolveAddresses("x.test", family: .ipv4)
+            Issue.record("expected a failure")
+        } catch {
+            #expect(error.code == .upstreamFailure && error.upstreamError == bogus)
+            #expect(error.description == "x.test.: upstream answered SERVFAIL (EDE 6 (DNSSEC Bogus): \(bogus.text))")
+        }
+        do {
+            _ = try await resolver.resolveAddresses("y.test", family: .ipv4)
+            Issue.record("expected a failure")
+        } catch {
+            #expect(error.code == .upstreamFailure && error.upstreamError == nil)
         }
     }
 

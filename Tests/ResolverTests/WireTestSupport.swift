@@ -46,11 +46,17 @@ struct TestMessage {
     }
 
     /// An OPT pseudo-record (RFC 6891 §6.1.2).
-    static func opt(udpSize: UInt16 = 1232, extendedRCode: UInt8 = 0, version: UInt8 = 0, dnssecOK: Bool = false)
-        -> [UInt8]
-    {
-        [0] + u16(41) + u16(udpSize) + [extendedRCode, version] + u16(dnssecOK ? 0x8000 : 0) + u16(0)
+    /// An OPT record; `options` is its RDATA (``ednsOption(_:_:)``s one after the other).
+    static func opt(
+        udpSize: UInt16 = 1232, extendedRCode: UInt8 = 0, version: UInt8 = 0, dnssecOK: Bool = false,
+        options: [UInt8] = []
+    ) -> [UInt8] {
+        [0] + u16(41) + u16(udpSize) + [extendedRCode, version] + u16(dnssecOK ? 0x8000 : 0)
+            + u16(UInt16(options.count)) + options
     }
+
+    /// One EDNS option: code, length, value (RFC 6891 §6.1.2).
+    static func ednsOption(_ code: UInt16, _ value: [UInt8]) -> [UInt8] { u16(code) + u16(UInt16(value.count)) + value }
 
     var bytes: [UInt8] {
         var out = Self.u16(id) + Self.u16(flags)

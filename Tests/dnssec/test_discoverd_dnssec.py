@@ -107,6 +107,9 @@ def test_the_api_says_dnssec(daemon, clean):
         assert plan["dnssec"] == SECURE, plan
         bogus = v.call("io.discoverd.Resolver.ResolveAddresses", {"name": "www.expired.dnssec.test"}, error_ok=True)
         assert bogus.get("error") == "io.discoverd.Resolver.UpstreamFailure", bogus
+        # It says why, as the stub's EDE does: the code, and the reason naming the zone whose signature expired.
+        assert bogus["parameters"]["ede"] == dnsseclab.EDE_SIGNATURE_EXPIRED, bogus
+        assert "expired.dnssec.test" in bogus["parameters"]["reason"], bogus
         status = v.status()["dnssec"]
         assert status["mode"] == "yes" and status["upstreams"] == "capable", status
         assert [u["state"] for u in status["upstreamStates"]] == ["capable"], status
@@ -334,6 +337,72 @@ def test_ech_over_an_authenticated_encrypted_upstream(lab, clean):
         assert any(e.get("ech") for e in plan["endpoints"]), plan
         assert plan["dnssec"] == INSECURE and plan["echAuthentication"] == "encryptedTransport", plan
         assert {q["transport"] for q in plan["timing"]["queries"]} == {"tls"}, plan
+    finally:
+        try:
+            d.stop_alive()
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def test_a_validating_upstreams_reason_reaches_every_client(lab, clean):
+    """discoverd that does not validate, forwarding to a validator (the lab's reference Unbound, `ede: yes`): the
+    upstream's SERVFAIL reason (RFC 8914 EDE) reaches the stub's client with its code, its text after the
+    upstream's name; the API's UpstreamFailure with `ede` and `reason`; and `discover` prints it. `discover query`
+    straight at the validator shows the same EDE as dnspython."""
+    name = "www.expired.dnssec.test"
+
+    def reference() -> tuple[int, str]:
+        # Unbound's reason when it validates the name afresh (a cached bogus answer says only "DNSSEC Bogus").
+        dnsseclab.flush()
+        got = dnsseclab.unbound_verdict(name)
+        assert got.rcode == "SERVFAIL" and got.ede and got.ede_text[0], got
+        return got.ede[0], got.ede_text[0]
+
+    code, text = reference()
+    assert code == dnsseclab.EDE_SIGNATURE_EXPIRED and "expired.dnssec.test" in text, (code, text)
+    dnsseclab.flush()
+    query = subprocess.run(["ip", "netns", "exec", "dlab-a", str(DISCOVER_BIN), "query", name, "--upstream",
+                            dnsseclab.UNBOUND, "--dnssec", "--json"], capture_output=True, text=True, timeout=30)
+    shown = json.loads(query.stdout)
+    assert query.returncode == 1 and shown["rcode"] == "SERVFAIL", query
+    assert shown["edns"]["ede"] == [{"code": code, "name": "Signature Expired", "text": text}], shown
+    dnsseclab.flush()
+    query = subprocess.run(["ip", "netns", "exec", "dlab-a", str(DISCOVER_BIN), "query", name, "--upstream",
+                            dnsseclab.UNBOUND, "--dnssec"], capture_output=True, text=True, timeout=30)
+    assert f"; EDE: {code} (Signature Expired): {text}\n" in query.stdout, query.stdout
+    assert "ADDITIONAL: 1" in query.stdout and "; EDNS: version: 0, flags: do; udp: " in query.stdout, query.stdout
+
+    workdir = Path(tempfile.mkdtemp(prefix="discoverd-dnssec3-"))
+    d = StubDaemon(workdir, [f"{STUB2}:53"], config("no"), upstream=[dnsseclab.UNBOUND])
+    d.start()
+    try:
+        dnsseclab.flush()
+        got = dnsseclab.classify(dnsseclab.ask(STUB2, name, "A"))
+        assert got.rcode == "SERVFAIL", got
+        assert got.ede == [code] and got.ede_text == [f"{dnsseclab.UNBOUND}:53 answered SERVFAIL: {text}"], got
+        dnsseclab.flush()
+        v = d.varlink()
+        try:
+            v.call("io.discoverd.Resolver.Flush", {})
+            failed = v.call("io.discoverd.Resolver.ResolveAddresses", {"name": name}, error_ok=True)
+        finally:
+            v.close()
+        assert failed.get("error") == "io.discoverd.Resolver.UpstreamFailure", failed
+        # The API asks for A and AAAA at once: the reason is Unbound's for whichever failed first.
+        either = (text, text.replace(f"<{name}. A IN>", f"<{name}. AAAA IN>"))
+        assert either[0] != either[1], text
+        assert failed["parameters"]["ede"] == code and failed["parameters"]["reason"] in either, failed
+        dnsseclab.flush()
+        v = d.varlink()
+        try:
+            v.call("io.discoverd.Resolver.Flush", {})
+        finally:
+            v.close()
+        cli = subprocess.run([str(DISCOVER_BIN), "addresses", name, "--socket", d.socket_path], capture_output=True,
+                             text=True, timeout=10)
+        assert cli.returncode == 2, cli
+        assert any(f"SERVFAIL, EDE {code} (Signature Expired): {reason} (server {dnsseclab.UNBOUND}:53)"
+                   in cli.stderr for reason in either), cli
     finally:
         try:
             d.stop_alive()

@@ -236,8 +236,10 @@ public enum InterfaceDescriptions {
         # than waited (a closed port), what they failed with.
         error Timeout (name: ?string, servers: ?[]string, reason: ?string)
 
-        # The upstream answered with an error code: for which name, from which server.
-        error UpstreamFailure (rcode: string, name: ?string, server: ?string)
+        # The upstream answered with an error code: for which name, from which server. ede and reason, when
+        # known, say why: the Extended DNS Error code (RFC 8914) and its text, from discoverd's own validator
+        # for a bogus answer (6 DNSSEC Bogus, 7 Signature Expired, ...) or as the upstream's reply gave them.
+        error UpstreamFailure (rcode: string, name: ?string, server: ?string, ede: ?int, reason: ?string)
 
         # No upstream could be reached as securely as [resolver] encryption demands (TLS handshake or
         # certificate failure, unusable DoH reply, strict mode without an encrypted path); reason names them.

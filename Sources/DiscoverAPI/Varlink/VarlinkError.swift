@@ -105,10 +105,16 @@ public struct VarlinkError: Error, Equatable, Sendable, CustomStringConvertible 
         if let reason { parameters["reason"] = .string(reason) }
         return VarlinkError(name: "io.discoverd.Resolver.Timeout", parameters: parameters)
     }
-    public static func upstreamFailure(rcode: String, name: String? = nil, server: String? = nil) -> VarlinkError {
+    /// `UpstreamFailure`: the response code, and with it, when one is known, the Extended DNS Error (RFC 8914) and
+    /// its reason: discoverd's own validator's for a bogus answer, or the one the upstream's reply carried.
+    public static func upstreamFailure(
+        rcode: String, name: String? = nil, server: String? = nil, ede: UInt16? = nil, reason: String? = nil
+    ) -> VarlinkError {
         var parameters: [String: JSONValue] = ["rcode": .string(rcode)]
         if let name { parameters["name"] = .string(name) }
         if let server { parameters["server"] = .string(server) }
+        if let ede { parameters["ede"] = .int(Int(ede)) }
+        if let reason { parameters["reason"] = .string(reason) }
         return VarlinkError(name: "io.discoverd.Resolver.UpstreamFailure", parameters: parameters)
     }
     /// No upstream reachable as securely as required; `reason` names the upstreams and what failed.

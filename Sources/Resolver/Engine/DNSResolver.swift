@@ -897,7 +897,9 @@ public final class DNSResolver: Sendable {
         let message = exchange.message
         guard message.rcode == .noError || message.rcode == .nxDomain else {
             return .failure(
-                ResolverError(code: .upstreamFailure, name: name, rcode: "\(message.rcode)", attempts: exchange.attempts))
+                ResolverError(
+                    code: .upstreamFailure, name: name, rcode: "\(message.rcode)", attempts: exchange.attempts,
+                    upstreamError: message.edns?.extendedErrors.first))
         }
         let scrubbed = ReplyScrubber.scrub(
             message, question: DNSQuestion(normalizedName: key.name, type: type, class: rrClass),

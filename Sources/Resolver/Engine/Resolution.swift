@@ -212,12 +212,16 @@ public struct ResolverError: Error, Sendable, Hashable, CustomStringConvertible 
     public var attempts: [QueryAttempt]
     /// For a bogus answer (`upstreamFailure`, rcode SERVFAIL): the verdict, its EDE and reason.
     public var dnssec: DNSSECValidation?
+    /// For `upstreamFailure`: the Extended DNS Error the upstream's reply carried (RFC 8914), its own reason (a
+    /// validating upstream's "DNSSEC Bogus", say); the first when it gave several.
+    public var upstreamError: ExtendedDNSError?
 
     public init(
         code: Code, name: String, rcode: String? = nil, reason: String? = nil, attempts: [QueryAttempt] = [],
-        dnssec: DNSSECValidation? = nil
+        dnssec: DNSSECValidation? = nil, upstreamError: ExtendedDNSError? = nil
     ) {
         self.dnssec = dnssec
+        self.upstreamError = upstreamError
         self.code = code
         self.name = name
         self.rcode = rcode
@@ -230,7 +234,9 @@ public struct ResolverError: Error, Sendable, Hashable, CustomStringConvertible 
         case .noSuchName: return "\(name): no such name (NXDOMAIN)"
         case .timeout:
             return reason.map { "\(name): no upstream answered (\($0))" } ?? "\(name): no upstream answered in time"
-        case .upstreamFailure: return "\(name): upstream answered \(rcode ?? "an error")"
+        case .upstreamFailure:
+            if dnssec != nil, let reason { return "\(name): \(reason)" }
+            return "\(name): upstream answered \(rcode ?? "an error")" + (upstreamError.map { " (EDE \($0))" } ?? "")
         case .tooManyQueries: return "\(name): not asked: \(reason ?? "too many queries in flight")"
         case .networkError: return "\(name): no secure path to an upstream: \(reason ?? "network error")"
         default: return "\(name): \(reason ?? "invalid")"

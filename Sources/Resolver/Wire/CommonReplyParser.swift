@@ -46,7 +46,9 @@ enum CommonReplyParser {
                         guard section == 2, edns == nil, buffer[ownerStart] == 0, rrClass > 0 else { return nil }
                         edns = EDNSInfo(
                             udpPayloadSize: rrClass, version: UInt8(truncatingIfNeeded: ttl >> 16),
-                            dnssecOK: ttl & 0x8000 != 0)
+                            dnssecOK: ttl & 0x8000 != 0,
+                            extendedErrors: ExtendedDNSError.scan(
+                                options: UnsafeBufferPointer(rebasing: buffer[reader.position..<end])))
                         extendedRCode = UInt8(truncatingIfNeeded: ttl >> 24)
                         reader.position = end
                         continue

@@ -33,9 +33,13 @@ extension DNSMessage {
         var edns: EDNSInfo?
         var rcodeValue = UInt16(header.rcode)
         if ldns_pkt_edns(pkt) != 0 {
+            var errors: [ExtendedDNSError] = []
+            if let options = ldns_pkt_edns_data(pkt), let data = ldns_rdf_data(options) {
+                errors = ExtendedDNSError.scan(options: UnsafeBufferPointer(start: data, count: ldns_rdf_size(options)))
+            }
             edns = EDNSInfo(
                 udpPayloadSize: ldns_pkt_edns_udp_size(pkt), version: ldns_pkt_edns_version(pkt),
-                dnssecOK: ldns_pkt_edns_do(pkt) != 0)
+                dnssecOK: ldns_pkt_edns_do(pkt) != 0, extendedErrors: errors)
             rcodeValue |= UInt16(ldns_pkt_edns_extended_rcode(pkt)) << 4
         }
         return DNSMessage(

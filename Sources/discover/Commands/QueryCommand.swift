@@ -97,6 +97,7 @@ struct QueryCommand: AsyncParsableCommand {
                 report.answer = message.answer.map(Report.Record.init)
                 report.authority = message.authority.map(Report.Record.init)
                 report.additional = message.additional.map(Report.Record.init)
+                report.edns = message.edns.map(Report.EDNS.init)
                 try Output.json(report)
             } else {
                 let tls = report.tls.map { " \($0) verified \(report.verified ?? "")" } ?? ""
@@ -106,9 +107,17 @@ struct QueryCommand: AsyncParsableCommand {
                 Output.line(
                     ";; status: \(message.rcode), flags: \(flags.joined(separator: " ")), "
                         + String(format: "%.1f ms", report.ms))
+                // The header's counts, as dig gives them: ADDITIONAL counts the OPT record.
                 Output.line(
                     ";; ANSWER: \(message.answer.count), AUTHORITY: \(message.authority.count), "
-                        + "ADDITIONAL: \(message.additional.count)")
+                        + "ADDITIONAL: \(message.additional.count + (message.edns == nil ? 0 : 1))")
+                if let edns = message.edns {
+                    // dig's OPT pseudosection: the server's EDNS and its Extended DNS Errors (RFC 8914).
+                    Output.line("\n;; OPT PSEUDOSECTION:")
+                    let flags = edns.dnssecOK ? " do" : ""
+                    Output.line("; EDNS: version: \(edns.version), flags:\(flags); udp: \(edns.udpPayloadSize)")
+                    for ede in edns.extendedErrors { Output.line("; EDE: \(ede)") }
+                }
                 // dig's layout, one tab between fields, so that what reads dig's output reads this.
                 let sections = [
                     ("ANSWER", message.answer), ("AUTHORITY", message.authority), ("ADDITIONAL", message.additional),
@@ -148,7 +157,30 @@ struct QueryCommand: AsyncParsableCommand {
         var answer: [Record]?
         var authority: [Record]?
         var additional: [Record]?
+        var edns: EDNS?
         var error: String?
+
+        /// The reply's OPT record: its EDNS version, UDP size, flags and Extended DNS Errors.
+        struct EDNS: Encodable {
+            var version: UInt8
+            var udp: UInt16
+            var flags: [String]
+            var ede: [ExtendedError]
+
+            /// One Extended DNS Error: its code, the code's IANA name when known, and the server's text.
+            struct ExtendedError: Encodable {
+                var code: UInt16
+                var name: String?
+                var text: String
+            }
+
+            init(_ edns: EDNSInfo) {
+                self.version = edns.version
+                self.udp = edns.udpPayloadSize
+                self.flags = edns.dnssecOK ? ["do"] : []
+                self.ede = edns.extendedErrors.map { ExtendedError(code: $0.code, name: $0.name, text: $0.text) }
+            }
+        }
 
         /// A record with its RDATA in presentation format without comments, as a zone file has it.
         struct Record: Encodable {

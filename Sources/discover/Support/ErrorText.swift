@@ -1,3 +1,4 @@
+import DNSCore
 import DiscoverClient
 
 /// Errors as people should read them: one plain sentence, never a varlink error name, with the exit status
@@ -48,6 +49,12 @@ enum ErrorText {
             return ("discover: \(name.map { "\($0): " } ?? "")no answer \(from)\(why)", 2)
         case .upstreamFailure:
             let rcode = parameter("rcode") ?? "an error"
+            if case .int(let code)? = error.parameters["ede"], let code = UInt16(exactly: code) {
+                // Why, as dig prints an EDE; discoverd's own validator's or the upstream's.
+                let ede = ExtendedDNSError(code: code, text: parameter("reason") ?? "")
+                let server = parameter("server").map { " (server \($0))" } ?? ""
+                return ("discover: \(name.map { "\($0): " } ?? "")\(rcode), EDE \(ede)\(server)", 2)
+            }
             let server = parameter("server").map { "the DNS server \($0)" } ?? "the DNS server"
             return ("discover: \(name.map { "\($0): " } ?? "")\(server) answered \(rcode)", 2)
         case .tooManyQueries:

@@ -15,7 +15,14 @@ extension ResolverError: VarlinkErrorConvertible {
                 name: name.isEmpty ? nil : name, servers: Set(attempts.map(\.server)).sorted(), reason: reason)
         case .upstreamFailure:
             let server = attempts.last { $0.rcode == rcode }?.server ?? attempts.last?.server
-            return .upstreamFailure(rcode: rcode ?? "SERVFAIL", name: name, server: server)
+            if let dnssec {
+                return .upstreamFailure(
+                    rcode: rcode ?? "SERVFAIL", name: name, server: server, ede: dnssec.ede ?? 6,
+                    reason: reason ?? dnssec.reason)
+            }
+            return .upstreamFailure(
+                rcode: rcode ?? "SERVFAIL", name: name, server: server, ede: upstreamError?.code,
+                reason: upstreamError.flatMap { $0.text.isEmpty ? nil : $0.text })
         case .invalidName: return .invalidDNSName(name, reason: reason ?? "invalid")
         case .tooManyQueries: return .tooManyQueries(name: name, reason: reason ?? "too many queries in flight")
         case .networkError: return .networkError(name: name.isEmpty ? nil : name, reason: reason ?? "network error")

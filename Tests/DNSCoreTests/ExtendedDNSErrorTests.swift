@@ -1,0 +1,52 @@
+import DNSCore
+import Testing
+
+/// Reading an upstream's Extended DNS Errors (RFC 8914) out of an OPT record's options.
+@Suite("Extended DNS Errors")
+struct ExtendedDNSErrorTests {
+    static func option(_ code: UInt16, _ value: [UInt8]) -> [UInt8] {
+        [UInt8(code >> 8), UInt8(code & 0xFF), UInt8(value.count >> 8), UInt8(value.count & 0xFF)] + value
+    }
+
+    static func scan(_ options: [UInt8]) -> [ExtendedDNSError] {
+        options.withUnsafeBufferPointer { ExtendedDNSError.scan(options: $0) }
+    }
+
+    @Test("EDE options are read in order among others; the text is optional")
+    func readsInOrder() {
+        let options =
+            Self.option(12, [0, 0, 0, 0]) + Self.option(15, [0, 9] + Array("no DNSKEY for example.".utf8))
+            + Self.option(10, Array(repeating: 7, count: 8)) + Self.option(15, [0, 23])
+        #expect(
+            Self.scan(options) == [
+                ExtendedDNSError(code: 9, text: "no DNSKEY for example."), ExtendedDNSError(code: 23, text: ""),
+            ])
+        #expect(Self.scan([]) == [])
+        #expect(Self.scan(Self.option(12, [0, 0])) == [])
+    }
+
+    @Test("A cut-short option ends the scan and keeps what came before it; an EDE without its code is skipped")
+    func malformedOptions() {
+        let good = Self.option(15, [0, 6] + Array("bogus".utf8))
+        #expect(Self.scan(good + [0, 15, 0, 40, 0, 6]) == [ExtendedDNSError(code: 6, text: "bogus")])
+        #expect(Self.scan(good + [0, 15]) == [ExtendedDNSError(code: 6, text: "bogus")])
+        #expect(Self.scan(Self.option(15, [0]) + good) == [ExtendedDNSError(code: 6, text: "bogus")])
+    }
+
+    @Test("The text never carries raw control characters, invalid UTF-8 or a trailing NUL")
+    func textIsMadeSafe() {
+        let text: [UInt8] = Array("line\none".utf8) + [0x1B] + Array("[31m".utf8) + [0xFF] + Array("é".utf8) + [0, 0]
+        let read = Self.scan(Self.option(15, [0, 0] + text))
+        #expect(read == [ExtendedDNSError(code: 0, text: "line\\010one\\027[31m\u{FFFD}é")])
+        #expect(Self.scan(Self.option(15, [0, 3, 0])) == [ExtendedDNSError(code: 3, text: "")])
+    }
+
+    @Test("Codes print as dig prints them, with the registry's name when it has one")
+    func description() {
+        let bogus = ExtendedDNSError(code: 6, text: "x.example: RRSIG bad")
+        #expect("\(bogus)" == "6 (DNSSEC Bogus): x.example: RRSIG bad")
+        #expect("\(ExtendedDNSError(code: 22, text: ""))" == "22 (No Reachable Authority)")
+        #expect(ExtendedDNSError(code: 30, text: "").name == "Invalid Query Type")
+        #expect("\(ExtendedDNSError(code: 600, text: "new"))" == "600: new")
+    }
+}
