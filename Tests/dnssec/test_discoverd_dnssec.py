@@ -380,10 +380,9 @@ def test_a_validating_upstreams_reason_reaches_every_client(lab, clean):
         got = dnsseclab.classify(dnsseclab.ask(STUB2, name, "A"))
         assert got.rcode == "SERVFAIL", got
         assert got.ede == [code] and got.ede_text == [f"{dnsseclab.UNBOUND}:53 answered SERVFAIL: {text}"], got
-        dnsseclab.flush()
+        flush_all(d)
         v = d.varlink()
         try:
-            v.call("io.discoverd.Resolver.Flush", {})
             failed = v.call("io.discoverd.Resolver.ResolveAddresses", {"name": name}, error_ok=True)
         finally:
             v.close()
@@ -392,12 +391,7 @@ def test_a_validating_upstreams_reason_reaches_every_client(lab, clean):
         either = (text, text.replace(f"<{name}. A IN>", f"<{name}. AAAA IN>"))
         assert either[0] != either[1], text
         assert failed["parameters"]["ede"] == code and failed["parameters"]["reason"] in either, failed
-        dnsseclab.flush()
-        v = d.varlink()
-        try:
-            v.call("io.discoverd.Resolver.Flush", {})
-        finally:
-            v.close()
+        flush_all(d)
         cli = subprocess.run([str(DISCOVER_BIN), "addresses", name, "--socket", d.socket_path], capture_output=True,
                              text=True, timeout=10)
         assert cli.returncode == 2, cli
