@@ -164,10 +164,20 @@ public enum StubReply {
         out[offset + 3] = UInt8(truncatingIfNeeded: ttl)
     }
 
+    /// An EDE's EXTRA-TEXT as sent: at most 400 bytes, cut before a character rather than inside one, so that the
+    /// client always gets valid UTF-8 (RFC 8914 §2), whatever text an upstream gave.
+    static func extraText(_ text: String) -> [UInt8] {
+        let bytes = Array(text.utf8)
+        guard bytes.count > 400 else { return bytes }
+        var end = 400
+        while end > 0, bytes[end] & 0xC0 == 0x80 { end -= 1 }
+        return Array(bytes[..<end])
+    }
+
     /// Our OPT record (RFC 6891 §6.1.2): payload 1232, the upper rcode bits, version 0, DO copied (RFC 3225 §3),
     /// and an EDE option when there is one. The client's options are not echoed.
     static func optRecord(code: Code, dnssecOK: Bool, error ede: ExtendedDNSError?) -> [UInt8] {
-        let text = ede.map { Array($0.text.utf8.prefix(400)) }
+        let text = ede.map { extraText($0.text) }
         let options = text.map { 6 + $0.count } ?? 0
         return [UInt8](unsafeUninitializedCapacity: 11 + options) { out, count in
             // Owner root, TYPE 41, CLASS = our payload size, TTL = extended RCODE, version 0, DO, zero.

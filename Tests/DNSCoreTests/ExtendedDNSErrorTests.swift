@@ -39,6 +39,11 @@ struct ExtendedDNSErrorTests {
         let read = Self.scan(Self.option(15, [0, 0] + text))
         #expect(read == [ExtendedDNSError(code: 0, text: "line\\010one\\027[31m\u{FFFD}é")])
         #expect(Self.scan(Self.option(15, [0, 3, 0])) == [ExtendedDNSError(code: 3, text: "")])
+        // A text past the bound is cut there, and says so.
+        let long = Self.scan(Self.option(15, [0, 6] + Array(repeating: UInt8(ascii: "x"), count: 3000)))
+        #expect(long == [ExtendedDNSError(code: 6, text: String(repeating: "x", count: 512) + "…")])
+        let exact = Self.scan(Self.option(15, [0, 6] + Array(repeating: UInt8(ascii: "y"), count: 512)))
+        #expect(exact == [ExtendedDNSError(code: 6, text: String(repeating: "y", count: 512))])
     }
 
     @Test("Codes print as dig prints them, with the registry's name when it has one")

@@ -181,6 +181,17 @@ enum Wire {
         #expect(String(decoding: tail[6...], as: UTF8.self) == "expired")
     }
 
+    @Test func aLongExtendedErrorTextIsCutBeforeACharacterNeverInsideOne() throws {
+        let query = try StubQuery.parse(Wire.query(edns: Wire.opt()))
+        // 399 ASCII bytes, then a 2-byte "é" that would end past byte 400.
+        let text = String(repeating: "a", count: 399) + "é" + "tail"
+        let (reply, _) = StubReply.make(to: query, code: .servFail, error: .init(code: 6, text: text), limit: 1232)
+        let sent = try #require(try DNSMessage.parse(reply).edns?.extendedErrors.first)
+        #expect(sent == ExtendedDNSError(code: 6, text: String(repeating: "a", count: 399)))
+        #expect(StubReply.extraText(String(repeating: "b", count: 400)).count == 400)
+        #expect(StubReply.extraText("short é") == Array("short é".utf8))
+    }
+
     @Test func dnssecRecordsOnlyForDOClients() throws {
         // RRSIG RDATA (RFC 4034 §3.1): covered A, algorithm 8, 3 labels, TTL, expiration, inception, key tag,
         // signer example.com, signature.
