@@ -1031,10 +1031,16 @@ for m in (t, h):
         assert sorted(" ".join(r[4].split(";")[0].split()) for r in ours.records(section)) == wanted, text
         flags = " ".join(f for f in ("qr", "aa", "tc", "rd", "ra", "ad", "cd") if f in ref.flags)
         assert f"status: {ref.status}, flags: {flags}," in text and ours.counts[section] == len(wanted), text
+        # The header's four counts as kdig gives them (ADDITIONAL counts the OPT record), the echoed question, and
+        # the OPT pseudosection with the server's UDP size.
+        assert ours.counts == ref.counts and ref.counts["QUERY"] == 1, (ours.counts, ref.counts)
+        assert f";{qname}.\t\tIN\t{qtype}" in text and "; EDNS: version: 0, flags:; udp: " in text, text
         js = json.loads(lab_exec("a", str(DISCOVER), "query", qname, qtype, "--upstream", f"{server}#{NAME}",
                                  "--ca-file", str(CA), "--json", timeout=30).stdout)
         # ms is a number (a whole one is written without a fraction: 4, not 4.0).
         assert js["rcode"] == ref.status and js["flags"] == flags.split(), js
+        assert js["question"] == [{"name": f"{qname}.", "class": "IN", "type": qtype}], js
+        assert js["edns"]["version"] == 0 and js["edns"]["udp"] > 0 and js["edns"]["ede"] == [], js
         assert isinstance(js["ms"], (int, float)) and not isinstance(js["ms"], bool), js
         assert sorted(" ".join(r["data"].split()) for r in js[section.lower()]) == wanted, js
         assert {(r["name"], r["type"], r["class"]) for r in js[section.lower()]} == {

@@ -94,6 +94,7 @@ struct QueryCommand: AsyncParsableCommand {
             if json {
                 report.rcode = "\(message.rcode)"
                 report.flags = flags
+                report.question = message.questions.map(Report.Question.init)
                 report.answer = message.answer.map(Report.Record.init)
                 report.authority = message.authority.map(Report.Record.init)
                 report.additional = message.additional.map(Report.Record.init)
@@ -109,7 +110,7 @@ struct QueryCommand: AsyncParsableCommand {
                         + String(format: "%.1f ms", report.ms))
                 // The header's counts, as dig gives them: ADDITIONAL counts the OPT record.
                 Output.line(
-                    ";; ANSWER: \(message.answer.count), AUTHORITY: \(message.authority.count), "
+                    ";; QUERY: \(message.questions.count), ANSWER: \(message.answer.count), AUTHORITY: \(message.authority.count), "
                         + "ADDITIONAL: \(message.additional.count + (message.edns == nil ? 0 : 1))")
                 if let edns = message.edns {
                     // dig's OPT pseudosection: the server's EDNS and its Extended DNS Errors (RFC 8914).
@@ -117,6 +118,12 @@ struct QueryCommand: AsyncParsableCommand {
                     let flags = edns.dnssecOK ? " do" : ""
                     Output.line("; EDNS: version: \(edns.version), flags:\(flags); udp: \(edns.udpPayloadSize)")
                     for ede in edns.extendedErrors { Output.line("; EDE: \(ede)") }
+                }
+                if !message.questions.isEmpty {
+                    Output.line("\n;; QUESTION SECTION:")
+                    for question in message.questions {
+                        Output.line(";\(question.name)\t\t\(question.class)\t\(question.type)")
+                    }
                 }
                 // dig's layout, one tab between fields, so that what reads dig's output reads this.
                 let sections = [
@@ -154,6 +161,7 @@ struct QueryCommand: AsyncParsableCommand {
         var ms: Double
         var rcode: String?
         var flags: [String]?
+        var question: [Question]?
         var answer: [Record]?
         var authority: [Record]?
         var additional: [Record]?
@@ -179,6 +187,19 @@ struct QueryCommand: AsyncParsableCommand {
                 self.udp = edns.udpPayloadSize
                 self.flags = edns.dnssecOK ? ["do"] : []
                 self.ede = edns.extendedErrors.map { ExtendedError(code: $0.code, name: $0.name, text: $0.text) }
+            }
+        }
+
+        /// The question the reply echoes.
+        struct Question: Encodable {
+            var name: String
+            var `class`: String
+            var type: String
+
+            init(_ question: DNSQuestion) {
+                self.name = question.name
+                self.class = "\(question.class)"
+                self.type = "\(question.type)"
             }
         }
 
