@@ -35,7 +35,8 @@ extension DNSMessage {
         if ldns_pkt_edns(pkt) != 0 {
             var errors: [ExtendedDNSError] = []
             if let options = ldns_pkt_edns_data(pkt), let data = ldns_rdf_data(options) {
-                errors = ExtendedDNSError.scan(options: UnsafeBufferPointer(start: data, count: ldns_rdf_size(options)))
+                let count = ldns_rdf_size(options)
+                errors = ExtendedDNSError.scan(options: UnsafeBufferPointer(start: data, count: count))
             }
             edns = EDNSInfo(
                 udpPayloadSize: ldns_pkt_edns_udp_size(pkt), version: ldns_pkt_edns_version(pkt),

@@ -110,7 +110,8 @@ struct QueryCommand: AsyncParsableCommand {
                         + String(format: "%.1f ms", report.ms))
                 // The header's counts, as dig gives them: ADDITIONAL counts the OPT record.
                 Output.line(
-                    ";; QUERY: \(message.questions.count), ANSWER: \(message.answer.count), AUTHORITY: \(message.authority.count), "
+                    ";; QUERY: \(message.questions.count), ANSWER: \(message.answer.count), "
+                        + "AUTHORITY: \(message.authority.count), "
                         + "ADDITIONAL: \(message.additional.count + (message.edns == nil ? 0 : 1))")
                 if let edns = message.edns {
                     // dig's OPT pseudosection: the server's EDNS and its Extended DNS Errors (RFC 8914).

@@ -18,7 +18,7 @@ extension ResolverError: VarlinkErrorConvertible {
             if let dnssec {
                 return .upstreamFailure(
                     rcode: rcode ?? "SERVFAIL", name: name, server: server, ede: dnssec.ede ?? 6,
-                    reason: reason ?? dnssec.reason)
+                    reason: dnssec.reason ?? reason)
             }
             return .upstreamFailure(
                 rcode: rcode ?? "SERVFAIL", name: name, server: server, ede: upstreamError?.code,
