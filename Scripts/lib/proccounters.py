@@ -31,3 +31,13 @@ def resident_kb(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     return 0
+
+
+def smaps_kb(pid: int) -> dict:
+    """Rss and Anonymous of `pid` in KiB (keys "rss", "anonymous"), from /proc/PID/smaps_rollup."""
+    out = {}
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("Rss", "Anonymous"):
+            out[key.lower()] = int(rest.split()[0])
+    return out

@@ -126,33 +126,9 @@ class FaultServer:
 # ---------------------------------------------------------------- varlink
 
 
-class Varlink:
-    """A minimal varlink client: one JSON object plus NUL per message, replies in order."""
-
-    def __init__(self, path: str, timeout: float = 10.0):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(timeout)
-        self.sock.connect(path)
-        self.buf = b""
-
-    def call(self, method: str, parameters: dict | None = None, *, error_ok: bool = False) -> dict:
-        self.sock.sendall(json.dumps({"method": method, "parameters": parameters or {}}).encode() + b"\0")
-        while b"\0" not in self.buf:
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                raise ConnectionError(f"varlink connection closed during {method}")
-            self.buf += chunk
-        msg, self.buf = self.buf.split(b"\0", 1)
-        reply = json.loads(msg)
-        if "error" in reply and not error_ok:
-            raise AssertionError(f"{method}({parameters}) failed: {reply}")
-        return reply if error_ok else reply.get("parameters", {})
-
-    def status(self) -> dict:
-        return self.call("io.discoverd.Daemon.Status")
-
-    def close(self):
-        self.sock.close()
+# The client itself lives in Scripts/lib (the benchmarks use it too, without this kit's dependencies).
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "Scripts" / "lib"))
+from varlinkclient import Varlink  # noqa: E402,F401
 
 
 def stub_counters(status: dict) -> dict:
