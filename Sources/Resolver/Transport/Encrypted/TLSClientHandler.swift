@@ -7,9 +7,9 @@ import NIOTLS
 /// - The handshake starts when the channel is active (or at once when it already is); plaintext written before
 ///   it completes waits and goes out right after it. Completion fires `TLSUserEvent.handshakeCompleted` with the
 ///   agreed ALPN protocol, as NIO's TLS handlers do, so HTTP/2 and the pool's ``TLSLinkEvents`` see the usual event.
-/// - Writes wait for the flush and are encrypted together then (one `SSL_write`): a burst of DoT queries, or an
-///   HTTP/2 request's frames, shares TLS records instead of taking one each, and the flush sends the ciphertext as
-///   one buffer. Their promises complete with that write.
+/// - Writes wait for the flush and are encrypted together then (one `SSL_write`): an HTTP/2 request's frames share
+///   TLS records instead of taking one each, and the flush sends the ciphertext as one buffer. Their promises
+///   complete with that write. (DoT does not come here: ``LoopDoTConnection`` gives each query a record.)
 /// - A failure (a refused certificate, a broken handshake, garbage) is fired as a ``TLSClientError`` and closes the
 ///   channel; the server's close_notify closes it cleanly; an end without one is ``TLSClientError/uncleanShutdown``.
 /// - Our close sends close_notify first. The OpenSSL connection is freed when the channel goes inactive or the
