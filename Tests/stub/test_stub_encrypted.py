@@ -235,9 +235,9 @@ def test_reconnect_after_idle_close_resumes_the_tls_session(tls_lab, workdir, up
             assert ask(uniq(f"resume{i}"), "A", server="127.0.0.1", port=d.port).rcode == "NXDOMAIN"
         [up] = upstream_status(d)
         # One full handshake, the first; every later one resumed.
-        assert up["connectionsOpened"] >= 2 and up["handshakes"] == up["connectionsOpened"], up
-        assert up["resumptions"] == up["handshakes"] - 1, up
-        assert up["tlsVersion"] == "TLSv1.3" and up["verifiedName"] == NAME and up["failures"] == 0, up
+        assert up["connectionsOpened"] >= 2 and up["handshakes"] == up["connectionsOpened"], json.dumps(up)
+        assert up["resumptions"] == up["handshakes"] - 1, json.dumps(up)
+        assert up["tlsVersion"] == "TLSv1.3" and up["verifiedName"] == NAME and up["failures"] == 0, json.dumps(up)
         text = run([DISCOVER, "--socket", d.socket_path, "status"]).stdout
         assert f"{up['handshakes']} handshakes ({up['resumptions']} resumed)" in text, text
     finally:

@@ -298,6 +298,9 @@ final class TLSConnectionPool: EncryptedConnection, @unchecked Sendable {
                 if !(link.draining && (error as? TLSClientError) == .uncleanShutdown) {
                     statistics.connectionFailed(outcome.reason)
                 }
+                // Out of the pool before its tries end: the ones sent again must not pick it (the close future
+                // completes a loop turn later).
+                retire(link)
                 fail(link, EncryptedConnections.endingTries(outcome))
             }
             channel.close(promise: nil)
@@ -401,6 +404,9 @@ final class TLSConnectionPool: EncryptedConnection, @unchecked Sendable {
                 return
             }
             self.logger.debug("closing idle connection", metadata: ["dns.idle-ms": "\(idle.nanoseconds / 1_000_000)"])
+            // Out of the pool first: NIO completes the close future a loop turn after the close, and a query that
+            // picked the connection in between went out on a closed channel, failed, and was sent again.
+            self.retire(link)
             channel.close(promise: nil)
         }
     }
