@@ -636,9 +636,9 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
 
     /// Encrypts what was staged, each query in a TLS record of its own (one `SSL_write` each), and sends the
     /// records together. Several queries in one record are valid TLS, but dnsdist 1.7 (Debian 12's) reads only the
-    /// first and leaves the rest in OpenSSL's buffer until its read timeout closes the connection, 2 s later (a lab
-    /// test sent 60 bursts: 9 queries failed four times in a row); Unbound, systemd-resolved and kdig send a record
-    /// per query too.
+    /// first and leaves the rest in OpenSSL's buffer until its read timeout closes the connection, 2 s later (in the
+    /// lab a query met that four times in a row, and its client got a SERVFAIL); Unbound, systemd-resolved and kdig
+    /// send a record per query too.
     private func flush(_ link: Link, _ endings: inout Endings) {
         guard link.phase == .ready, let connection = link.tls else { return }
         if !link.staged.isEmpty {
@@ -646,7 +646,8 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
                 var offset = 0
                 while offset + 2 <= staged.count {
                     let length = min(2 + (Int(staged[offset]) << 8 | Int(staged[offset + 1])), staged.count - offset)
-                    guard Int(ctls_write(connection, staged.baseAddress! + offset, length)) == length else { return false }
+                    let written = ctls_write(connection, staged.baseAddress! + offset, length)
+                    guard Int(written) == length else { return false }
                     offset += length
                 }
                 return true
