@@ -15,6 +15,8 @@ The path chooses the fault; every other path relays the query to Knot over UDP a
   /goaway      answered properly, but after every 20th request on a connection the server says GOAWAY (RFC 9113
                §6.8, as nginx does after keepalive_requests) with that request as the last it processed, and closes
                the connection: requests on streams after it were not processed and may be sent again.
+  /abort       answered properly, but the 20th request on a connection is not: the server drops the connection
+               with a TCP reset (no GOAWAY, no close_notify), as a crashed or overloaded server does.
 
 Usage: dohfault.py --listen ADDR --port 443 --cert PEM --key KEY --upstream 192.0.2.53
 Prints "ready" once listening. Stops on SIGTERM.
@@ -24,6 +26,7 @@ import base64
 import os
 import socket
 import ssl
+import struct
 import threading
 
 import h2.config
@@ -64,6 +67,11 @@ def serve(conn: ssl.SSLSocket, upstream: str) -> None:
                 if isinstance(event, (h2.events.StreamEnded,)):
                     sid = event.stream_id
                     path = paths.pop(sid, "/")
+                    if path.startswith("/abort"):
+                        served += 1
+                        if served % 20 == 0:
+                            abort(conn)
+                            return
                     respond(h2c, sid, path, bodies.pop(sid, b""), upstream, methods.pop(sid, ""))
                     if path.startswith("/goaway"):
                         served += 1
@@ -77,6 +85,13 @@ def serve(conn: ssl.SSLSocket, upstream: str) -> None:
         return
     finally:
         conn.close()
+
+
+def abort(conn: ssl.SSLSocket) -> None:
+    """Drops the connection as a crashed or overloaded server does: a TCP reset, no GOAWAY, no close_notify, the
+    request just received unanswered."""
+    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    print("abort", flush=True)
 
 
 def linger(conn: ssl.SSLSocket) -> None:

@@ -946,6 +946,27 @@ def test_doh_goaway_after_every_twentieth_request_loses_no_query(dohfault, workd
         d.stop()
 
 
+def test_doh_server_resetting_the_connection_loses_no_query_and_sends_each_again_once(dohfault, workdir):
+    # The 20th request on each connection is met by a TCP reset (no GOAWAY, no close_notify). Its try fails and is
+    # sent again, once, on the next connection: never onto the reset one, which still counted as ready until NIO
+    # completed its close a loop turn later. One query at a time, so each reset ends exactly one try.
+    d = daemon(workdir, f"https://{NAME}/abort#{dohfault}", extra="dnssec = no\n")
+    try:
+        total = 70
+        for _ in range(total):
+            r = ask(uniq("abort"), "A", server="127.0.0.1", port=d.port, timeout=6)
+            assert r.rcode == "NXDOMAIN", r.ede
+        [up] = upstream_status(d)
+        # 19 answered on each connection but the last: three resets, four connections (none resumed: OpenSSL
+        # resumes no session whose connection ended without close_notify).
+        assert up["connectionsOpened"] == 4 and up["handshakes"] == 4, json.dumps(up)
+        assert up["queries"] == total + 3 and up["failures"] == 3, json.dumps(up)
+        assert "closed the TLS connection uncleanly" in up["lastFailure"] or "reset" in up["lastFailure"], up
+        assert d.alive()
+    finally:
+        d.stop()
+
+
 def test_doh_informational_headers_before_the_reply_are_skipped(dohfault, workdir):
     # RFC 9113 §8.1: a 103 Early Hints block may come before the response's own headers; it is not the reply.
     d = daemon(workdir, f"https://{NAME}/early#{dohfault}")
