@@ -43,14 +43,16 @@ public struct ExtendedDNSError: Sendable, Hashable, CustomStringConvertible {
         "Unsupported NSEC3 Iterations Value", "Unable to conform to policy", "Synthesized", "Invalid Query Type",
     ]
 
-    /// The most of an EXTRA-TEXT kept, in bytes; a longer one is cut there and ends in "…". RFC 8914 sets no limit,
-    /// and a text travels on into the stub's replies (400 bytes at most there), the API's errors and log lines.
+    /// The most of an EXTRA-TEXT kept, in bytes; a longer one is cut before a character to end in "…" within them.
+    /// RFC 8914 sets no limit, and a text travels on into the stub's replies (400 bytes at most there), the API's
+    /// errors and log lines.
     public static let maximumTextBytes = 512
 
     /// The EDE options (code 15) among an OPT record's options (`options`: its RDATA), in order. Never traps: an
     /// option cut short ends the scan, keeping what came before it (ldns accepts such an OPT, so a reply is not
     /// refused for it). The EXTRA-TEXT is an upstream's words, read as UTF-8 with invalid bytes replaced, NULs at
-    /// its end dropped (some servers end it with one), at most ``maximumTextBytes`` of it, and control characters
+    /// its end dropped (some servers end it with one), at most ``maximumTextBytes`` of it (a longer one cut before
+    /// a character, never inside one, and ended in "…"), and control characters
     /// written as dig writes them (`\010`), so it never reaches a terminal or a log line raw.
     public static func scan(options: UnsafeBufferPointer<UInt8>) -> [ExtendedDNSError] {
         var found: [ExtendedDNSError] = []
@@ -63,10 +65,10 @@ public struct ExtendedDNSError: Sendable, Hashable, CustomStringConvertible {
             if code == 15, size >= 2 {
                 var textEnd = value + size
                 while textEnd > value + 2, options[textEnd - 1] == 0 { textEnd -= 1 }
-                let kept = min(textEnd, value + 2 + maximumTextBytes)
-                let cut = kept < textEnd
-                let bytes = UnsafeBufferPointer(rebasing: options[(value + 2)..<kept])
-                let text = String(decoding: bytes, as: UTF8.self) + (cut ? "…" : "")
+                let whole = options[(value + 2)..<textEnd]
+                let kept = UTF8Cut.end(of: whole, limit: maximumTextBytes)
+                let bytes = UnsafeBufferPointer(rebasing: options[(value + 2)..<(kept ?? textEnd)])
+                let text = String(decoding: bytes, as: UTF8.self) + (kept == nil ? "" : "…")
                 let info = UInt16(options[value]) << 8 | UInt16(options[value + 1])
                 found.append(ExtendedDNSError(code: info, text: escapingControls(text)))
             }

@@ -164,14 +164,12 @@ public enum StubReply {
         out[offset + 3] = UInt8(truncatingIfNeeded: ttl)
     }
 
-    /// An EDE's EXTRA-TEXT as sent: at most 400 bytes, cut before a character rather than inside one, so that the
-    /// client always gets valid UTF-8 (RFC 8914 §2), whatever text an upstream gave.
+    /// An EDE's EXTRA-TEXT as sent: at most 400 bytes, a longer one cut before a character rather than inside one
+    /// and ended in "…", so that the client always gets valid UTF-8 (RFC 8914 §2) and knows the text goes on.
     static func extraText(_ text: String) -> [UInt8] {
         let bytes = Array(text.utf8)
-        guard bytes.count > 400 else { return bytes }
-        var end = 400
-        while end > 0, bytes[end] & 0xC0 == 0x80 { end -= 1 }
-        return Array(bytes[..<end])
+        guard let end = UTF8Cut.end(of: bytes, limit: 400) else { return bytes }
+        return Array(bytes[..<end]) + UTF8Cut.ellipsis
     }
 
     /// Our OPT record (RFC 6891 §6.1.2): payload 1232, the upper rcode bits, version 0, DO copied (RFC 3225 §3),

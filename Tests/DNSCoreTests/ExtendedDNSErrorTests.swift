@@ -39,11 +39,30 @@ struct ExtendedDNSErrorTests {
         let read = Self.scan(Self.option(15, [0, 0] + text))
         #expect(read == [ExtendedDNSError(code: 0, text: "line\\010one\\027[31m\u{FFFD}é")])
         #expect(Self.scan(Self.option(15, [0, 3, 0])) == [ExtendedDNSError(code: 3, text: "")])
-        // A text past the bound is cut there, and says so.
+        // A text past the bound is cut to end in "…" within it, and says so.
         let long = Self.scan(Self.option(15, [0, 6] + Array(repeating: UInt8(ascii: "x"), count: 3000)))
-        #expect(long == [ExtendedDNSError(code: 6, text: String(repeating: "x", count: 512) + "…")])
+        #expect(long == [ExtendedDNSError(code: 6, text: String(repeating: "x", count: 509) + "…")])
+        #expect(long.first?.text.utf8.count == ExtendedDNSError.maximumTextBytes)
         let exact = Self.scan(Self.option(15, [0, 6] + Array(repeating: UInt8(ascii: "y"), count: 512)))
         #expect(exact == [ExtendedDNSError(code: 6, text: String(repeating: "y", count: 512))])
+    }
+
+    @Test("A long text is cut before a character, never inside one")
+    func cutBeforeACharacter() {
+        // 507 bytes, then a 4-byte character over the cut at 509, then more: the character goes whole.
+        let emoji = Array(repeating: UInt8(ascii: "x"), count: 507) + Array("😀 and more".utf8)
+        #expect(Self.scan(Self.option(15, [0, 6] + emoji)) == [
+            ExtendedDNSError(code: 6, text: String(repeating: "x", count: 507) + "…"),
+        ])
+        // A 2-byte character ending exactly at the cut is kept.
+        let accent = Array(repeating: UInt8(ascii: "x"), count: 507) + Array("ézzzzzzzzz".utf8)
+        #expect(Self.scan(Self.option(15, [0, 6] + accent)) == [
+            ExtendedDNSError(code: 6, text: String(repeating: "x", count: 507) + "é…"),
+        ])
+        // Bytes that are not UTF-8 at all are cut where they fall, replaced, and never trap.
+        let junk = Self.scan(Self.option(15, [0, 6] + Array(repeating: 0x80, count: 600)))
+        #expect(junk.first?.text.hasSuffix("\u{FFFD}…") == true)
+        #expect(junk.first.map { !$0.text.unicodeScalars.contains { $0.value < 0x20 } } == true)
     }
 
     @Test("Codes print as dig prints them, with the registry's name when it has one")

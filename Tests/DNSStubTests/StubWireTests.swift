@@ -183,13 +183,21 @@ enum Wire {
 
     @Test func aLongExtendedErrorTextIsCutBeforeACharacterNeverInsideOne() throws {
         let query = try StubQuery.parse(Wire.query(edns: Wire.opt()))
-        // 399 ASCII bytes, then a 2-byte "é" that would end past byte 400.
-        let text = String(repeating: "a", count: 399) + "é" + "tail"
+        // 396 ASCII bytes, then a 2-byte "é" across byte 397, where the cut falls to leave room for "…".
+        let text = String(repeating: "a", count: 396) + "é" + "tail"
         let (reply, _) = StubReply.make(to: query, code: .servFail, error: .init(code: 6, text: text), limit: 1232)
         let sent = try #require(try DNSMessage.parse(reply).edns?.extendedErrors.first)
-        #expect(sent == ExtendedDNSError(code: 6, text: String(repeating: "a", count: 399)))
+        #expect(sent == ExtendedDNSError(code: 6, text: String(repeating: "a", count: 396) + "…"))
         #expect(StubReply.extraText(String(repeating: "b", count: 400)).count == 400)
+        let over = String(repeating: "b", count: 401)
+        #expect(StubReply.extraText(over) == Array((String(repeating: "b", count: 397) + "…").utf8))
         #expect(StubReply.extraText("short é") == Array("short é".utf8))
+        // A 4-byte character across the cut goes whole; at most 400 bytes, always valid UTF-8.
+        for lead in 390...400 {
+            let cut = StubReply.extraText(String(repeating: "c", count: lead) + String(repeating: "😀", count: 5))
+            #expect(cut.count <= 400)
+            #expect(String(validating: cut, as: UTF8.self)?.hasSuffix("…") == true)
+        }
     }
 
     @Test func dnssecRecordsOnlyForDOClients() throws {
