@@ -90,7 +90,8 @@ final class DaemonState: DaemonControl {
                 tlsVersion: status.tlsVersion, verifiedName: status.verifiedName,
                 connectionsOpened: status.connectionsOpened, connectionsOpen: status.connectionsOpen,
                 handshakes: status.handshakes, resumptions: status.resumptions, queries: status.queries,
-                p50Ms: status.p50Milliseconds, failures: status.failures, lastFailure: status.lastFailure)
+                p50Ms: status.p50Milliseconds, failures: status.failures, lastFailure: status.lastFailure,
+                errorAnswers: status.errorAnswers, lastErrorAnswer: status.lastErrorAnswer)
         }
     }
 

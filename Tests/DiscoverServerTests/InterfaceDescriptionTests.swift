@@ -34,7 +34,8 @@ import Testing
     static let upstreamServer = UpstreamServerStatus(
         server: "tls://192.0.2.53:853#dns.example", transport: "tls", origin: "configured", note: "n",
         tlsVersion: "TLSv1.3", verifiedName: "dns.example", connectionsOpened: 1, connectionsOpen: 1, handshakes: 1,
-        resumptions: 0, queries: 1, p50Ms: 1.5, failures: 0, lastFailure: "r")
+        resumptions: 0, queries: 1, p50Ms: 1.5, failures: 0, lastFailure: "r", errorAnswers: 1,
+        lastErrorAnswer: "x.example. A: SERVFAIL, EDE 22 (No Reachable Authority)")
     static let upstreamQueries = UpstreamQueryStatus(
         limit: 512, perClientLimit: 128, socketLimit: 1024, inflight: 1, peak: 2, socketsOpen: 1, refused: 0,
         refusedPerClient: 0, socketsRefused: 0, coalesced: 3, busiestClient: "uid 0", busiestClientInflight: 1,

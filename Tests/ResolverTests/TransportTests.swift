@@ -299,6 +299,39 @@ struct TransportTests {
         #expect(exchange.message.rcode == .refused)
     }
 
+    /// An answer with an error code is a try answered, not a failure; `Status` counts it with its code and the
+    /// upstream's Extended DNS Errors, so an operator sees why clients got SERVFAIL.
+    @Test func anErrorAnswerIsCountedWithItsCodeAndReasonNotAsAFailure() async throws {
+        let first = try await LoopbackUpstream.start { query in
+            var message = TestMessage()
+            message.id = query.id
+            message.flags = 0x8180 | RCode.servFail.rawValue
+            message.questions = [
+                TestMessage.question(TestMessage.name(query.question.name), query.question.type, query.question.class)
+            ]
+            let ede = TestMessage.ednsOption(15, [0, 7] + Array("sig expired".utf8))
+            message.additional = [TestMessage.opt(options: ede + TestMessage.ednsOption(15, [0, 22]))]
+            return [LoopbackReply.send(message.bytes)]
+        }
+        let second = try await LoopbackUpstream.start { [LoopbackReply.send(LoopbackAnswer.to($0, rcode: .refused))] }
+        let client = Self.client([first, second])
+        let exchange = try await client.query(Self.question)
+        await first.stop()
+        await second.stop()
+
+        #expect(exchange.message.rcode == .refused)
+        let status = client.upstreamStatus
+        #expect(status.map(\.queries) == [1, 1] && status.map(\.failures) == [0, 0], "\(status)")
+        #expect(status.map(\.errorAnswers) == [1, 1], "\(status)")
+        #expect(status.map(\.lastFailure) == [nil, nil], "\(status)")
+        #expect(
+            status.map(\.lastErrorAnswer) == [
+                "www.example.test. A: SERVFAIL, EDE 7 (Signature Expired): sig expired, EDE 22 (No Reachable Authority)",
+                "www.example.test. A: REFUSED",
+            ])
+        #expect(status.allSatisfy { $0.p50Milliseconds != nil }, "an error answer is a round trip: \(status)")
+    }
+
     @Test func nxdomainIsFinal() async throws {
         let first = try await LoopbackUpstream.start { [LoopbackReply.send(LoopbackAnswer.to($0, rcode: .nxDomain))] }
         let second = try await LoopbackUpstream.start { [LoopbackReply.send(LoopbackAnswer.to($0))] }

@@ -397,6 +397,19 @@ def test_a_validating_upstreams_reason_reaches_every_client(lab, clean):
         assert cli.returncode == 2, cli
         assert any(f"SERVFAIL, EDE {code} (Signature Expired): {reason} (server {dnsseclab.UNBOUND}:53)"
                    in cli.stderr for reason in either), cli
+        # Status counts the upstream's error answers (the stub's A, the API's and the CLI's A and AAAA), not as
+        # failures, and shows the last with its name, type, code and reason.
+        v = d.varlink()
+        try:
+            up = next(u for u in v.status()["upstreamServers"] if u["server"] == f"{dnsseclab.UNBOUND}:53")
+        finally:
+            v.close()
+        assert up["errorAnswers"] == 5 and up["queries"] == 5 and up["failures"] == 0, up
+        lasts = [f"{name}. {t}: SERVFAIL, EDE {code} (Signature Expired): {r}" for t, r in zip(("A", "AAAA"), either)]
+        assert up["lastErrorAnswer"] in lasts, up
+        shown = subprocess.run([str(DISCOVER_BIN), "--socket", d.socket_path, "status"], capture_output=True,
+                               text=True, timeout=10)
+        assert f", 0 failures, 5 error answers (last: {up['lastErrorAnswer']})" in shown.stdout, shown.stdout
     finally:
         try:
             d.stop_alive()

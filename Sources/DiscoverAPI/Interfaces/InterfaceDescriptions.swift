@@ -457,8 +457,10 @@ public enum InterfaceDescriptions {
         # One upstream: the transport queries travel on now (udp, tls, https,
         # none when encryption = strict leaves it unused), how it was found
         # (configured, ddr-verified, ddr-opportunistic), the last TLS version and
-        # verified name, connections, handshakes, tries, median round trip and
-        # failures with the last reason.
+        # verified name, connections, handshakes, tries, median round trip,
+        # failures with the last reason, and answers with an error code
+        # (SERVFAIL, REFUSED, NOTIMP, FORMERR) with the last: name, type, code
+        # and the upstream's Extended DNS Errors.
         type UpstreamServer (
           server: string,
           transport: string,
@@ -473,7 +475,9 @@ public enum InterfaceDescriptions {
           queries: int,
           p50Ms: ?float,
           failures: int,
-          lastFailure: ?string
+          lastFailure: ?string,
+          errorAnswers: int,
+          lastErrorAnswer: ?string
         )
 
         # The settings in effect, named as in discoverd.conf. Reload changes them

@@ -95,11 +95,15 @@ public struct UpstreamServerStatus: Codable, Equatable, Sendable {
     public var p50Ms: Double?
     public var failures: Int
     public var lastFailure: String?
+    /// Answers with SERVFAIL, REFUSED, NOTIMP or FORMERR, and the last: `www.example. A: SERVFAIL, EDE 7 ...`.
+    public var errorAnswers: Int
+    public var lastErrorAnswer: String?
 
     public init(
         server: String, transport: String, origin: String, note: String? = nil, tlsVersion: String? = nil,
         verifiedName: String? = nil, connectionsOpened: Int = 0, connectionsOpen: Int = 0, handshakes: Int = 0,
-        resumptions: Int = 0, queries: Int = 0, p50Ms: Double? = nil, failures: Int = 0, lastFailure: String? = nil
+        resumptions: Int = 0, queries: Int = 0, p50Ms: Double? = nil, failures: Int = 0, lastFailure: String? = nil,
+        errorAnswers: Int = 0, lastErrorAnswer: String? = nil
     ) {
         self.server = server
         self.transport = transport
@@ -115,6 +119,8 @@ public struct UpstreamServerStatus: Codable, Equatable, Sendable {
         self.p50Ms = p50Ms
         self.failures = failures
         self.lastFailure = lastFailure
+        self.errorAnswers = errorAnswers
+        self.lastErrorAnswer = lastErrorAnswer
     }
 }
 

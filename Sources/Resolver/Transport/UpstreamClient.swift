@@ -581,6 +581,12 @@ public final class UpstreamClient: DNSTransport, Sendable {
         }
     }
 
+    /// `www.example. A: SERVFAIL, EDE 7 (Signature Expired): ...`: an error answer as `Status` shows it.
+    static func errorAnswer(_ message: DNSMessage, _ question: DNSQuestion) -> String {
+        let reasons = message.edns?.extendedErrors.map { ", EDE \($0)" } ?? []
+        return "\(question.name) \(question.type): \(message.rcode)" + reasons.joined()
+    }
+
     /// Runs one try with a new ID, records it as a `QueryAttempt` and logs it.
     nonisolated(nonsending) private func timed(
         _ transport: QueryTransport, _ target: Target, _ request: Request, _ attempts: inout [QueryAttempt],
@@ -621,6 +627,9 @@ public final class UpstreamClient: DNSTransport, Sendable {
         case .timedOut, .failed, .cancelled, .insecure: rcode = "TIMEOUT"
         }
         switch outcome {
+        case .response(let message) where Self.failsOver(message.rcode):
+            target.statistics.tried(
+                milliseconds: milliseconds, failure: nil, errorAnswer: Self.errorAnswer(message, request.question))
         case .response, .truncated: target.statistics.tried(milliseconds: milliseconds, failure: nil)
         case .cancelled: break
         case .timedOut:

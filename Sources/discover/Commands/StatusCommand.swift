@@ -114,7 +114,8 @@ struct StatusCommand: AsyncParsableCommand {
     }
 
     /// `  tls://192.0.2.56:853#dns.lab.test: tls (configured), TLSv1.3 verified dns.lab.test, 1 connection (1 open),
-    /// 1 handshake (0 resumed), 1000 queries, p50 0.8 ms, 0 failures`.
+    /// 1 handshake (0 resumed), 1000 queries, p50 0.8 ms, 0 failures`, then `, 2 error answers (last: www.example.
+    /// A: SERVFAIL, EDE 7 (Signature Expired): ...)` when it answered with an error code.
     static func describe(_ server: UpstreamServerStatus) -> String {
         var line = "  \(server.server): \(server.transport) (\(server.origin))"
         if let note = server.note { line += ", \(note)" }
@@ -130,6 +131,10 @@ struct StatusCommand: AsyncParsableCommand {
         if let p50 = server.p50Ms { line += ", p50 \(String(format: "%.1f", p50)) ms" }
         line += ", \(server.failures) failures"
         if let last = server.lastFailure { line += " (last: \(last))" }
+        if server.errorAnswers > 0 {
+            line += ", \(server.errorAnswers) error answer\(server.errorAnswers == 1 ? "" : "s")"
+            if let last = server.lastErrorAnswer { line += " (last: \(last))" }
+        }
         return line
     }
 

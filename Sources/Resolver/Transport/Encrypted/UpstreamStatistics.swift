@@ -37,12 +37,17 @@ public struct UpstreamStatus: Sendable, Hashable, Codable {
     /// Tries that got nothing usable, and the reason of the last.
     public var failures: Int
     public var lastFailure: String?
+    /// Answers with an error code the client fails over on (SERVFAIL, REFUSED, NOTIMP, FORMERR), and the last of
+    /// them: the name and type asked, the code and the upstream's Extended DNS Errors (`www.example. A: SERVFAIL,
+    /// EDE 7 (Signature Expired): ...`). Counted among `queries`, not `failures`: the upstream did answer.
+    public var errorAnswers: Int
+    public var lastErrorAnswer: String?
 
     public init(
         server: String, transport: String, origin: UpstreamOrigin, note: String? = nil, tlsVersion: String? = nil,
         verifiedName: String? = nil, connectionsOpened: Int = 0, connectionsOpen: Int = 0, handshakes: Int = 0,
         resumptions: Int = 0, queries: Int = 0, p50Milliseconds: Double? = nil, failures: Int = 0,
-        lastFailure: String? = nil
+        lastFailure: String? = nil, errorAnswers: Int = 0, lastErrorAnswer: String? = nil
     ) {
         self.server = server
         self.transport = transport
@@ -58,6 +63,8 @@ public struct UpstreamStatus: Sendable, Hashable, Codable {
         self.p50Milliseconds = p50Milliseconds
         self.failures = failures
         self.lastFailure = lastFailure
+        self.errorAnswers = errorAnswers
+        self.lastErrorAnswer = lastErrorAnswer
     }
 }
 
@@ -71,6 +78,8 @@ final class UpstreamStatistics: Sendable {
         var queries = 0
         var failures = 0
         var lastFailure: String?
+        var errorAnswers = 0
+        var lastErrorAnswer: String?
         /// When a connection last recorded why it failed (``connectionFailed(_:)``).
         var connectionFailedAt: NIODeadline?
         var tlsVersion: String?
@@ -99,10 +108,17 @@ final class UpstreamStatistics: Sendable {
 
     /// One try: its round trip when answered, else why not. A try that timed out (`timedOutSince`: when it was
     /// sent) keeps a reason its connection recorded meanwhile as the last one: a connection let go because the server
-    /// stopped answering on it says so, where the try would only say "timeout".
-    func tried(milliseconds: Double?, failure: String?, timedOutSince sent: NIODeadline? = nil) {
+    /// stopped answering on it says so, where the try would only say "timeout". `errorAnswer`: an answered try's
+    /// error code and why (``UpstreamStatus/lastErrorAnswer``).
+    func tried(
+        milliseconds: Double?, failure: String?, timedOutSince sent: NIODeadline? = nil, errorAnswer: String? = nil
+    ) {
         state.withLock { s in
             s.queries += 1
+            if let errorAnswer {
+                s.errorAnswers += 1
+                s.lastErrorAnswer = errorAnswer
+            }
             if let failure {
                 s.failures += 1
                 let connectionSaidWhy = sent.flatMap { sent in s.connectionFailedAt.map { $0 >= sent } } ?? false
@@ -142,7 +158,8 @@ final class UpstreamStatistics: Sendable {
                 tlsVersion: s.tlsVersion, verifiedName: s.verifiedName, connectionsOpened: s.connectionsOpened,
                 connectionsOpen: s.connectionsOpen, handshakes: s.handshakes, resumptions: s.resumptions,
                 queries: s.queries, p50Milliseconds: sorted.isEmpty ? nil : sorted[sorted.count / 2],
-                failures: s.failures, lastFailure: s.lastFailure)
+                failures: s.failures, lastFailure: s.lastFailure, errorAnswers: s.errorAnswers,
+                lastErrorAnswer: s.lastErrorAnswer)
         }
     }
 }
