@@ -54,6 +54,10 @@ import Testing
         ("192.0.2.53 encryption=maybe", "'maybe' is not strict, opportunistic or no"),
         ("192.0.2.53 ddr=no", "unknown option 'ddr=no'"), ("192.0.2.53 encryption=no x=y", "unknown option 'x=y'"),
         ("tls://192.0.2.53 encryption=no", "for plain upstreams"),
+        // A list, as resolved's DNS= takes one: each server is a value of its own.
+        ("tls://192.0.2.63#dns.lab.test, tls://192.0.2.64#dns.lab.test, 192.0.2.58", "3 upstreams in one value"),
+        ("192.0.2.53 192.0.2.54", "2 upstreams in one value"), ("9.9.9.9#dns.quad9.net,[2001:db8::53]", "2 upstreams"),
+        ("192.0.2.53, bad", "not an IPv4 or IPv6 address"),
     ])
     func rejects(_ text: String, _ reason: String) {
         #expect(throws: UpstreamSyntaxError.self) { try UpstreamServer(parsing: text) }

@@ -107,6 +107,13 @@ public struct UpstreamServer: Hashable, Sendable, CustomStringConvertible {
     public init(parsing text: String) throws(UpstreamSyntaxError) {
         let words = text.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
         guard let first = words.first else { throw UpstreamSyntaxError(text: text, reason: "empty") }
+        if let count = Self.listed(text) {
+            // resolved's `DNS=` takes a list; here each server is a value of its own, so say so rather than
+            // reject the first one's name.
+            throw UpstreamSyntaxError(
+                text: text, reason: "\(count) upstreams in one value: give each its own (an `upstream =` line or "
+                    + "an --upstream per server)")
+        }
         // Options are KEY=VALUE words after the address; anything else with blanks is a malformed address.
         let options = words.dropFirst().allSatisfy { $0.contains("=") } ? Array(words.dropFirst()) : []
         let trimmed = options.isEmpty ? words.joined(separator: " ") : first
@@ -131,6 +138,14 @@ public struct UpstreamServer: Hashable, Sendable, CustomStringConvertible {
             }
             encryption = mode
         }
+    }
+
+    /// How many upstreams `text` lists, separated by commas or blanks, when it is a list of at least two that
+    /// each parse alone; nil otherwise (`192.0.2.53 encryption=no` is one upstream with an option).
+    private static func listed(_ text: String) -> Int? {
+        let pieces = text.split(whereSeparator: { $0 == "," || $0 == " " || $0 == "\t" })
+        guard pieces.count > 1, !pieces.contains(where: { $0.contains("=") }) else { return nil }
+        return pieces.allSatisfy { (try? UpstreamServer(parsing: String($0))) != nil } ? pieces.count : nil
     }
 
     private init(parsingAddress trimmed: String, text: String) throws(UpstreamSyntaxError) {

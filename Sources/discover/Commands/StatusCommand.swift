@@ -132,7 +132,7 @@ struct StatusCommand: AsyncParsableCommand {
         line += ", \(server.failures) failures"
         if let last = server.lastFailure { line += " (last: \(last))" }
         if server.errorAnswers > 0 {
-            line += ", \(server.errorAnswers) error answer\(server.errorAnswers == 1 ? "" : "s")"
+            line += ", \(server.errorAnswers) error answers"
             if let last = server.lastErrorAnswer { line += " (last: \(last))" }
         }
         return line
