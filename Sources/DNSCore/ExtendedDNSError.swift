@@ -52,8 +52,8 @@ public struct ExtendedDNSError: Sendable, Hashable, CustomStringConvertible {
     /// option cut short ends the scan, keeping what came before it (ldns accepts such an OPT, so a reply is not
     /// refused for it). The EXTRA-TEXT is an upstream's words, read as UTF-8 with invalid bytes replaced, NULs at
     /// its end dropped (some servers end it with one), at most ``maximumTextBytes`` of it (a longer one cut before
-    /// a character, never inside one, and ended in "…"), and control characters
-    /// written as dig writes them (`\010`), so it never reaches a terminal or a log line raw.
+    /// a character, never inside one, and ended in "…"), and control characters written as dig writes them
+    /// (`\010`), so it never reaches a terminal or a log line raw.
     public static func scan(options: UnsafeBufferPointer<UInt8>) -> [ExtendedDNSError] {
         var found: [ExtendedDNSError] = []
         var at = 0

@@ -118,6 +118,21 @@ def test_the_api_says_dnssec(daemon, clean):
         assert status["lastBogusName"] == "www.expired.dnssec.test.", status
     finally:
         v.close()
+    # Anyone may read Status, but the names looked up here are for root and the admin group: nobody gets the counts.
+    shown = as_nobody(daemon, "status", "--json")
+    assert shown.returncode == 0, shown
+    theirs = json.loads(shown.stdout)["dnssec"]
+    assert theirs["bogus"] >= status["bogus"], theirs
+    assert "lastBogusName" not in theirs and "lastBogusReason" not in theirs, theirs
+    text = as_nobody(daemon, "status").stdout
+    assert "bogus; last bogus: shown to root and the admin group" in text and "expired.dnssec" not in text, text
+
+
+def as_nobody(daemon, *args: str) -> subprocess.CompletedProcess:
+    """`discover ARGS` against `daemon` as the user nobody (uid 65534, no groups): its workdir opened to traverse."""
+    Path(daemon.workdir).chmod(0o711)
+    return subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", str(DISCOVER_BIN),
+                           "--socket", daemon.socket_path, *args], capture_output=True, text=True, timeout=10)
 
 
 def test_cd_gets_the_records_as_they_came(daemon, clean):
@@ -410,6 +425,9 @@ def test_a_validating_upstreams_reason_reaches_every_client(lab, clean):
         shown = subprocess.run([str(DISCOVER_BIN), "--socket", d.socket_path, "status"], capture_output=True,
                                text=True, timeout=10)
         assert f", 0 failures, 5 error answers (last: {up['lastErrorAnswer']})" in shown.stdout, shown.stdout
+        theirs = as_nobody(d, "status")
+        assert ", 0 failures, 5 error answers (last: shown to root and the admin group)" in theirs.stdout, theirs
+        assert "expired.dnssec" not in theirs.stdout, theirs.stdout
     finally:
         try:
             d.stop_alive()

@@ -509,7 +509,9 @@ public enum InterfaceDescriptions {
         )
 
         # The daemon's state. With more: a fresh status every intervalMs (default
-        # 1000), until the connection closes.
+        # 1000), until the connection closes. Names looked up on the machine (the
+        # last bogus name and reason, each upstream's lastErrorAnswer) are left
+        # out unless the caller is root or in the admin group.
         method Status(intervalMs: ?int) -> (
           version: string,
           uptimeSeconds: int,

@@ -179,6 +179,24 @@ public struct StatusReply: Codable, Equatable, Sendable {
     }
 }
 
+extension StatusReply {
+    /// The reply for a caller who is neither root nor in the admin group: without the names looked up on this
+    /// machine (by any user) that it carries, as `resolvectl monitor` is privileged and `resolvectl statistics`
+    /// shows counts only. Left out: the last bogus name and its reason, and each upstream's last error answer;
+    /// every count stays.
+    public func withoutLookedUpNames() -> StatusReply {
+        var reply = self
+        reply.dnssec?.lastBogusName = nil
+        reply.dnssec?.lastBogusReason = nil
+        reply.upstreamServers = upstreamServers?.map { server in
+            var server = server
+            server.lastErrorAnswer = nil
+            return server
+        }
+        return reply
+    }
+}
+
 /// DNSSEC validation in `Status` (docs/DNSSEC.md).
 public struct DNSSECValidationStatus: Codable, Equatable, Sendable {
     /// `[resolver] dnssec`: yes, allow-downgrade or no.

@@ -62,6 +62,11 @@ public final class AccessControl: Sendable {
         guard await isMember(peer, of: group, whenUnset: false) else { throw .permissionDenied }
     }
 
+    /// Whether `peer` is root or in the admin group (`Status` shows such a caller the names looked up).
+    public func isAdmin(_ peer: PeerCredentials) async -> Bool {
+        await isMember(peer, of: adminGroup, whenUnset: false)
+    }
+
     /// Throws `PermissionDenied` unless `peer` is root or in the admin group.
     public func requireAdmin(_ peer: PeerCredentials) async throws(VarlinkError) {
         guard await isMember(peer, of: adminGroup, whenUnset: false) else { throw .permissionDenied }

@@ -74,6 +74,8 @@ struct StatusCommand: AsyncParsableCommand {
                     + "\(dnssec.insecure) insecure, \(dnssec.bogus) bogus"
                 if let name = dnssec.lastBogusName {
                     line += "; last bogus: \(name)\(dnssec.lastBogusReason.map { " (\($0))" } ?? "")"
+                } else if dnssec.bogus > 0 {
+                    line += "; last bogus: \(Self.namesHidden)"
                 }
                 Output.line(line)
                 for upstream in dnssec.upstreamStates ?? [] {
@@ -133,10 +135,13 @@ struct StatusCommand: AsyncParsableCommand {
         if let last = server.lastFailure { line += " (last: \(last))" }
         if server.errorAnswers > 0 {
             line += ", \(server.errorAnswers) error answers"
-            if let last = server.lastErrorAnswer { line += " (last: \(last))" }
+            line += " (last: \(server.lastErrorAnswer ?? Self.namesHidden))"
         }
         return line
     }
+
+    /// What stands for a name looked up when the daemon leaves it out (the caller is neither root nor an admin).
+    static let namesHidden = "shown to root and the admin group"
 
     static func duration(_ seconds: Int) -> String {
         if seconds < 60 { return "\(seconds)s" }
