@@ -152,12 +152,19 @@ public struct EDNSInfo: Hashable, Sendable {
     /// The Extended DNS Errors (RFC 8914) among the options, in order: read from replies (an upstream's reason for
     /// a SERVFAIL), empty in a query.
     public var extendedErrors: [ExtendedDNSError]
+    /// The length of the PADDING option (RFC 7830), when the message carries one: a server that pads its replies
+    /// over TLS (RFC 8467) says so here.
+    public var padding: Int?
 
-    public init(udpPayloadSize: UInt16, version: UInt8, dnssecOK: Bool, extendedErrors: [ExtendedDNSError] = []) {
+    public init(
+        udpPayloadSize: UInt16, version: UInt8, dnssecOK: Bool, extendedErrors: [ExtendedDNSError] = [],
+        padding: Int? = nil
+    ) {
         self.udpPayloadSize = udpPayloadSize
         self.version = version
         self.dnssecOK = dnssecOK
         self.extendedErrors = extendedErrors
+        self.padding = padding
     }
 }
 

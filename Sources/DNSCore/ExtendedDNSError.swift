@@ -55,13 +55,23 @@ public struct ExtendedDNSError: Sendable, Hashable, CustomStringConvertible {
     /// a character, never inside one, and ended in "…"), and control characters written as dig writes them
     /// (`\010`), so it never reaches a terminal or a log line raw.
     public static func scan(options: UnsafeBufferPointer<UInt8>) -> [ExtendedDNSError] {
+        scanOptions(options).errors
+    }
+
+    /// ``scan(options:)``'s errors, and the length of the first PADDING option (RFC 7830; code 12), in one walk
+    /// of the options: what `discover query` shows of a reply's EDNS, as kdig does.
+    public static func scanOptions(
+        _ options: UnsafeBufferPointer<UInt8>
+    ) -> (errors: [ExtendedDNSError], padding: Int?) {
         var found: [ExtendedDNSError] = []
+        var padding: Int?
         var at = 0
         while at + 4 <= options.count {
             let code = Int(options[at]) << 8 | Int(options[at + 1])
             let size = Int(options[at + 2]) << 8 | Int(options[at + 3])
             let value = at + 4
             guard value + size <= options.count else { break }
+            if code == 12, padding == nil { padding = size }
             if code == 15, size >= 2 {
                 var textEnd = value + size
                 while textEnd > value + 2, options[textEnd - 1] == 0 { textEnd -= 1 }
@@ -74,7 +84,7 @@ public struct ExtendedDNSError: Sendable, Hashable, CustomStringConvertible {
             }
             at = value + size
         }
-        return found
+        return (found, padding)
     }
 
     /// `text` with each control character (C0, DEL) as `\DDD`, as dig presents non-printable octets.

@@ -25,6 +25,20 @@ struct ExtendedDNSErrorTests {
         #expect(Self.scan(Self.option(12, [0, 0])) == [])
     }
 
+    @Test("The first PADDING option's length is read in the same walk; none gives nil")
+    func padding() {
+        func scan(_ options: [UInt8]) -> (errors: [ExtendedDNSError], padding: Int?) {
+            options.withUnsafeBufferPointer { ExtendedDNSError.scanOptions($0) }
+        }
+        let bogus = Self.option(15, [0, 6] + Array("bogus".utf8))
+        let read = scan(Self.option(12, Array(repeating: 0, count: 377)) + bogus + Self.option(12, [0]))
+        #expect(read.padding == 377 && read.errors == [ExtendedDNSError(code: 6, text: "bogus")])
+        #expect(scan(Self.option(12, [])).padding == 0)
+        #expect(scan(bogus).padding == nil)
+        // Cut short before its data ends: not read, like an EDE there.
+        #expect(scan(bogus + [0, 12, 0, 40, 0]).padding == nil)
+    }
+
     @Test("A cut-short option ends the scan and keeps what came before it; an EDE without its code is skipped")
     func malformedOptions() {
         let good = Self.option(15, [0, 6] + Array("bogus".utf8))

@@ -1062,12 +1062,20 @@ for m in (t, h):
         # the OPT pseudosection with the server's UDP size.
         assert ours.counts == ref.counts and ref.counts["QUERY"] == 1, (ours.counts, ref.counts)
         assert f";{qname}.\t\tIN\t{qtype}" in text and "; EDNS: version: 0, flags:; udp: " in text, text
+        # The reply's padding (RFC 7830, RFC 8467) in kdig's words, where kdig's padded query got a padded reply
+        # (Unbound pads over TLS; dnsdist 1.7 relays its backend's reply as it is).
+        padded = "\n; PADDING: " in text
+        assert padded == (";; PADDING: " in ref.text) and padded == (server == GOOD), (text, ref.text)
         js = json.loads(lab_exec("a", str(DISCOVER), "query", qname, qtype, "--upstream", f"{server}#{NAME}",
                                  "--ca-file", str(CA), "--json", timeout=30).stdout)
         # ms is a number (a whole one is written without a fraction: 4, not 4.0).
         assert js["rcode"] == ref.status and js["flags"] == flags.split(), js
         assert js["question"] == [{"name": f"{qname}.", "class": "IN", "type": qtype}], js
         assert js["edns"]["version"] == 0 and js["edns"]["udp"] > 0 and js["edns"]["ede"] == [], js
+        if padded:
+            assert js["edns"]["padding"] > 0 and f"\n; PADDING: {js['edns']['padding']} B\n" in text, (js, text)
+        else:
+            assert "padding" not in js["edns"], js
         assert isinstance(js["ms"], (int, float)) and not isinstance(js["ms"], bool), js
         assert sorted(" ".join(r["data"].split()) for r in js[section.lower()]) == wanted, js
         assert {(r["name"], r["type"], r["class"]) for r in js[section.lower()]} == {

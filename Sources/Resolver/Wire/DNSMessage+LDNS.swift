@@ -33,14 +33,13 @@ extension DNSMessage {
         var edns: EDNSInfo?
         var rcodeValue = UInt16(header.rcode)
         if ldns_pkt_edns(pkt) != 0 {
-            var errors: [ExtendedDNSError] = []
-            if let options = ldns_pkt_edns_data(pkt), let data = ldns_rdf_data(options) {
-                let count = ldns_rdf_size(options)
-                errors = ExtendedDNSError.scan(options: UnsafeBufferPointer(start: data, count: count))
+            var options: (errors: [ExtendedDNSError], padding: Int?) = ([], nil)
+            if let data = ldns_pkt_edns_data(pkt), let bytes = ldns_rdf_data(data) {
+                options = ExtendedDNSError.scanOptions(UnsafeBufferPointer(start: bytes, count: ldns_rdf_size(data)))
             }
             edns = EDNSInfo(
                 udpPayloadSize: ldns_pkt_edns_udp_size(pkt), version: ldns_pkt_edns_version(pkt),
-                dnssecOK: ldns_pkt_edns_do(pkt) != 0, extendedErrors: errors)
+                dnssecOK: ldns_pkt_edns_do(pkt) != 0, extendedErrors: options.errors, padding: options.padding)
             rcodeValue |= UInt16(ldns_pkt_edns_extended_rcode(pkt)) << 4
         }
         return DNSMessage(

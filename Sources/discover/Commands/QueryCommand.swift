@@ -118,6 +118,8 @@ struct QueryCommand: AsyncParsableCommand {
                     Output.line("\n;; OPT PSEUDOSECTION:")
                     let flags = edns.dnssecOK ? " do" : ""
                     Output.line("; EDNS: version: \(edns.version), flags:\(flags); udp: \(edns.udpPayloadSize)")
+                    // kdig's words for the reply's padding (RFC 7830): a server that pads over TLS shows it.
+                    if let padding = edns.padding { Output.line("; PADDING: \(padding) B") }
                     for ede in edns.extendedErrors { Output.line("; EDE: \(ede)") }
                 }
                 if !message.questions.isEmpty {
@@ -169,12 +171,13 @@ struct QueryCommand: AsyncParsableCommand {
         var edns: EDNS?
         var error: String?
 
-        /// The reply's OPT record: its EDNS version, UDP size, flags and Extended DNS Errors.
+        /// The reply's OPT record: its EDNS version, UDP size, flags, Extended DNS Errors and padding length.
         struct EDNS: Encodable {
             var version: UInt8
             var udp: UInt16
             var flags: [String]
             var ede: [ExtendedError]
+            var padding: Int?
 
             /// One Extended DNS Error: its code, the code's IANA name when known, and the server's text.
             struct ExtendedError: Encodable {
@@ -188,6 +191,7 @@ struct QueryCommand: AsyncParsableCommand {
                 self.udp = edns.udpPayloadSize
                 self.flags = edns.dnssecOK ? ["do"] : []
                 self.ede = edns.extendedErrors.map { ExtendedError(code: $0.code, name: $0.name, text: $0.text) }
+                self.padding = edns.padding
             }
         }
 
