@@ -386,6 +386,13 @@ def test_a_validating_upstreams_reason_reaches_every_client(lab, clean):
                             dnsseclab.UNBOUND, "--dnssec"], capture_output=True, text=True, timeout=30)
     assert f"; EDE: {code} (Signature Expired): {text}\n" in query.stdout, query.stdout
     assert "ADDITIONAL: 1" in query.stdout and "; EDNS: version: 0, flags: do; udp: " in query.stdout, query.stdout
+    # --short: no records on stdout, and the reason on stderr rather than silence.
+    dnsseclab.flush()
+    query = subprocess.run(["ip", "netns", "exec", "dlab-a", str(DISCOVER_BIN), "query", name, "--upstream",
+                            dnsseclab.UNBOUND, "--dnssec", "--short"], capture_output=True, text=True, timeout=30)
+    assert query.returncode == 1 and query.stdout == "", query
+    reason = f"discover: {dnsseclab.UNBOUND}:53 answered SERVFAIL, EDE {code} (Signature Expired): {text}\n"
+    assert query.stderr == reason, query
 
     workdir = Path(tempfile.mkdtemp(prefix="discoverd-dnssec3-"))
     d = StubDaemon(workdir, [f"{STUB2}:53"], config("no"), upstream=[dnsseclab.UNBOUND])

@@ -1045,6 +1045,13 @@ for m in (t, h):
                         "--ca-file", str(CA), timeout=30).stdout
         assert "TLSv1.3 verified dns.lab.test" in text and "status: NOERROR" in text, text
         assert sorted(r[4] for r in parse_dig(text).records("ANSWER", "A")) == want, text
+        # --short as dig +short: the addresses alone; nothing (and success) for a name that does not exist.
+        short = lab_exec("a", str(DISCOVER), "query", "multi.lab.test", "A", "--upstream", upstream, "--short",
+                         "--ca-file", str(CA), timeout=30)
+        assert sorted(short.stdout.split("\n")[:-1]) == want and short.stderr == "", short
+        short = lab_exec("a", str(DISCOVER), "query", "nosuch.lab.test", "A", "--upstream", upstream, "--short",
+                         "--ca-file", str(CA), timeout=30)
+        assert short.returncode == 0 and short.stdout == "" and short.stderr == "", short
     # Every section, each record as kdig writes it (an HTTPS record's SvcParams by name, a negative answer's SOA),
     # the header's flags; and the same as JSON for scripts, the RDATA without ldns's comments.
     for qname, qtype, section in (("port.lab.test", "HTTPS", "ANSWER"), ("nosuch.lab.test", "A", "AUTHORITY"),
@@ -1083,6 +1090,9 @@ for m in (t, h):
     bad = lab_exec("a", str(DISCOVER), "query", "multi.lab.test", "--upstream", f"{EXPIRED}#{NAME}",
                    "--ca-file", str(CA), timeout=30, check=False)
     assert bad.returncode == 1 and "certificate expired" in bad.stdout, bad.stdout
+    bad = lab_exec("a", str(DISCOVER), "query", "multi.lab.test", "--upstream", f"{EXPIRED}#{NAME}", "--short",
+                   "--ca-file", str(CA), timeout=30, check=False)
+    assert bad.returncode == 1 and bad.stdout == "" and "certificate expired" in bad.stderr, bad
 
 
 # /etc/hosts and nsswitch.conf for `discover query`'s getaddrinfo, bind-mounted in a private mount namespace

@@ -21,6 +21,7 @@ struct QueryCommand: AsyncParsableCommand {
               discover query example.com AAAA --upstream https://dns.example/dns-query#192.0.2.53
               discover query example.com --upstream https://dns.example/dns-query#192.0.2.53 --https-get
               discover query lab.test SOA --upstream tls://192.0.2.63 --ca-file /tmp/discoverd-lab/ca/ca.pem
+              discover query example.com AAAA --upstream 9.9.9.9#dns.quad9.net --short
             """)
 
     @Argument(help: "The name to ask for.")
@@ -51,8 +52,14 @@ struct QueryCommand: AsyncParsableCommand {
     @Flag(name: .shortAndLong, help: "JSON output.")
     var json = false
 
+    @Flag(
+        name: .long,
+        help: "Only the answer's data, a record per line, like dig +short (nothing for NXDOMAIN); errors on stderr.")
+    var short = false
+
     /// Here rather than in `run`, so that a bad value is shown with this command's usage, not the tool's.
     func validate() throws {
+        if short && json { throw ValidationError("--short and --json do not go together: pick one") }
         do { _ = try UpstreamServer(parsing: upstream) } catch { throw ValidationError(error.description) }
         guard Self.type(type) != nil else { throw ValidationError("unknown record type '\(type)'") }
     }
@@ -100,6 +107,12 @@ struct QueryCommand: AsyncParsableCommand {
                 report.additional = message.additional.map(Report.Record.init)
                 report.edns = message.edns.map(Report.EDNS.init)
                 try Output.json(report)
+            } else if short {
+                for record in message.answer { Output.line(record.presentationData()) }
+                if message.rcode != .noError && message.rcode != .nxDomain {
+                    let reasons = message.edns?.extendedErrors.map { ", EDE \($0)" } ?? []
+                    Output.error("discover: \(server) answered \(message.rcode)" + reasons.joined())
+                }
             } else {
                 let tls = report.tls.map { " \($0) verified \(report.verified ?? "")" } ?? ""
                 Output.line(";; \(server) \(status?.transport ?? "")\(tls)")
@@ -145,6 +158,9 @@ struct QueryCommand: AsyncParsableCommand {
             report.error = error.message
             if json {
                 try Output.json(report)
+            } else if short {
+                let subject = error.message.hasPrefix(server.description) ? "" : "\(server): "
+                Output.error("discover: \(subject)\(error.message)")
             } else {
                 if let note = Self.note(status, server) { Output.line(";; \(note)") }
                 // The message names the upstream already when it is about one.
