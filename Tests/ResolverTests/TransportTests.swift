@@ -326,7 +326,8 @@ struct TransportTests {
         #expect(status.map(\.lastFailure) == [nil, nil], "\(status)")
         #expect(
             status.map(\.lastErrorAnswer) == [
-                "www.example.test. A: SERVFAIL, EDE 7 (Signature Expired): sig expired, EDE 22 (No Reachable Authority)",
+                "www.example.test. A: SERVFAIL, EDE 7 (Signature Expired): sig expired, "
+                    + "EDE 22 (No Reachable Authority)",
                 "www.example.test. A: REFUSED",
             ])
         #expect(status.allSatisfy { $0.p50Milliseconds != nil }, "an error answer is a round trip: \(status)")
