@@ -1045,13 +1045,17 @@ for m in (t, h):
                         "--ca-file", str(CA), timeout=30).stdout
         assert "TLSv1.3 verified dns.lab.test" in text and "status: NOERROR" in text, text
         assert sorted(r[4] for r in parse_dig(text).records("ANSWER", "A")) == want, text
-        # --short as dig +short: the addresses alone; nothing (and success) for a name that does not exist.
-        short = lab_exec("a", str(DISCOVER), "query", "multi.lab.test", "A", "--upstream", upstream, "--short",
+        # --short as dig +short: the addresses alone; nothing (and success) for a name that does not exist. The
+        # upstream as dig and kdig take a server, @UPSTREAM, before the name or after the type.
+        short = lab_exec("a", str(DISCOVER), "query", f"@{upstream}", "multi.lab.test", "A", "--short",
                          "--ca-file", str(CA), timeout=30)
         assert sorted(short.stdout.split("\n")[:-1]) == want and short.stderr == "", short
-        short = lab_exec("a", str(DISCOVER), "query", "nosuch.lab.test", "A", "--upstream", upstream, "--short",
+        short = lab_exec("a", str(DISCOVER), "query", "nosuch.lab.test", "A", f"@{upstream}", "--short",
                          "--ca-file", str(CA), timeout=30)
         assert short.returncode == 0 and short.stdout == "" and short.stderr == "", short
+        both = lab_exec("a", str(DISCOVER), "query", "multi.lab.test", f"@{upstream}", "--upstream", upstream,
+                        timeout=30, check=False)
+        assert both.returncode == 2 and "give the upstream once" in both.stderr, both
     # Every section, each record as kdig writes it (an HTTPS record's SvcParams by name, a negative answer's SOA),
     # the header's flags; and the same as JSON for scripts, the RDATA without ldns's comments.
     for qname, qtype, section in (("port.lab.test", "HTTPS", "ANSWER"), ("nosuch.lab.test", "A", "AUTHORITY"),

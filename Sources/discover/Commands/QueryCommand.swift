@@ -22,20 +22,27 @@ struct QueryCommand: AsyncParsableCommand {
               discover query example.com --upstream https://dns.example/dns-query#192.0.2.53 --https-get
               discover query lab.test SOA --upstream tls://192.0.2.63 --ca-file /tmp/discoverd-lab/ca/ca.pem
               discover query example.com AAAA --upstream 9.9.9.9#dns.quad9.net --short
+              discover query @9.9.9.9#dns.quad9.net example.com AAAA
             """)
 
     @Argument(help: "The name to ask for.")
     var name: String
 
     @Argument(help: "Record type: A, AAAA, HTTPS, SVCB, SOA, TXT... or a number (default A).")
-    var type: String = "A"
+    var type: String?
+
+    @Argument(
+        help: ArgumentHelp(
+            "The upstream as dig and kdig take a server, in place of --upstream; before or after the name.",
+            valueName: "@upstream"))
+    var at: String?
 
     @Option(
         name: .long,
         help: ArgumentHelp(
             "ADDR[:PORT], ADDR[:PORT]#NAME, tls://ADDR[:PORT][#NAME] or https://HOST[:PORT]/PATH#ADDR (PATH may be "
                 + "a URI template: /dns-query{?dns})."))
-    var upstream: String
+    var upstream: String?
 
     @Option(name: .long, help: "Trusted roots (PEM) instead of the system trust store.")
     var caFile: String?
@@ -57,14 +64,36 @@ struct QueryCommand: AsyncParsableCommand {
         help: "Only the answer's data, a record per line, like dig +short (nothing for NXDOMAIN); errors on stderr.")
     var short = false
 
+    /// The name, the type and the upstream, wherever the words put them: `@UPSTREAM` may come first, as in
+    /// `dig @server name type`, or last; the other words are the name and the type.
+    private func words() throws -> (name: String, type: String, upstream: String) {
+        let positional = [name, type, at].compactMap { $0 }
+        let marked = positional.filter { $0.hasPrefix("@") }
+        let rest = positional.filter { !$0.hasPrefix("@") }
+        guard marked.count <= 1 else { throw ValidationError("one @UPSTREAM at most, got \(marked.count)") }
+        guard let name = rest.first, rest.count <= 2 else {
+            throw ValidationError("expected NAME [TYPE] and the upstream, got \(positional.joined(separator: " "))")
+        }
+        let server: String
+        switch (marked.first, upstream) {
+        case (let word?, nil): server = String(word.dropFirst())
+        case (nil, let option?): server = option
+        case (_?, _?): throw ValidationError("give the upstream once: @UPSTREAM or --upstream, not both")
+        case (nil, nil): throw ValidationError("which upstream? --upstream ADDR or @ADDR, as in dig @9.9.9.9")
+        }
+        return (name, rest.count == 2 ? rest[1] : "A", server)
+    }
+
     /// Here rather than in `run`, so that a bad value is shown with this command's usage, not the tool's.
     func validate() throws {
         if short && json { throw ValidationError("--short and --json do not go together: pick one") }
+        let (_, type, upstream) = try words()
         do { _ = try UpstreamServer(parsing: upstream) } catch { throw ValidationError(error.description) }
         guard Self.type(type) != nil else { throw ValidationError("unknown record type '\(type)'") }
     }
 
     func run() async throws {
+        let (name, type, upstream) = try words()
         var server: UpstreamServer
         do { server = try UpstreamServer(parsing: upstream) } catch { throw ValidationError(error.description) }
         var bootstrapped: String?
