@@ -185,15 +185,14 @@ struct QueryCommand: AsyncParsableCommand {
             if message.rcode != .noError && message.rcode != .nxDomain { throw ExitCode(1) }
         case .failure(let error):
             report.error = error.message
+            // The message names the upstream already when it is about one.
+            let subject = error.message.hasPrefix(server.description) ? "" : "\(server): "
             if json {
                 try Output.json(report)
             } else if short {
-                let subject = error.message.hasPrefix(server.description) ? "" : "\(server): "
                 Output.error("discover: \(subject)\(error.message)")
             } else {
                 if let note = Self.note(status, server) { Output.line(";; \(note)") }
-                // The message names the upstream already when it is about one.
-                let subject = error.message.hasPrefix(server.description) ? "" : "\(server): "
                 Output.line(";; \(subject)\(error.code.rawValue): \(error.message)")
             }
             throw ExitCode(1)
