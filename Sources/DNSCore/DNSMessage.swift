@@ -166,6 +166,25 @@ public struct EDNSInfo: Hashable, Sendable {
         self.extendedErrors = extendedErrors
         self.padding = padding
     }
+
+    /// The EDNS of an OPT record whose RDATA is `options`, read in one walk of its options: the EDEs (code 15) in
+    /// order, and the first PADDING option's length (code 12). Never traps: an option cut short ends the walk,
+    /// keeping what came before it (ldns accepts such an OPT, so a reply is not refused for it).
+    public init(udpPayloadSize: UInt16, version: UInt8, dnssecOK: Bool, options: UnsafeBufferPointer<UInt8>) {
+        self.init(udpPayloadSize: udpPayloadSize, version: version, dnssecOK: dnssecOK)
+        var at = 0
+        while at + 4 <= options.count {
+            let code = Int(options[at]) << 8 | Int(options[at + 1])
+            let size = Int(options[at + 2]) << 8 | Int(options[at + 3])
+            let value = at + 4
+            guard value + size <= options.count else { break }
+            if code == 12, padding == nil { padding = size }
+            if code == 15, let error = ExtendedDNSError.read(options[value..<(value + size)]) {
+                extendedErrors.append(error)
+            }
+            at = value + size
+        }
+    }
 }
 
 /// A decoded DNS message. The Resolver module parses it with ldns (`DNSMessage.parse`, `ldns_wire2pkt`); every
@@ -190,6 +209,12 @@ public struct DNSMessage: Hashable, Sendable {
     public var id: UInt16 { header.id }
     /// The single question, or `nil` when the message has none or several.
     public var question: DNSQuestion? { questions.count == 1 ? questions[0] : nil }
+
+    /// `SERVFAIL, EDE 7 (Signature Expired): ...`: the response code and the Extended DNS Errors, as Status and
+    /// `discover query --short` name an error answer.
+    public var rcodeAndReasons: String {
+        "\(rcode)" + (edns?.extendedErrors.map { ", EDE \($0)" } ?? []).joined()
+    }
 
     /// Creates a message from parts (for tests and synthesised answers).
     public init(

@@ -48,43 +48,21 @@ public struct ExtendedDNSError: Sendable, Hashable, CustomStringConvertible {
     /// errors and log lines.
     public static let maximumTextBytes = 512
 
-    /// The EDE options (code 15) among an OPT record's options (`options`: its RDATA), in order. Never traps: an
-    /// option cut short ends the scan, keeping what came before it (ldns accepts such an OPT, so a reply is not
-    /// refused for it). The EXTRA-TEXT is an upstream's words, read as UTF-8 with invalid bytes replaced, NULs at
-    /// its end dropped (some servers end it with one), at most ``maximumTextBytes`` of it (a longer one cut before
-    /// a character, never inside one, and ended in "…"), and control characters written as dig writes them
-    /// (`\010`), so it never reaches a terminal or a log line raw.
-    public static func scan(options: UnsafeBufferPointer<UInt8>) -> [ExtendedDNSError] {
-        scanOptions(options).errors
-    }
-
-    /// ``scan(options:)``'s errors, and the length of the first PADDING option (RFC 7830; code 12), in one walk
-    /// of the options: what `discover query` shows of a reply's EDNS, as kdig does.
-    public static func scanOptions(
-        _ options: UnsafeBufferPointer<UInt8>
-    ) -> (errors: [ExtendedDNSError], padding: Int?) {
-        var found: [ExtendedDNSError] = []
-        var padding: Int?
-        var at = 0
-        while at + 4 <= options.count {
-            let code = Int(options[at]) << 8 | Int(options[at + 1])
-            let size = Int(options[at + 2]) << 8 | Int(options[at + 3])
-            let value = at + 4
-            guard value + size <= options.count else { break }
-            if code == 12, padding == nil { padding = size }
-            if code == 15, size >= 2 {
-                var textEnd = value + size
-                while textEnd > value + 2, options[textEnd - 1] == 0 { textEnd -= 1 }
-                let whole = options[(value + 2)..<textEnd]
-                let kept = UTF8Cut.end(of: whole, limit: maximumTextBytes)
-                let bytes = UnsafeBufferPointer(rebasing: options[(value + 2)..<(kept ?? textEnd)])
-                let text = String(decoding: bytes, as: UTF8.self) + (kept == nil ? "" : "…")
-                let info = UInt16(options[value]) << 8 | UInt16(options[value + 1])
-                found.append(ExtendedDNSError(code: info, text: escapingControls(text)))
-            }
-            at = value + size
-        }
-        return (found, padding)
+    /// One EDE option's data (`value`: INFO-CODE, then EXTRA-TEXT; RFC 8914 §2); nil when it is shorter than its
+    /// code. The EXTRA-TEXT is an upstream's words, read as UTF-8 with invalid bytes replaced, NULs at its end
+    /// dropped (some servers end it with one), at most ``maximumTextBytes`` of it (a longer one cut before a
+    /// character, never inside one, and ended in "…"), and control characters written as dig writes them
+    /// (`\010`), so it never reaches a terminal or a log line raw. `EDNSInfo.init(...options:)` finds the options.
+    static func read(_ value: Slice<UnsafeBufferPointer<UInt8>>) -> ExtendedDNSError? {
+        guard value.count >= 2 else { return nil }
+        let start = value.startIndex
+        var textEnd = value.endIndex
+        while textEnd > start + 2, value[textEnd - 1] == 0 { textEnd -= 1 }
+        let kept = UTF8Cut.end(of: value[(start + 2)..<textEnd], limit: maximumTextBytes)
+        let bytes = UnsafeBufferPointer(rebasing: value[(start + 2)..<(kept ?? textEnd)])
+        let text = String(decoding: bytes, as: UTF8.self) + (kept == nil ? "" : "…")
+        let info = UInt16(value[start]) << 8 | UInt16(value[start + 1])
+        return ExtendedDNSError(code: info, text: escapingControls(text))
     }
 
     /// `text` with each control character (C0, DEL) as `\DDD`, as dig presents non-printable octets.

@@ -9,7 +9,8 @@ struct ExtendedDNSErrorTests {
     }
 
     static func scan(_ options: [UInt8]) -> [ExtendedDNSError] {
-        options.withUnsafeBufferPointer { ExtendedDNSError.scan(options: $0) }
+        options.withUnsafeBufferPointer { EDNSInfo(udpPayloadSize: 1232, version: 0, dnssecOK: false, options: $0) }
+            .extendedErrors
     }
 
     @Test("EDE options are read in order among others; the text is optional")
@@ -28,7 +29,10 @@ struct ExtendedDNSErrorTests {
     @Test("The first PADDING option's length is read in the same walk; none gives nil")
     func padding() {
         func scan(_ options: [UInt8]) -> (errors: [ExtendedDNSError], padding: Int?) {
-            options.withUnsafeBufferPointer { ExtendedDNSError.scanOptions($0) }
+            let edns = options.withUnsafeBufferPointer {
+                EDNSInfo(udpPayloadSize: 1232, version: 0, dnssecOK: false, options: $0)
+            }
+            return (edns.extendedErrors, edns.padding)
         }
         let bogus = Self.option(15, [0, 6] + Array("bogus".utf8))
         let read = scan(Self.option(12, Array(repeating: 0, count: 377)) + bogus + Self.option(12, [0]))

@@ -583,8 +583,7 @@ public final class UpstreamClient: DNSTransport, Sendable {
 
     /// `www.example. A: SERVFAIL, EDE 7 (Signature Expired): ...`: an error answer as `Status` shows it.
     static func errorAnswer(_ message: DNSMessage, _ question: DNSQuestion) -> String {
-        let reasons = message.edns?.extendedErrors.map { ", EDE \($0)" } ?? []
-        return "\(question.name) \(question.type): \(message.rcode)" + reasons.joined()
+        "\(question.name) \(question.type): \(message.rcodeAndReasons)"
     }
 
     /// Runs one try with a new ID, records it as a `QueryAttempt` and logs it.

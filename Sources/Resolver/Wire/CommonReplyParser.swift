@@ -44,11 +44,10 @@ enum CommonReplyParser {
                         // Moved into `edns` as ldns does, and only in the simple case: one OPT, in the additional
                         // section, owned by the root, with a payload size (ldns's "has EDNS" test looks at it).
                         guard section == 2, edns == nil, buffer[ownerStart] == 0, rrClass > 0 else { return nil }
-                        let options = ExtendedDNSError.scanOptions(
-                            UnsafeBufferPointer(rebasing: buffer[reader.position..<end]))
                         edns = EDNSInfo(
                             udpPayloadSize: rrClass, version: UInt8(truncatingIfNeeded: ttl >> 16),
-                            dnssecOK: ttl & 0x8000 != 0, extendedErrors: options.errors, padding: options.padding)
+                            dnssecOK: ttl & 0x8000 != 0,
+                            options: UnsafeBufferPointer(rebasing: buffer[reader.position..<end]))
                         extendedRCode = UInt8(truncatingIfNeeded: ttl >> 24)
                         reader.position = end
                         continue

@@ -33,13 +33,13 @@ extension DNSMessage {
         var edns: EDNSInfo?
         var rcodeValue = UInt16(header.rcode)
         if ldns_pkt_edns(pkt) != 0 {
-            var options: (errors: [ExtendedDNSError], padding: Int?) = ([], nil)
+            var options = UnsafeBufferPointer<UInt8>(start: nil, count: 0)
             if let data = ldns_pkt_edns_data(pkt), let bytes = ldns_rdf_data(data) {
-                options = ExtendedDNSError.scanOptions(UnsafeBufferPointer(start: bytes, count: ldns_rdf_size(data)))
+                options = UnsafeBufferPointer(start: bytes, count: ldns_rdf_size(data))
             }
             edns = EDNSInfo(
                 udpPayloadSize: ldns_pkt_edns_udp_size(pkt), version: ldns_pkt_edns_version(pkt),
-                dnssecOK: ldns_pkt_edns_do(pkt) != 0, extendedErrors: options.errors, padding: options.padding)
+                dnssecOK: ldns_pkt_edns_do(pkt) != 0, options: options)
             rcodeValue |= UInt16(ldns_pkt_edns_extended_rcode(pkt)) << 4
         }
         return DNSMessage(

@@ -139,8 +139,7 @@ struct QueryCommand: AsyncParsableCommand {
             } else if short {
                 for record in message.answer { Output.line(record.presentationData()) }
                 if message.rcode != .noError && message.rcode != .nxDomain {
-                    let reasons = message.edns?.extendedErrors.map { ", EDE \($0)" } ?? []
-                    Output.error("discover: \(server) answered \(message.rcode)" + reasons.joined())
+                    Output.error("discover: \(server) answered \(message.rcodeAndReasons)")
                 }
             } else {
                 let tls = report.tls.map { " \($0) verified \(report.verified ?? "")" } ?? ""
