@@ -1,7 +1,9 @@
 // See include/CTLSShim.h.
 #include "CTLSShim.h"
 
+#include <openssl/crypto.h>
 #include <openssl/err.h>
+#include <openssl/evp.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <pthread.h>
@@ -9,11 +11,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+_Static_assert(CTLS_KEY_NOT_PINNED == X509_V_ERR_APPLICATION_VERIFICATION, "the pin error is OpenSSL's");
+
 struct ctls_context {
     SSL_CTX *ctx;
     pthread_mutex_t lock;
     /// The latest resumable session a server gave (one reference held), taken by the next connection.
     SSL_SESSION *session;
+    /// The pins (32-byte SHA-256 digests) that authenticate a server instead of the trust store; none: PKIX.
+    uint8_t *pins;
+    size_t pin_count;
 };
 
 struct ctls_connection {
@@ -23,6 +30,10 @@ struct ctls_connection {
     BIO *out;  // ciphertext to the server (SSL writes it)
     long verify_error;
     char verify_subject[256];
+    /// The pin of the key the server presented, noted by a pinned context's check: after a refusal OpenSSL keeps
+    /// no peer certificate to read it from.
+    uint8_t peer_pin[32];
+    int has_peer_pin;
     char error[256];
 };
 
@@ -95,6 +106,7 @@ void ctls_context_free(ctls_context *context) {
     SSL_CTX_set_app_data(context->ctx, NULL);
     SSL_CTX_free(context->ctx);
     if (context->session) SSL_SESSION_free(context->session);
+    free(context->pins);
     pthread_mutex_destroy(&context->lock);
     free(context);
 }
@@ -106,21 +118,82 @@ int ctls_context_has_session(ctls_context *context) {
     return has;
 }
 
+/// The SHA-256 of `certificate`'s SubjectPublicKeyInfo in DER (RFC 7469 §2.4). 1, or 0 when it cannot be encoded.
+static int key_pin(X509 *certificate, uint8_t digest[32]) {
+    unsigned char *der = NULL;
+    int length = certificate ? i2d_X509_PUBKEY(X509_get_X509_PUBKEY(certificate), &der) : -1;
+    if (length <= 0) return 0;
+    unsigned int size = 0;
+    int ok = EVP_Digest(der, (size_t)length, digest, &size, EVP_sha256(), NULL) && size == 32;
+    OPENSSL_free(der);
+    return ok;
+}
+
+static void note_subject(ctls_connection *connection, X509 *certificate) {
+    connection->verify_subject[0] = 0;
+    BIO *text = BIO_new(BIO_s_mem());
+    if (certificate && text) {
+        X509_NAME_print_ex(text, X509_get_subject_name(certificate), 0, XN_FLAG_RFC2253);
+        int n = BIO_read(text, connection->verify_subject, sizeof connection->verify_subject - 1);
+        connection->verify_subject[n > 0 ? n : 0] = 0;
+    }
+    BIO_free(text);
+}
+
+/// A pinned context's whole certificate check (SSL_CTX_set_cert_verify_callback): the leaf's key against the pins.
+static int check_pins(X509_STORE_CTX *store, void *argument) {
+    ctls_context *context = argument;
+    SSL *ssl = X509_STORE_CTX_get_ex_data(store, SSL_get_ex_data_X509_STORE_CTX_idx());
+    ctls_connection *connection = ssl ? SSL_get_app_data(ssl) : NULL;
+    X509 *leaf = X509_STORE_CTX_get0_cert(store);
+    uint8_t digest[32];
+    if (leaf && key_pin(leaf, digest)) {
+        if (connection) {
+            memcpy(connection->peer_pin, digest, 32);
+            connection->has_peer_pin = 1;
+        }
+        for (size_t i = 0; i < context->pin_count; i++) {
+            if (CRYPTO_memcmp(context->pins + 32 * i, digest, 32) == 0) {
+                X509_STORE_CTX_set_error(store, X509_V_OK);
+                return 1;
+            }
+        }
+    }
+    X509_STORE_CTX_set_error(store, CTLS_KEY_NOT_PINNED);
+    if (connection) {
+        connection->verify_error = CTLS_KEY_NOT_PINNED;
+        note_subject(connection, leaf);
+    }
+    return 0;
+}
+
+int ctls_context_set_pins(ctls_context *context, const uint8_t *digests, size_t count) {
+    if (count == 0) return 0;
+    uint8_t *pins = malloc(32 * count);
+    if (pins == NULL) return -1;
+    memcpy(pins, digests, 32 * count);
+    free(context->pins);
+    context->pins = pins;
+    context->pin_count = count;
+    SSL_CTX_set_cert_verify_callback(context->ctx, check_pins, context);
+    return 0;
+}
+
+int ctls_peer_pin(ctls_connection *connection, uint8_t digest[32]) {
+    X509 *peer = SSL_get0_peer_certificate(connection->ssl);
+    if (peer && key_pin(peer, digest)) return 1;
+    if (!connection->has_peer_pin) return 0;
+    memcpy(digest, connection->peer_pin, 32);
+    return 1;
+}
+
 /// Notes the first certificate OpenSSL refused in the chain, and what for; OpenSSL's verdict stands.
 static int note_verification(int ok, X509_STORE_CTX *store) {
     SSL *ssl = X509_STORE_CTX_get_ex_data(store, SSL_get_ex_data_X509_STORE_CTX_idx());
     ctls_connection *connection = ssl ? SSL_get_app_data(ssl) : NULL;
     if (!ok && connection && connection->verify_error == X509_V_OK) {
         connection->verify_error = X509_STORE_CTX_get_error(store);
-        connection->verify_subject[0] = 0;
-        X509 *certificate = X509_STORE_CTX_get_current_cert(store);
-        BIO *text = BIO_new(BIO_s_mem());
-        if (certificate && text) {
-            X509_NAME_print_ex(text, X509_get_subject_name(certificate), 0, XN_FLAG_RFC2253);
-            int n = BIO_read(text, connection->verify_subject, sizeof connection->verify_subject - 1);
-            connection->verify_subject[n > 0 ? n : 0] = 0;
-        }
-        BIO_free(text);
+        note_subject(connection, X509_STORE_CTX_get_current_cert(store));
     }
     return ok;
 }

@@ -115,4 +115,34 @@ package enum Base64 {
         }
         return String(decoding: out, as: UTF8.self)
     }
+
+    /// Decodes padded base64 (RFC 4648 §4); nil for anything else: another alphabet, missing or stray padding,
+    /// blanks, or bits left over in the last character.
+    package static func decode(_ text: String) -> [UInt8]? {
+        let characters = Array(text.utf8)
+        guard !characters.isEmpty, characters.count % 4 == 0 else { return nil }
+        let padding = characters.reversed().prefix { $0 == UInt8(ascii: "=") }.count
+        guard padding <= 2 else { return nil }
+        var out: [UInt8] = []
+        out.reserveCapacity(characters.count / 4 * 3)
+        var value: UInt32 = 0
+        for (index, character) in characters.dropLast(padding).enumerated() {
+            guard let digit = alphabet.firstIndex(of: character) else { return nil }
+            value = value << 6 | UInt32(digit)
+            if index % 4 == 3 {
+                out += [UInt8(value >> 16 & 0xff), UInt8(value >> 8 & 0xff), UInt8(value & 0xff)]
+                value = 0
+            }
+        }
+        switch padding {
+        case 1:
+            guard value & 0x3 == 0 else { return nil }
+            out += [UInt8(value >> 10 & 0xff), UInt8(value >> 2 & 0xff)]
+        case 2:
+            guard value & 0xf == 0 else { return nil }
+            out.append(UInt8(value >> 4 & 0xff))
+        default: break
+        }
+        return out
+    }
 }

@@ -87,11 +87,12 @@ final class DaemonState: DaemonControl {
         return transport.upstreamStatus.map { status in
             UpstreamServerStatus(
                 server: status.server, transport: status.transport, origin: status.origin.rawValue, note: status.note,
-                tlsVersion: status.tlsVersion, verifiedName: status.verifiedName,
-                connectionsOpened: status.connectionsOpened, connectionsOpen: status.connectionsOpen,
-                handshakes: status.handshakes, resumptions: status.resumptions, queries: status.queries,
-                p50Ms: status.p50Milliseconds, failures: status.failures, lastFailure: status.lastFailure,
-                errorAnswers: status.errorAnswers, lastErrorAnswer: status.lastErrorAnswer)
+                tlsVersion: status.tlsVersion, verifiedName: status.verifiedName, keyPin: status.keyPin,
+                keyPinned: status.keyPin == nil ? nil : status.keyPinned, connectionsOpened: status.connectionsOpened,
+                connectionsOpen: status.connectionsOpen, handshakes: status.handshakes, resumptions: status.resumptions,
+                queries: status.queries, p50Ms: status.p50Milliseconds, failures: status.failures,
+                lastFailure: status.lastFailure, errorAnswers: status.errorAnswers,
+                lastErrorAnswer: status.lastErrorAnswer)
         }
     }
 

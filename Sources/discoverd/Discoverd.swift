@@ -45,7 +45,7 @@ struct Discoverd: AsyncParsableCommand {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "DNS server: ADDR[:PORT] (plain), ADDR[:PORT]#NAME or tls://ADDR[:PORT][#NAME] (DNS over TLS), https://HOST[:PORT]/PATH[#ADDR] (DNS over HTTPS; PATH may be an RFC 8484 URI template, /dns-query{?dns}); a plain one may end in \" encryption=MODE\" (its own strict, opportunistic or no); repeat for several (default: nameservers of /etc/resolv.conf).",
+            "DNS server: ADDR[:PORT] (plain), ADDR[:PORT]#NAME or tls://ADDR[:PORT][#NAME] (DNS over TLS), https://HOST[:PORT]/PATH[#ADDR] (DNS over HTTPS; PATH may be an RFC 8484 URI template, /dns-query{?dns}); a plain one may end in \" encryption=MODE\" (its own strict, opportunistic or no), a DoT or DoH one in \" pin-sha256=BASE64\" (authenticated by its key instead of a CA; repeatable); repeat for several (default: nameservers of /etc/resolv.conf).",
             valueName: "upstream"))
     var upstream: [String] = []
 

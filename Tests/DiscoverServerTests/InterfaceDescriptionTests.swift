@@ -33,7 +33,8 @@ import Testing
     static let stubQueries = StubQueryCounts(udp: 1, tcp: 2)
     static let upstreamServer = UpstreamServerStatus(
         server: "tls://192.0.2.53:853#dns.example", transport: "tls", origin: "configured", note: "n",
-        tlsVersion: "TLSv1.3", verifiedName: "dns.example", connectionsOpened: 1, connectionsOpen: 1, handshakes: 1,
+        tlsVersion: "TLSv1.3", verifiedName: "dns.example", keyPin: "urKlXhFA6MdhOFU9fWbyITD/k8C2gI2LCH/jpIldRk0=",
+        keyPinned: false, connectionsOpened: 1, connectionsOpen: 1, handshakes: 1,
         resumptions: 0, queries: 1, p50Ms: 1.5, failures: 0, lastFailure: "r", errorAnswers: 1,
         lastErrorAnswer: "x.example. A: SERVFAIL, EDE 22 (No Reachable Authority)")
     static let upstreamQueries = UpstreamQueryStatus(

@@ -342,6 +342,11 @@ struct LifecycleTests {
             "[resolver]\nupstream = 192.0.2.1 encryption=sometimes\n",
             "[resolver] upstream: upstream '192.0.2.1 encryption=sometimes': encryption 'sometimes' is not strict"
         ),
+        (
+            "[resolver]\nupstream = tls://192.0.2.1 pin-sha256=abc=\n",
+            "[resolver] upstream: upstream 'tls://192.0.2.1 pin-sha256=abc=': pin-sha256 'abc=' is not the base64 of a "
+                + "SHA-256 digest"
+        ),
     ])
     func configurationErrorsNameTheProblem(config: String, message: String) throws {
         let daemon = try DaemonProcess(config: config, waitForSocket: false)

@@ -35,6 +35,8 @@ import Testing
             "certificate does not name the plain upstream's address 192.0.2.1 (RFC 9462 §4.2) (CN=x)"
         ),
         (23, .configured, "certificate refused: certificate revoked (CN=x)"),
+        // The shim's pin check; its subject starts with the server key's own pin (TLSClientHandler.failure).
+        (50, .configured, "certificate key matches no pin-sha256 (the server's key: CN=x)"),
     ])
     func refusedCertificatesAreExplained(_ code: Int, _ identity: TLSClientContext.Identity, _ text: String) {
         let error = TLSClientError.verification(
@@ -63,6 +65,10 @@ import Testing
         #expect(throws: TLSClientError.self) {
             _ = try TLSClientContext(caFile: "/nonexistent/ca.pem", serverName: "dns.example", alpn: [])
         }
+        // A pinned upstream checks its server's key, not a chain: it needs no trust store, and checks no name.
+        let pinned = try? TLSClientContext(
+            caFile: "/nonexistent/ca.pem", serverName: "dns.example", alpn: [], pins: [Array(repeating: 7, count: 32)])
+        #expect(pinned?.pinned == true && pinned?.serverName == "dns.example")
     }
 
     /// An embedded channel with a TLS client for `dns.example` at 192.0.2.1 and an error recorder behind it,

@@ -54,6 +54,13 @@ import Testing
         ("192.0.2.53 encryption=maybe", "'maybe' is not strict, opportunistic or no"),
         ("192.0.2.53 ddr=no", "unknown option 'ddr=no'"), ("192.0.2.53 encryption=no x=y", "unknown option 'x=y'"),
         ("tls://192.0.2.53 encryption=no", "for plain upstreams"),
+        ("192.0.2.53 pin-sha256=urKlXhFA6MdhOFU9fWbyITD/k8C2gI2LCH/jpIldRk0=", "for DoT and DoH upstreams"),
+        // Not 32 bytes (a SHA-1 pin), not base64, unpadded, or with bits left in the last character.
+        ("tls://192.0.2.53 pin-sha256=2fmbLQnnCsAjI4RZzmXPDMtSn6M=", "not the base64 of a SHA-256 digest"),
+        ("tls://192.0.2.53 pin-sha256=urKlXhFA6MdhOFU9fWbyITD_k8C2gI2LCH-jpIldRk0=", "not the base64"),
+        ("tls://192.0.2.53 pin-sha256=urKlXhFA6MdhOFU9fWbyITD/k8C2gI2LCH/jpIldRk0", "not the base64"),
+        ("tls://192.0.2.53 pin-sha256=urKlXhFA6MdhOFU9fWbyITD/k8C2gI2LCH/jpIldRk1=", "not the base64"),
+        ("tls://192.0.2.53 pin-sha256=", "not the base64"),
         // A list, as resolved's DNS= takes one: each server is a value of its own.
         ("tls://192.0.2.63#dns.lab.test, tls://192.0.2.64#dns.lab.test, 192.0.2.58", "3 upstreams in one value"),
         ("192.0.2.53 192.0.2.54", "2 upstreams in one value"), ("9.9.9.9#dns.quad9.net,[2001:db8::53]", "2 upstreams"),
@@ -77,6 +84,36 @@ import Testing
         #expect(try UpstreamServer(parsing: "[2001:db8::53]:54\tencryption=strict").encryption == .strict)
         #expect(try UpstreamServer(parsing: "192.0.2.53").encryption == nil)
         #expect(router != UpstreamServer(host: "192.168.1.1"))
+    }
+
+    @Test func pinnedKeys() throws {
+        let pin = "urKlXhFA6MdhOFU9fWbyITD/k8C2gI2LCH/jpIldRk0="
+        let backup = "z+CSdg86xLixdOCssooO9IMCv8BFGjaynWRKVFz+1og="
+        // RFC 7469 writes the value in quotes; the option's name in any case, the value exactly.
+        let dot = try UpstreamServer(parsing: "tls://192.0.2.65 PIN-SHA256=\"\(pin)\" pin-sha256=\(backup)")
+        #expect(dot.transport == .tls && dot.pins == [pin, backup] && dot.tlsName == nil)
+        #expect(dot.pinDigests.count == 2 && dot.pinDigests.allSatisfy { $0.count == 32 })
+        #expect(dot.pinDigests[0].prefix(3) == [0xba, 0xb2, 0xa5])
+        #expect(dot.description == "tls://192.0.2.65:853 pin-sha256=\(pin) pin-sha256=\(backup)")
+        #expect(try UpstreamServer(parsing: dot.description) == dot)
+        let doh = try UpstreamServer(parsing: "https://dns.lab.test/dns-query#192.0.2.65 pin-sha256=\(pin)")
+        #expect(doh.description == "https://dns.lab.test:443/dns-query#192.0.2.65 pin-sha256=\(pin)")
+        #expect(try UpstreamServer(parsing: "192.0.2.65#dns.lab.test pin-sha256=\(pin)").pins == [pin])
+        // A pinned upstream is another upstream than the same address verified by a CA.
+        #expect(dot != (try UpstreamServer(parsing: "tls://192.0.2.65")))
+        #expect(try UpstreamServer(parsing: "tls://192.0.2.65").pins.isEmpty)
+    }
+
+    @Test func base64DecodesWhatItEncodesAndRefusesTheRest() {
+        for count in 0..<40 {
+            let bytes = (0..<count).map { UInt8(truncatingIfNeeded: $0 * 37 + count) }
+            #expect(Base64.decode(Base64.encode(bytes)) == (count == 0 ? nil : bytes))
+        }
+        #expect(Base64.decode("TWFu") == Array("Man".utf8) && Base64.decode("TWE=") == Array("Ma".utf8))
+        #expect(Base64.decode("TQ==") == Array("M".utf8))
+        for bad in ["TWF", "TW=u", "T===", "TWE", "TR==", "TWF=", "TW u", "TW-_", "====", "TWFu===="] {
+            #expect(Base64.decode(bad) == nil, "\(bad)")
+        }
     }
 
     @Test func descriptions() throws {

@@ -9,6 +9,8 @@ Nothing here touches the machine's trust store: discoverd is given the lab CA wi
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import math
 import os
@@ -177,6 +179,20 @@ def test_tcp_connections_splits_at_each_syn_also_on_a_port_used_again():
     assert [[p[6] for p in conn] for conn in conns] == [[0.0, 1.0, 2.0, 3.0, 4.0], [5.0, 6.0], [7.0, 8.0]]
 
 
+def key_pin(leaf: str) -> str:
+    """The pin of a lab certificate's key ($LAB/ca/LEAF.pem) as RFC 7469 §2.4 and kdig's +tls-pin take it: base64 of
+    the SHA-256 of its SubjectPublicKeyInfo in DER, made here with openssl and hashlib, not by discoverd."""
+    pem = subprocess.run(["openssl", "x509", "-in", str(CA.parent / f"{leaf}.pem"), "-pubkey", "-noout"],
+                         capture_output=True, check=True).stdout
+    der = subprocess.run(["openssl", "pkey", "-pubin", "-outform", "der"], input=pem, capture_output=True,
+                         check=True).stdout
+    return base64.b64encode(hashlib.sha256(der).digest()).decode()
+
+
+# The certificate each lab server presents.
+LEAVES = {GOOD: "good", EXPIRED: "expired", ROGUE: "rogue-leaf", WRONG: "wrong", DNSDIST: "dnsdist"}
+
+
 def wire_name(name: str) -> bytes:
     return b"".join(bytes([len(label)]) + label.encode() for label in name.rstrip(".").split(".")) + b"\x00"
 
@@ -209,6 +225,8 @@ def test_dot_strict_answers_and_status_says_tls(server, workdir):
         assert up["tlsVersion"] == "TLSv1.3" and up["verifiedName"] == NAME
         assert up["connectionsOpened"] == 1 and up["handshakes"] == 1 and up["queries"] >= 1
         assert up["p50Ms"] is not None and up["failures"] == 0
+        # The pin of the key the server presented, for pin-sha256=; the CA and the name verified it, not a pin.
+        assert up["keyPin"] == key_pin(LEAVES[server]) and up["keyPinned"] is False, up
         text = run([DISCOVER, "--socket", d.socket_path, "status"]).stdout
         assert f"tls://{server}:853#{NAME}: tls (configured), TLSv1.3 verified {NAME}" in text, text
     finally:
@@ -727,8 +745,16 @@ def test_dot_burst_opens_more_connections_but_at_most_four(tls_lab, workdir):
     (f"{WRONG}#{NAME}", "does not match"),
     (f"tls://{WRONG}", "does not match"),
     (f"https://{NAME}/dns-query#{EXPIRED}", "certificate expired"),
-], ids=["expired", "unknown-ca", "wrong-name", "no-ip-san", "doh-expired"])
+    # A key pinned that is not the server's (here the rogue server's, on the good server): the reason names the
+    # key the server has, so an operator sees what changed.
+    (f"{GOOD}#{NAME} pin-sha256=<rogue>", "certificate key matches no pin-sha256 (the server's key: pin-sha256=<good>"),
+    (f"https://{NAME}/dns-query#{GOOD} pin-sha256=<rogue>",
+     "matches no pin-sha256 (the server's key: pin-sha256=<good>"),
+], ids=["expired", "unknown-ca", "wrong-name", "no-ip-san", "doh-expired", "wrong-pin", "doh-wrong-pin"])
 def test_strict_certificate_failures_servfail_ede_log_and_nothing_in_clear(tls_lab, workdir, upstream, reason):
+    pins = {"<rogue>": key_pin("rogue-leaf"), "<good>": key_pin("good")}
+    for mark, pin in pins.items():
+        upstream, reason = upstream.replace(mark, pin), reason.replace(mark, pin)
     d = daemon(workdir, upstream)
     name = uniq("strictfail")
     cap = Capture(workdir / "fail.pcap")
@@ -745,6 +771,42 @@ def test_strict_certificate_failures_servfail_ede_log_and_nothing_in_clear(tls_l
         packets = cap.stop()
         d.stop()
     assert not [p for p in packets if p[0] == "192.0.2.1" and 53 in (p[1], p[3])]
+    assert not [p for p in packets if wire_name(name) in p[4]]
+
+
+@pytest.mark.parametrize("upstream,leaf", [
+    (f"tls://{ROGUE}", "rogue-leaf"),
+    (f"https://{NAME}/dns-query#{ROGUE}", "rogue-leaf"),
+    (f"{EXPIRED}#{NAME}", "expired"),
+], ids=["dot-unknown-ca", "doh-unknown-ca", "dot-expired"])
+def test_a_pinned_key_authenticates_a_server_no_trusted_ca_vouches_for(tls_lab, workdir, upstream, leaf):
+    """RFC 7858 §4.2, as stubby's tls_pubkey_pinset and kdig's +tls-pin: with pin-sha256= the server's key is what
+    is checked, not its chain, dates or name. The pin is made by openssl from the certificate file, and kdig (an
+    independent client) accepts the server with it and refuses it with another key's pin."""
+    pin, other = key_pin(leaf), key_pin("good")
+    address = ROGUE if leaf == "rogue-leaf" else EXPIRED
+    assert kdig(f"+tls-pin={pin}", f"@{address}", "multi.lab.test", "A").status == "NOERROR"
+    refused = lab_exec("a", "kdig", "+time=2", "+retry=0", f"+tls-pin={other}", f"@{address}", "multi.lab.test",
+                       check=False, timeout=15)
+    assert "status: NOERROR" not in refused.stdout, refused.stdout
+    # A backup pin first (a key rotation's next key); the server's own pin second.
+    d = daemon(workdir, f"{upstream} pin-sha256={other} pin-sha256={pin}")
+    name = uniq("pinned")
+    cap = Capture(workdir / "pinned.pcap")
+    try:
+        r = ask("multi.lab.test", "A", server="127.0.0.1", port=d.port, timeout=6)
+        want = sorted(kdig("+short", "@192.0.2.53", "multi.lab.test", "A").text.split())
+        assert r.rcode == "NOERROR" and sorted(r.texts("A")) == want, r.msg
+        assert ask(name, "A", server="127.0.0.1", port=d.port, timeout=6).rcode == "NXDOMAIN"
+        [up] = upstream_status(d)
+        assert up["tlsVersion"] == "TLSv1.3" and "verifiedName" not in up, up
+        assert up["keyPin"] == pin and up["keyPinned"] is True and up["failures"] == 0, up
+        assert up["server"].endswith(f" pin-sha256={other} pin-sha256={pin}"), up
+        text = run([DISCOVER, "--socket", d.socket_path, "status"]).stdout
+        assert f"{up['server']}: {up['transport']} (configured), TLSv1.3 verified key pin-sha256={pin}," in text, text
+    finally:
+        packets = cap.stop()
+        d.stop()
     assert not [p for p in packets if wire_name(name) in p[4]]
 
 
@@ -1097,6 +1159,38 @@ for m in (t, h):
     bad = lab_exec("a", str(DISCOVER), "query", "multi.lab.test", "--upstream", f"{EXPIRED}#{NAME}", "--short",
                    "--ca-file", str(CA), timeout=30, check=False)
     assert bad.returncode == 1 and bad.stdout == "" and "certificate expired" in bad.stderr, bad
+
+
+def test_discover_query_gives_the_servers_key_pin_and_checks_one(server):
+    """`discover query` prints the pin of a server's key (what pin-sha256= takes) as kdig -d prints its "SHA-256 PIN",
+    and --pin-sha256 authenticates a server by it, as kdig +tls-pin does: a server whose CA nobody trusts, over DoT
+    and DoH; another key's pin is refused with the server's own in the reason; a malformed pin is a usage error."""
+    ref = lab_exec("a", "kdig", "-d", f"+tls-ca={CA}", f"+tls-hostname={NAME}", f"@{server}", "lab.test", "SOA",
+                   timeout=30)
+    [kdig_pin] = [line.split("SHA-256 PIN: ")[1] for line in (ref.stdout + ref.stderr).split("\n")
+                  if "SHA-256 PIN: " in line]
+    assert kdig_pin == key_pin(LEAVES[server]), ref.stdout
+    text = lab_exec("a", str(DISCOVER), "query", f"@{server}#{NAME}", "lab.test", "SOA", "--ca-file", str(CA),
+                    timeout=30).stdout
+    assert f"\n;; server key: pin-sha256={kdig_pin}\n" in text and "status: NOERROR" in text, text
+    js = json.loads(lab_exec("a", str(DISCOVER), "query", f"@{server}#{NAME}", "lab.test", "SOA", "--ca-file",
+                             str(CA), "--json", timeout=30).stdout)
+    assert js["keyPin"] == kdig_pin and js["keyPinned"] is False and js["verified"] == NAME, js
+    rogue = key_pin("rogue-leaf")
+    for upstream in (f"tls://{ROGUE}", f"https://{NAME}/dns-query#{ROGUE}"):
+        # No --ca-file: neither the system store nor the lab CA vouches for the rogue server; its key does.
+        ok = lab_exec("a", str(DISCOVER), "query", f"@{upstream}", "multi.lab.test", "--pin-sha256", rogue,
+                      timeout=30)
+        assert f" TLSv1.3 verified key pin-sha256={rogue}\n" in ok.stdout and "status: NOERROR" in ok.stdout, ok
+        assert ";; server key:" not in ok.stdout, ok.stdout
+        wrong = lab_exec("a", str(DISCOVER), "query", f"@{upstream}", "multi.lab.test", "--pin-sha256", kdig_pin,
+                         timeout=30, check=False)
+        assert wrong.returncode == 1, wrong
+        assert f"certificate key matches no pin-sha256 (the server's key: pin-sha256={rogue}" in wrong.stdout, wrong
+    for args, reason in ((["@tls://192.0.2.63", "--pin-sha256", "nope"], "not the base64 of a SHA-256 digest"),
+                         (["@192.0.2.53", "--pin-sha256", rogue], "pin-sha256 is for DoT and DoH upstreams")):
+        bad = lab_exec("a", str(DISCOVER), "query", "lab.test", *args, timeout=30, check=False)
+        assert bad.returncode == 2 and reason in bad.stderr, bad
 
 
 # /etc/hosts and nsswitch.conf for `discover query`'s getaddrinfo, bind-mounted in a private mount namespace

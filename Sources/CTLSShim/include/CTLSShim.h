@@ -24,6 +24,12 @@ void ctls_context_free(ctls_context *context);
 /// Whether the context holds a session for the next connection (for tests).
 int ctls_context_has_session(ctls_context *context);
 
+/// Authenticates the servers of `context` by their key instead of the trust store: the SHA-256 of the leaf
+/// certificate's SubjectPublicKeyInfo (DER) must be one of the `count` 32-byte digests at `digests` (RFC 7858 §4.2,
+/// the pins of RFC 7469 §2.4, kdig's +tls-pin). The chain, its dates and the name are then not checked. Call before
+/// the first connection. 0, or -1 when out of memory.
+int ctls_context_set_pins(ctls_context *context, const uint8_t *digests, size_t count);
+
 /// A connection of `context`. `sni`: the server name sent (NULL: none). `host`: the DNS name the certificate must
 /// carry, or `ip`: the address (text) it must carry as an iPAddress subjectAltName; both NULL: only the chain is
 /// checked (or nothing, for a context without verification). NULL on failure with the reason in `error`.
@@ -64,8 +70,15 @@ size_t ctls_alpn(ctls_connection *connection, char *buffer, size_t size);
 
 /// After a failure: the X.509 verification error (X509_V_OK, 0, when the failure was not the certificate's), its
 /// text, the subject of the certificate it concerns (RFC 2253, may be empty) and the OpenSSL error text otherwise.
+/// The verification error of a server key that matched none of the context's pins
+/// (X509_V_ERR_APPLICATION_VERIFICATION).
+enum { CTLS_KEY_NOT_PINNED = 50 };
 long ctls_verify_error(ctls_connection *connection);
 void ctls_failure(ctls_connection *connection, char *verify_text, size_t verify_size, char *subject,
                   size_t subject_size, char *error_text, size_t error_size);
+
+/// The pin of the server's key: the SHA-256 of its leaf certificate's SubjectPublicKeyInfo (DER) into `digest`
+/// (32 bytes). After the handshake, and after a refused key; 1 when known, else 0.
+int ctls_peer_pin(ctls_connection *connection, uint8_t digest[32]);
 
 #endif

@@ -457,8 +457,11 @@ public enum InterfaceDescriptions {
         # One upstream: the transport queries travel on now (udp, tls, https,
         # none when encryption = strict leaves it unused), how it was found
         # (configured, ddr-verified, ddr-opportunistic), the last TLS version and
-        # verified name, connections, handshakes, tries, median round trip,
-        # failures with the last reason, and answers with an error code
+        # verified name (null when a configured pin-sha256 authenticated the
+        # key, keyPinned, or nothing did), the pin of the server's key (base64
+        # SHA-256 of its SubjectPublicKeyInfo), connections, handshakes, tries,
+        # median round trip, failures with the last reason, and answers with
+        # an error code
         # (SERVFAIL, REFUSED, NOTIMP, FORMERR) with the last: name, type, code
         # and the upstream's Extended DNS Errors.
         type UpstreamServer (
@@ -468,6 +471,8 @@ public enum InterfaceDescriptions {
           note: ?string,
           tlsVersion: ?string,
           verifiedName: ?string,
+          keyPin: ?string,
+          keyPinned: ?bool,
           connectionsOpened: int,
           connectionsOpen: int,
           handshakes: int,

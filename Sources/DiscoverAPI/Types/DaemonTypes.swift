@@ -83,9 +83,14 @@ public struct UpstreamServerStatus: Codable, Equatable, Sendable {
     public var origin: String
     /// Why it is not used, or what it replaces.
     public var note: String?
-    /// TLS version of the last handshake, and the name (or address) its certificate was verified for.
+    /// TLS version of the last handshake, and the name (or address) its certificate was verified for (nil when
+    /// a pinned key authenticated it, `keyPinned`, or nothing did: DDR's opportunistic profile).
     public var tlsVersion: String?
     public var verifiedName: String?
+    /// The pin of the server's key at the last handshake (base64 SHA-256 of its SubjectPublicKeyInfo, what
+    /// `pin-sha256=` takes), and `true` when a configured pin is what authenticated it.
+    public var keyPin: String?
+    public var keyPinned: Bool?
     public var connectionsOpened: Int
     public var connectionsOpen: Int
     public var handshakes: Int
@@ -101,9 +106,9 @@ public struct UpstreamServerStatus: Codable, Equatable, Sendable {
 
     public init(
         server: String, transport: String, origin: String, note: String? = nil, tlsVersion: String? = nil,
-        verifiedName: String? = nil, connectionsOpened: Int = 0, connectionsOpen: Int = 0, handshakes: Int = 0,
-        resumptions: Int = 0, queries: Int = 0, p50Ms: Double? = nil, failures: Int = 0, lastFailure: String? = nil,
-        errorAnswers: Int = 0, lastErrorAnswer: String? = nil
+        verifiedName: String? = nil, keyPin: String? = nil, keyPinned: Bool? = nil, connectionsOpened: Int = 0,
+        connectionsOpen: Int = 0, handshakes: Int = 0, resumptions: Int = 0, queries: Int = 0, p50Ms: Double? = nil,
+        failures: Int = 0, lastFailure: String? = nil, errorAnswers: Int = 0, lastErrorAnswer: String? = nil
     ) {
         self.server = server
         self.transport = transport
@@ -111,6 +116,8 @@ public struct UpstreamServerStatus: Codable, Equatable, Sendable {
         self.note = note
         self.tlsVersion = tlsVersion
         self.verifiedName = verifiedName
+        self.keyPin = keyPin
+        self.keyPinned = keyPinned
         self.connectionsOpened = connectionsOpened
         self.connectionsOpen = connectionsOpen
         self.handshakes = handshakes

@@ -14,6 +14,7 @@ import NIOCore
 /// | `https://192.0.2.53/dns-query` | DNS over HTTPS to an address; the certificate must carry it (IP SAN) |
 /// | `https://dns.example/dns-query{?dns}#192.0.2.53` | the same with RFC 8484's URI template (`{?dns}` or `{&dns}`) |
 /// | `192.168.1.1 encryption=no` | a plain upstream with its own `encryption` mode (`strict`, `opportunistic`, `no`) |
+/// | `tls://192.0.2.53 pin-sha256=BASE64` | DoT (or DoH) authenticated by its key's pin instead of a CA (repeatable) |
 ///
 /// The client never resolves names to reach an upstream (it must not depend on the resolver it is), so every
 /// form carries a numeric address, given directly or by `#ADDR`.
@@ -42,6 +43,11 @@ public struct UpstreamServer: Hashable, Sendable, CustomStringConvertible {
     /// router whose DDR answer is known to be wrong, `strict` for one that must be upgraded or not used); nil:
     /// the global mode. Always nil for DoT and DoH upstreams, which are always verified.
     public var encryption: EncryptionMode?
+    /// `pin-sha256=BASE64` after a DoT or DoH upstream (repeatable: a backup key for a rotation): the server is
+    /// authenticated by its key instead of a CA and a name, as stubby's `tls_pubkey_pinset` and kdig's `+tls-pin`
+    /// do (RFC 7858 §4.2): the SHA-256 of the leaf certificate's SubjectPublicKeyInfo (RFC 7469 §2.4) must be one
+    /// of these, in padded base64. Empty: the certificate is verified against the trust store.
+    public var pins: [String] = []
 
     /// A plain DNS server.
     public init(host: String, port: Int = 53) {
@@ -83,14 +89,19 @@ public struct UpstreamServer: Hashable, Sendable, CustomStringConvertible {
         case .plain:
             return Self.hostPort(host, port) + (encryption.map { " encryption=\($0.rawValue)" } ?? "")
         case .tls:
-            return "tls://\(Self.hostPort(host, port))" + (tlsName.map { "#\($0)" } ?? "")
+            return "tls://\(Self.hostPort(host, port))" + (tlsName.map { "#\($0)" } ?? "") + pinWords
         case .https:
             if let tlsName {
-                return "https://\(Self.hostPort(tlsName, port))\(path)" + (host.isEmpty ? "" : "#\(host)")
+                return "https://\(Self.hostPort(tlsName, port))\(path)" + (host.isEmpty ? "" : "#\(host)") + pinWords
             }
-            return "https://\(Self.hostPort(host, port))\(path)"
+            return "https://\(Self.hostPort(host, port))\(path)" + pinWords
         }
     }
+
+    private var pinWords: String { pins.isEmpty ? "" : pins.map { " pin-sha256=\($0)" }.joined() }
+
+    /// The pins as the 32-byte digests they spell.
+    var pinDigests: [[UInt8]] { pins.compactMap(Base64.decode) }
 
     /// The `:authority` of DoH requests: the name, or the address.
     var authority: String {
@@ -118,17 +129,24 @@ public struct UpstreamServer: Hashable, Sendable, CustomStringConvertible {
         let options = words.dropFirst().allSatisfy { $0.contains("=") } ? Array(words.dropFirst()) : []
         let trimmed = options.isEmpty ? words.joined(separator: " ") : first
         var mode: EncryptionMode?
+        var pins: [String] = []
         for option in options {
-            let parts = option.split(separator: "=", maxSplits: 1).map { $0.lowercased() }
-            guard parts.count == 2, parts[0] == "encryption" else {
+            let parts = option.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+            switch parts.count == 2 ? parts[0].lowercased() : "" {
+            case "encryption":
+                guard let value = EncryptionMode(rawValue: parts[1].lowercased()) else {
+                    throw UpstreamSyntaxError(
+                        text: text, reason: "encryption '\(parts[1])' is not strict, opportunistic or no")
+                }
+                mode = value
+            case "pin-sha256":
+                pins.append(try Self.pin(parts[1], text: text))
+            default:
                 throw UpstreamSyntaxError(
-                    text: text, reason: "unknown option '\(option)' (after the address only encryption=MODE)")
+                    text: text,
+                    reason: "unknown option '\(option)' (after the address: encryption=MODE for a plain upstream, "
+                        + "pin-sha256=BASE64 for DoT and DoH)")
             }
-            guard let value = EncryptionMode(rawValue: parts[1]) else {
-                throw UpstreamSyntaxError(
-                    text: text, reason: "encryption '\(parts[1])' is not strict, opportunistic or no")
-            }
-            mode = value
         }
         try self.init(parsingAddress: trimmed, text: text)
         if let mode {
@@ -138,6 +156,28 @@ public struct UpstreamServer: Hashable, Sendable, CustomStringConvertible {
             }
             encryption = mode
         }
+        if !pins.isEmpty {
+            guard transport != .plain else {
+                throw UpstreamSyntaxError(
+                    text: text,
+                    reason: "pin-sha256 is for DoT and DoH upstreams: write tls://ADDR[#NAME] pin-sha256=... (or "
+                        + "https://...)")
+            }
+            self.pins = pins
+        }
+    }
+
+    /// A `pin-sha256=` value: padded base64 of 32 bytes, in quotes or not (RFC 7469 writes `pin-sha256="..."`).
+    private static func pin(_ value: String, text: String) throws(UpstreamSyntaxError) -> String {
+        var bare = Substring(value)
+        if bare.count >= 2, bare.first == "\"", bare.last == "\"" { bare = bare.dropFirst().dropLast() }
+        guard let digest = Base64.decode(String(bare)), digest.count == 32 else {
+            throw UpstreamSyntaxError(
+                text: text,
+                reason: "pin-sha256 '\(value)' is not the base64 of a SHA-256 digest (32 bytes, 44 characters); "
+                    + "`discover query @UPSTREAM NAME` prints a server's pin")
+        }
+        return Base64.encode(digest)
     }
 
     /// How many upstreams `text` lists, separated by commas or blanks, when it is a list of at least two that

@@ -23,6 +23,10 @@ struct QueryCommand: AsyncParsableCommand {
               discover query lab.test SOA --upstream tls://192.0.2.63 --ca-file /tmp/discoverd-lab/ca/ca.pem
               discover query example.com AAAA --upstream 9.9.9.9#dns.quad9.net --short
               discover query @9.9.9.9#dns.quad9.net example.com AAAA
+              discover query @tls://192.168.1.1 example.com --pin-sha256 'Mw2b...='   # a self-signed server
+
+            The output's "server key" line gives the pin of a server's key, for --pin-sha256 and for \
+            pin-sha256= in discoverd.conf.
             """)
 
     @Argument(help: "The name to ask for.")
@@ -46,6 +50,14 @@ struct QueryCommand: AsyncParsableCommand {
 
     @Option(name: .long, help: "Trusted roots (PEM) instead of the system trust store.")
     var caFile: String?
+
+    @Option(
+        name: .customLong("pin-sha256"),
+        help: ArgumentHelp(
+            "Authenticate a DoT or DoH server by its key instead of a CA (like kdig +tls-pin): base64 SHA-256 of its "
+                + "SubjectPublicKeyInfo; repeat for several.",
+            valueName: "base64"))
+    var pins: [String] = []
 
     @Flag(name: .long, help: "DoH with GET (RFC 8484 §4.1, like kdig +https-get) instead of POST.")
     var httpsGet = false
@@ -81,7 +93,9 @@ struct QueryCommand: AsyncParsableCommand {
         case (_?, _?): throw ValidationError("give the upstream once: @UPSTREAM or --upstream, not both")
         case (nil, nil): throw ValidationError("which upstream? --upstream ADDR or @ADDR, as in dig @9.9.9.9")
         }
-        return (name, rest.count == 2 ? rest[1] : "A", server)
+        // --pin-sha256 is the upstream's pin-sha256= option, so that both are read (and refused) alike.
+        let pinned = ([server] + pins.map { "pin-sha256=\($0)" }).joined(separator: " ")
+        return (name, rest.count == 2 ? rest[1] : "A", pinned)
     }
 
     /// Here rather than in `run`, so that a bad value is shown with this command's usage, not the tool's.
@@ -122,6 +136,7 @@ struct QueryCommand: AsyncParsableCommand {
         let status = client.upstreamStatus.first
         var report = Report(
             server: server.description, address: bootstrapped, tls: status?.tlsVersion, verified: status?.verifiedName,
+            keyPin: status?.keyPin, keyPinned: status.map { $0.keyPin == nil ? nil : $0.keyPinned } ?? nil,
             ms: (elapsed / .microseconds(100)).rounded() / 10)
         switch result {
         case .success(let exchange):
@@ -142,8 +157,13 @@ struct QueryCommand: AsyncParsableCommand {
                     Output.error("discover: \(server) answered \(message.rcodeAndReasons)")
                 }
             } else {
-                let tls = report.tls.map { " \($0) verified \(report.verified ?? "")" } ?? ""
-                Output.line(";; \(server) \(status?.transport ?? "")\(tls)")
+                let tls = report.tls.map {
+                    " " + StatusCommand.tls($0, verifiedName: report.verified, keyPin: report.keyPin,
+                        pinned: report.keyPinned == true)
+                }
+                Output.line(";; \(server) \(status?.transport ?? "")\(tls ?? "")")
+                // What pin-sha256= takes, as kdig -d prints a server's "SHA-256 PIN".
+                if let pin = report.keyPin, report.keyPinned != true { Output.line(";; server key: pin-sha256=\(pin)") }
                 if let bootstrapped { Output.line(";; \(server.tlsName ?? "") is \(bootstrapped) (system resolver)") }
                 if let note = Self.note(status, server) { Output.line(";; \(note)") }
                 Output.line(
@@ -204,6 +224,9 @@ struct QueryCommand: AsyncParsableCommand {
         var address: String?
         var tls: String?
         var verified: String?
+        /// The pin of the server's key, and whether a --pin-sha256 authenticated it.
+        var keyPin: String?
+        var keyPinned: Bool?
         var ms: Double
         var rcode: String?
         var flags: [String]?

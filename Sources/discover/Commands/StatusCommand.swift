@@ -122,8 +122,8 @@ struct StatusCommand: AsyncParsableCommand {
         var line = "  \(server.server): \(server.transport) (\(server.origin))"
         if let note = server.note { line += ", \(note)" }
         if let version = server.tlsVersion {
-            // No verified name: DDR's opportunistic profile (RFC 9462 §4.3), encrypted without authentication.
-            line += server.verifiedName.map { ", \(version) verified \($0)" } ?? ", \(version) not authenticated"
+            line += ", " + tls(version, verifiedName: server.verifiedName, keyPin: server.keyPin,
+                pinned: server.keyPinned == true)
         }
         if server.transport == "tls" || server.transport == "https" {
             line += ", \(server.connectionsOpened) connections (\(server.connectionsOpen) open), "
@@ -138,6 +138,14 @@ struct StatusCommand: AsyncParsableCommand {
             line += " (last: \(server.lastErrorAnswer ?? Self.namesHidden))"
         }
         return line
+    }
+
+    /// `TLSv1.3 verified dns.example`, `TLSv1.3 verified key pin-sha256=BASE64` (a configured pin matched the
+    /// server's key) or `TLSv1.3 not authenticated` (DDR's opportunistic profile, RFC 9462 §4.3).
+    static func tls(_ version: String, verifiedName: String?, keyPin: String?, pinned: Bool) -> String {
+        if let verifiedName { return "\(version) verified \(verifiedName)" }
+        if pinned, let keyPin { return "\(version) verified key pin-sha256=\(keyPin)" }
+        return "\(version) not authenticated"
     }
 
     /// What stands for a name looked up when the daemon leaves it out (the caller is neither root nor an admin).

@@ -117,7 +117,7 @@ enum EncryptedConnections {
     ) throws -> any EncryptedConnection {
         let tls = try TLSClientContext(
             caFile: configuration.caFile, serverName: server.tlsName, alpn: server.transport == .https ? ["h2"] : [],
-            identity: identity)
+            identity: identity, pins: server.pinDigests)
         if server.transport == .tls {
             guard let home else { throw TLSClientError.setup("no thread for DNS over TLS could be started") }
             return LoopDoTConnection(

@@ -468,8 +468,8 @@ final class LoopDoTConnection: EncryptedConnection, @unchecked Sendable {
         link.setupTimer = nil
         backoff.succeeded()
         statistics.handshake(
-            version: ctls_version(connection).map { String(cString: $0) },
-            verifiedName: server.tlsName ?? server.host, resumed: ctls_session_reused(connection) != 0)
+            version: ctls_version(connection).map { String(cString: $0) }, server: server, pinned: tls.pinned,
+            keyPin: TLSClientHandler.peerPin(connection), resumed: ctls_session_reused(connection) != 0)
         let waiting = link.queued
         link.queued = []
         for queued in waiting where !queued.completion.isEnded {

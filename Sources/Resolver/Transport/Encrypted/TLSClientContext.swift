@@ -44,16 +44,23 @@ struct TLSClientContext: Sendable {
     /// The SNI name and the name checked; nil: the address is checked.
     let serverName: String?
     let identity: Identity
+    /// Whether servers are authenticated by pins of their key (`pin-sha256=`) instead of the trust store and a name.
+    let pinned: Bool
 
     /// - Parameters:
     ///   - caFile: PEM file of trusted roots; nil: the system trust store.
     ///   - serverName: the name the certificate must carry; nil: the IP address.
     ///   - alpn: protocols to offer (`h2` for DoH; none for DoT, RFC 7858 predates ALPN `dot`).
     ///   - identity: what is checked besides the chain (``Identity``).
-    init(caFile: String?, serverName: String?, alpn: [String], identity: Identity = .configured) throws {
-        let file = caFile ?? Self.systemTrustStore
+    ///   - pins: SHA-256 digests of keys (``UpstreamServer/pins``); any: the server's key must be one of them, and the
+    ///     chain and the name are not checked (the name is still sent as SNI).
+    init(
+        caFile: String?, serverName: String?, alpn: [String], identity: Identity = .configured, pins: [[UInt8]] = []
+    ) throws {
+        // A pinned upstream needs no roots: its key is checked, not a chain.
+        let file = pins.isEmpty ? caFile ?? Self.systemTrustStore : nil
         // OpenSSL reads a missing file as "no roots" only when a connection fails; say it now, as a set-up error.
-        guard FileManager.default.isReadableFile(atPath: file) else {
+        if let file, !FileManager.default.isReadableFile(atPath: file) {
             throw TLSClientError.setup("cannot read the CA file \(file)")
         }
         let wire = Self.alpnWire(alpn)
@@ -65,6 +72,11 @@ struct TLSClientContext: Sendable {
         }
         guard let made else { throw TLSClientError.setup(TLSClientContext.text(error)) }
         self.shared = Shared(made)
+        let digests = pins.flatMap { $0 }
+        guard digests.withUnsafeBufferPointer({ ctls_context_set_pins(made, $0.baseAddress, pins.count) }) == 0 else {
+            throw TLSClientError.setup("out of memory")
+        }
+        self.pinned = !pins.isEmpty
         self.identity = identity
         self.serverName =
             identity == .configured ? serverName.flatMap { UpstreamServer.isIPAddress($0) ? nil : $0 } : nil
@@ -98,6 +110,7 @@ struct TLSClientContext: Sendable {
 
     /// What the certificate of a connection to `remote` must carry besides its chain.
     private func check(remote: SocketAddress) throws -> TLSClientHandler.Check {
+        if pinned { return .none }
         switch identity {
         case .configured:
             if let serverName { return .name(serverName) }
@@ -150,6 +163,8 @@ struct TLSClientContext: Sendable {
             // UNABLE_TO_GET_ISSUER_CERT, DEPTH_ZERO_SELF_SIGNED_CERT, SELF_SIGNED_CERT_IN_CHAIN,
             // UNABLE_TO_GET_ISSUER_CERT_LOCALLY, UNABLE_TO_VERIFY_LEAF_SIGNATURE
             return "certificate not signed by a trusted CA\(about)"
+        case Int(CTLS_KEY_NOT_PINNED):  // the shim's pin check (`subject`: the key's pin first)
+            return "certificate key matches no pin-sha256 (the server's key: \(subject))"
         case 62, 64:  // X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH
             if case .address(let address) = identity {
                 return "certificate does not name the plain upstream's address \(address) (RFC 9462 §4.2)\(about)"

@@ -1,4 +1,5 @@
 import CTLSShim
+import DNSCore
 import NIOCore
 import NIOTLS
 
@@ -53,6 +54,8 @@ final class TLSClientHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private(set) var tlsVersion: String?
     private(set) var resumed = false
     private(set) var negotiatedProtocol: String?
+    /// The pin of the server's key (``peerPin(_:)``).
+    private(set) var keyPin: String?
 
     init(context shared: TLSClientContext.Shared, serverName: String?, check: Check) throws {
         self.shared = shared
@@ -156,6 +159,7 @@ final class TLSClientHandler: ChannelDuplexHandler, RemovableChannelHandler {
         state = .ready
         tlsVersion = ctls_version(connection).map { String(cString: $0) }
         resumed = ctls_session_reused(connection) != 0
+        keyPin = Self.peerPin(connection)
         var alpn = [CChar](repeating: 0, count: 256)
         negotiatedProtocol = ctls_alpn(connection, &alpn, alpn.count) > 0 ? TLSClientContext.text(alpn) : nil
         context.fireUserInboundEventTriggered(TLSUserEvent.handshakeCompleted(negotiatedProtocol: negotiatedProtocol))
@@ -326,11 +330,21 @@ final class TLSClientHandler: ChannelDuplexHandler, RemovableChannelHandler {
         ctls_failure(connection, &text, text.count, &subject, subject.count, &detail, detail.count)
         let code = ctls_verify_error(connection)
         if verification, code != 0 {
+            var about = TLSClientContext.text(subject)
+            // A key that matched no pin: its own pin is what the operator needs to see.
+            if code == Int(CTLS_KEY_NOT_PINNED), let pin = peerPin(connection) {
+                about = "pin-sha256=\(pin)" + (about.isEmpty ? "" : ", \(about)")
+            }
             return .verification(
-                code: code, text: TLSClientContext.text(text), subject: TLSClientContext.text(subject),
-                detail: TLSClientContext.text(detail))
+                code: code, text: TLSClientContext.text(text), subject: about, detail: TLSClientContext.text(detail))
         }
         return verification ? .handshake(TLSClientContext.text(detail)) : .failed(TLSClientContext.text(detail))
+    }
+
+    /// The pin of the server's key (``UpstreamServer/pins``, base64), once the handshake has seen it.
+    static func peerPin(_ connection: OpaquePointer) -> String? {
+        var digest = [UInt8](repeating: 0, count: 32)
+        return ctls_peer_pin(connection, &digest) == 1 ? Base64.encode(digest) : nil
     }
 
     private func failed(context: ChannelHandlerContext, _ error: TLSClientError) {

@@ -286,8 +286,8 @@ final class TLSConnectionPool: EncryptedConnection, @unchecked Sendable {
 
     private func linkEvent(_ event: TLSLinkEvents.Event, link: Link) {
         switch event {
-        case .handshakeCompleted(let version, let resumed, let alpn, let channel):
-            handshakeCompleted(link, version: version, resumed: resumed, alpn: alpn, channel: channel)
+        case .handshakeCompleted(let version, let resumed, let keyPin, let alpn, let channel):
+            handshakeCompleted(link, version: version, resumed: resumed, keyPin: keyPin, alpn: alpn, channel: channel)
         case .error(let error, let channel):
             let outcome = tls.outcome(for: error)
             if !link.ready {
@@ -308,10 +308,10 @@ final class TLSConnectionPool: EncryptedConnection, @unchecked Sendable {
     }
 
     private func handshakeCompleted(
-        _ link: Link, version: String?, resumed: Bool, alpn: String?, channel: any Channel
+        _ link: Link, version: String?, resumed: Bool, keyPin: String?, alpn: String?, channel: any Channel
     ) {
         backoff.succeeded()
-        statistics.handshake(version: version, verifiedName: server.tlsName ?? server.host, resumed: resumed)
+        statistics.handshake(version: version, server: server, pinned: tls.pinned, keyPin: keyPin, resumed: resumed)
         do {
             try link.session.handshakeCompleted(alpn: alpn, channel: channel) { [weak self, weak link] in
                 guard let self, let link else { return }
@@ -433,7 +433,7 @@ final class TLSLinkEvents: ChannelInboundHandler, RemovableChannelHandler, @unch
     typealias InboundOut = ByteBuffer
 
     enum Event {
-        case handshakeCompleted(version: String?, resumed: Bool, alpn: String?, channel: any Channel)
+        case handshakeCompleted(version: String?, resumed: Bool, keyPin: String?, alpn: String?, channel: any Channel)
         case error(any Error, channel: any Channel)
     }
 
@@ -456,7 +456,8 @@ final class TLSLinkEvents: ChannelInboundHandler, RemovableChannelHandler, @unch
             let tls = try? context.pipeline.syncOperations.handler(type: TLSClientHandler.self)
             report(
                 .handshakeCompleted(
-                    version: tls?.tlsVersion, resumed: tls?.resumed ?? false, alpn: alpn, channel: context.channel))
+                    version: tls?.tlsVersion, resumed: tls?.resumed ?? false, keyPin: tls?.keyPin, alpn: alpn,
+                    channel: context.channel))
         }
         context.fireUserInboundEventTriggered(event)
     }

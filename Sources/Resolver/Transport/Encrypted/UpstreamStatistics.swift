@@ -23,8 +23,13 @@ public struct UpstreamStatus: Sendable, Hashable, Codable {
     public var note: String?
     /// The TLS version of the last handshake (`TLSv1.3`).
     public var tlsVersion: String?
-    /// The name (or address) the certificate was verified for.
+    /// The name (or address) the certificate was verified for; nil when its key's pin authenticated it
+    /// (`keyPinned`) or nothing did (DDR's opportunistic profile).
     public var verifiedName: String?
+    /// The pin of the key the server presented at the last handshake (`pin-sha256=` of ``UpstreamServer/pins``:
+    /// base64 of the SHA-256 of its certificate's SubjectPublicKeyInfo), and whether a configured pin matched it.
+    public var keyPin: String?
+    public var keyPinned: Bool
     /// Connections opened, and open now (kept connections of DoT and DoH).
     public var connectionsOpened: Int
     public var connectionsOpen: Int
@@ -45,9 +50,10 @@ public struct UpstreamStatus: Sendable, Hashable, Codable {
 
     public init(
         server: String, transport: String, origin: UpstreamOrigin, note: String? = nil, tlsVersion: String? = nil,
-        verifiedName: String? = nil, connectionsOpened: Int = 0, connectionsOpen: Int = 0, handshakes: Int = 0,
-        resumptions: Int = 0, queries: Int = 0, p50Milliseconds: Double? = nil, failures: Int = 0,
-        lastFailure: String? = nil, errorAnswers: Int = 0, lastErrorAnswer: String? = nil
+        verifiedName: String? = nil, keyPin: String? = nil, keyPinned: Bool = false, connectionsOpened: Int = 0,
+        connectionsOpen: Int = 0, handshakes: Int = 0, resumptions: Int = 0, queries: Int = 0,
+        p50Milliseconds: Double? = nil, failures: Int = 0, lastFailure: String? = nil, errorAnswers: Int = 0,
+        lastErrorAnswer: String? = nil
     ) {
         self.server = server
         self.transport = transport
@@ -55,6 +61,8 @@ public struct UpstreamStatus: Sendable, Hashable, Codable {
         self.note = note
         self.tlsVersion = tlsVersion
         self.verifiedName = verifiedName
+        self.keyPin = keyPin
+        self.keyPinned = keyPinned
         self.connectionsOpened = connectionsOpened
         self.connectionsOpen = connectionsOpen
         self.handshakes = handshakes
@@ -84,6 +92,8 @@ final class UpstreamStatistics: Sendable {
         var connectionFailedAt: NIODeadline?
         var tlsVersion: String?
         var verifiedName: String?
+        var keyPin: String?
+        var keyPinned = false
         /// What the transport says of itself (a DoH upstream that takes only GET).
         var transportNote: String?
         /// The last `window` round trips, a ring.
@@ -97,12 +107,15 @@ final class UpstreamStatistics: Sendable {
     func connectionOpened() { state.withLock { $0.connectionsOpened += 1; $0.connectionsOpen += 1 } }
     func connectionClosed() { state.withLock { $0.connectionsOpen = max(0, $0.connectionsOpen - 1) } }
 
-    func handshake(version: String?, verifiedName: String, resumed: Bool) {
+    /// A completed handshake with `server`: verified for its name or address, or by its key's pin when `pinned`.
+    func handshake(version: String?, server: UpstreamServer, pinned: Bool, keyPin: String?, resumed: Bool) {
         state.withLock {
             $0.handshakes += 1
             if resumed { $0.resumptions += 1 }
             $0.tlsVersion = version
-            $0.verifiedName = verifiedName
+            $0.verifiedName = pinned ? nil : server.tlsName ?? server.host
+            $0.keyPin = keyPin
+            $0.keyPinned = pinned
         }
     }
 
@@ -155,7 +168,8 @@ final class UpstreamStatistics: Sendable {
             let sorted = s.rtts.sorted()
             return UpstreamStatus(
                 server: server.description, transport: transport, origin: origin, note: note ?? s.transportNote,
-                tlsVersion: s.tlsVersion, verifiedName: s.verifiedName, connectionsOpened: s.connectionsOpened,
+                tlsVersion: s.tlsVersion, verifiedName: s.verifiedName, keyPin: s.keyPin, keyPinned: s.keyPinned,
+                connectionsOpened: s.connectionsOpened,
                 connectionsOpen: s.connectionsOpen, handshakes: s.handshakes, resumptions: s.resumptions,
                 queries: s.queries, p50Milliseconds: sorted.isEmpty ? nil : sorted[sorted.count / 2],
                 failures: s.failures, lastFailure: s.lastFailure, errorAnswers: s.errorAnswers,
