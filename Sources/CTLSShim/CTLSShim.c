@@ -30,8 +30,8 @@ struct ctls_connection {
     BIO *out;  // ciphertext to the server (SSL writes it)
     long verify_error;
     char verify_subject[256];
-    /// The pin of the key the server presented, noted by a pinned context's check: after a refusal OpenSSL keeps
-    /// no peer certificate to read it from.
+    /// The pin of the key the server presented, noted by a pinned context's check and at a refusal: after a
+    /// refusal OpenSSL keeps no peer certificate to read it from.
     uint8_t peer_pin[32];
     int has_peer_pin;
     char error[256];
@@ -194,6 +194,8 @@ static int note_verification(int ok, X509_STORE_CTX *store) {
     if (!ok && connection && connection->verify_error == X509_V_OK) {
         connection->verify_error = X509_STORE_CTX_get_error(store);
         note_subject(connection, X509_STORE_CTX_get_current_cert(store));
+        // The leaf's key, for a reason that offers to pin it (OpenSSL keeps no peer after a refusal).
+        connection->has_peer_pin = key_pin(X509_STORE_CTX_get0_cert(store), connection->peer_pin);
     }
     return ok;
 }

@@ -741,7 +741,8 @@ def test_dot_burst_opens_more_connections_but_at_most_four(tls_lab, workdir):
 
 @pytest.mark.parametrize("upstream,reason", [
     (f"{EXPIRED}#{NAME}", "certificate expired"),
-    (f"{ROGUE}#{NAME}", "not signed by a trusted CA"),
+    # A server no trusted CA vouches for: the reason gives its key's pin, what pin-sha256= would take.
+    (f"{ROGUE}#{NAME}", "not signed by a trusted CA (CN=rogue-leaf, key pin-sha256=<rogue>)"),
     (f"{WRONG}#{NAME}", "does not match"),
     (f"tls://{WRONG}", "does not match"),
     (f"https://{NAME}/dns-query#{EXPIRED}", "certificate expired"),

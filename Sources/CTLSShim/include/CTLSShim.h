@@ -78,7 +78,7 @@ void ctls_failure(ctls_connection *connection, char *verify_text, size_t verify_
                   size_t subject_size, char *error_text, size_t error_size);
 
 /// The pin of the server's key: the SHA-256 of its leaf certificate's SubjectPublicKeyInfo (DER) into `digest`
-/// (32 bytes). After the handshake, and after a refused key; 1 when known, else 0.
+/// (32 bytes). After the handshake, and after a refused certificate or key; 1 when known, else 0.
 int ctls_peer_pin(ctls_connection *connection, uint8_t digest[32]);
 
 #endif

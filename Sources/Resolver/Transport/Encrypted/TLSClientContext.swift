@@ -152,6 +152,10 @@ struct TLSClientContext: Sendable {
         }
     }
 
+    /// OpenSSL's words for a chain to no trusted root: UNABLE_TO_GET_ISSUER_CERT, DEPTH_ZERO_SELF_SIGNED_CERT,
+    /// SELF_SIGNED_CERT_IN_CHAIN, UNABLE_TO_GET_ISSUER_CERT_LOCALLY, UNABLE_TO_VERIFY_LEAF_SIGNATURE.
+    static let untrustedCA: Set<Int> = [2, 18, 19, 20, 21]
+
     /// Why a certificate was refused, in the words of the log and `discover status`, from OpenSSL's X.509
     /// verification error (`X509_V_ERR_*`) and the subject of the certificate it concerns.
     static func explain(code: Int, text: String, subject: String, identity: Identity) -> String {
@@ -159,9 +163,7 @@ struct TLSClientContext: Sendable {
         switch code {
         case 10: return "certificate expired\(about)"  // X509_V_ERR_CERT_HAS_EXPIRED
         case 9: return "certificate not yet valid\(about)"  // X509_V_ERR_CERT_NOT_YET_VALID
-        case 2, 18, 19, 20, 21:
-            // UNABLE_TO_GET_ISSUER_CERT, DEPTH_ZERO_SELF_SIGNED_CERT, SELF_SIGNED_CERT_IN_CHAIN,
-            // UNABLE_TO_GET_ISSUER_CERT_LOCALLY, UNABLE_TO_VERIFY_LEAF_SIGNATURE
+        case _ where untrustedCA.contains(code):
             return "certificate not signed by a trusted CA\(about)"
         case Int(CTLS_KEY_NOT_PINNED):  // the shim's pin check (`subject`: the key's pin first)
             return "certificate key matches no pin-sha256 (the server's key: \(subject))"

@@ -331,9 +331,12 @@ final class TLSClientHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let code = ctls_verify_error(connection)
         if verification, code != 0 {
             var about = TLSClientContext.text(subject)
-            // A key that matched no pin: its own pin is what the operator needs to see.
+            // A key that matched no pin: its own pin is what the operator needs to see. A server no trusted CA
+            // vouches for (a self-signed resolver at home) may be trusted by its key: its pin is the remedy.
             if code == Int(CTLS_KEY_NOT_PINNED), let pin = peerPin(connection) {
                 about = "pin-sha256=\(pin)" + (about.isEmpty ? "" : ", \(about)")
+            } else if TLSClientContext.untrustedCA.contains(code), let pin = peerPin(connection) {
+                about += (about.isEmpty ? "" : ", ") + "key pin-sha256=\(pin)"
             }
             return .verification(
                 code: code, text: TLSClientContext.text(text), subject: about, detail: TLSClientContext.text(detail))
