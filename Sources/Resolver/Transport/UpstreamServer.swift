@@ -46,8 +46,9 @@ public struct UpstreamServer: Hashable, Sendable, CustomStringConvertible {
     /// `pin-sha256=BASE64` after a DoT or DoH upstream (repeatable: a backup key for a rotation): the server is
     /// authenticated by its key instead of a CA and a name, as stubby's `tls_pubkey_pinset` and kdig's `+tls-pin`
     /// do (RFC 7858 §4.2): the SHA-256 of the leaf certificate's SubjectPublicKeyInfo (RFC 7469 §2.4) must be one
-    /// of these, in padded base64. Empty: the certificate is verified against the trust store.
-    public var pins: [String] = []
+    /// of these, in padded base64. Empty: the certificate is verified against the trust store. Set by parsing,
+    /// which checks each one.
+    public internal(set) var pins: [String] = []
 
     /// A plain DNS server.
     public init(host: String, port: Int = 53) {
