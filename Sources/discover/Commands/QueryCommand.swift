@@ -23,10 +23,11 @@ struct QueryCommand: AsyncParsableCommand {
               discover query lab.test SOA --upstream tls://192.0.2.63 --ca-file /tmp/discoverd-lab/ca/ca.pem
               discover query example.com AAAA --upstream 9.9.9.9#dns.quad9.net --short
               discover query @9.9.9.9#dns.quad9.net example.com AAAA
-              discover query @tls://192.168.1.1 example.com --pin-sha256 'Mw2b...='   # a self-signed server
+              discover query @tls://192.168.1.1 example.com --pin-sha256 BASE64
 
-            The output's "server key" line gives the pin of a server's key, for --pin-sha256 and for \
-            pin-sha256= in discoverd.conf.
+            A server's key pin, for --pin-sha256 and for pin-sha256= in discoverd.conf, is in the output's \
+            "server key" line, or in the reason a certificate no trusted CA signed is refused with (check it \
+            on the server before you pin it).
             """)
 
     @Argument(help: "The name to ask for.")
