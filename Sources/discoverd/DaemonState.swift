@@ -88,7 +88,7 @@ final class DaemonState: DaemonControl {
             UpstreamServerStatus(
                 server: status.server, transport: status.transport, origin: status.origin.rawValue, note: status.note,
                 tlsVersion: status.tlsVersion, verifiedName: status.verifiedName, keyPin: status.keyPin,
-                keyPinned: status.keyPin == nil ? nil : status.keyPinned, connectionsOpened: status.connectionsOpened,
+                keyPinned: status.keyPinned, connectionsOpened: status.connectionsOpened,
                 connectionsOpen: status.connectionsOpen, handshakes: status.handshakes, resumptions: status.resumptions,
                 queries: status.queries, p50Ms: status.p50Milliseconds, failures: status.failures,
                 lastFailure: status.lastFailure, errorAnswers: status.errorAnswers,

@@ -461,9 +461,8 @@ public enum InterfaceDescriptions {
         # key, keyPinned, or nothing did), the pin of the server's key (base64
         # SHA-256 of its SubjectPublicKeyInfo), connections, handshakes, tries,
         # median round trip, failures with the last reason, and answers with
-        # an error code
-        # (SERVFAIL, REFUSED, NOTIMP, FORMERR) with the last: name, type, code
-        # and the upstream's Extended DNS Errors.
+        # an error code (SERVFAIL, REFUSED, NOTIMP, FORMERR) with the last:
+        # name, type, code and the upstream's Extended DNS Errors.
         type UpstreamServer (
           server: string,
           transport: string,

@@ -69,7 +69,7 @@ public final class AccessControl: Sendable {
 
     /// Throws `PermissionDenied` unless `peer` is root or in the admin group.
     public func requireAdmin(_ peer: PeerCredentials) async throws(VarlinkError) {
-        guard await isMember(peer, of: adminGroup, whenUnset: false) else { throw .permissionDenied }
+        guard await isAdmin(peer) else { throw .permissionDenied }
         if !peer.isRoot { knownAdmins.withLockedValue { _ = $0.insert(peer.uid) } }
     }
 

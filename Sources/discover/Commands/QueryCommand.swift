@@ -137,7 +137,7 @@ struct QueryCommand: AsyncParsableCommand {
         let status = client.upstreamStatus.first
         var report = Report(
             server: server.description, address: bootstrapped, tls: status?.tlsVersion, verified: status?.verifiedName,
-            keyPin: status?.keyPin, keyPinned: status.map { $0.keyPin == nil ? nil : $0.keyPinned } ?? nil,
+            keyPin: status?.keyPin, keyPinned: status?.keyPinned,
             ms: (elapsed / .microseconds(100)).rounded() / 10)
         switch result {
         case .success(let exchange):

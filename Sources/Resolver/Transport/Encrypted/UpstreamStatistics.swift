@@ -27,9 +27,10 @@ public struct UpstreamStatus: Sendable, Hashable, Codable {
     /// (`keyPinned`) or nothing did (DDR's opportunistic profile).
     public var verifiedName: String?
     /// The pin of the key the server presented at the last handshake (`pin-sha256=` of ``UpstreamServer/pins``:
-    /// base64 of the SHA-256 of its certificate's SubjectPublicKeyInfo), and whether a configured pin matched it.
+    /// base64 of the SHA-256 of its certificate's SubjectPublicKeyInfo), and whether a configured pin matched it
+    /// (nil before a handshake).
     public var keyPin: String?
-    public var keyPinned: Bool
+    public var keyPinned: Bool?
     /// Connections opened, and open now (kept connections of DoT and DoH).
     public var connectionsOpened: Int
     public var connectionsOpen: Int
@@ -50,7 +51,7 @@ public struct UpstreamStatus: Sendable, Hashable, Codable {
 
     public init(
         server: String, transport: String, origin: UpstreamOrigin, note: String? = nil, tlsVersion: String? = nil,
-        verifiedName: String? = nil, keyPin: String? = nil, keyPinned: Bool = false, connectionsOpened: Int = 0,
+        verifiedName: String? = nil, keyPin: String? = nil, keyPinned: Bool? = nil, connectionsOpened: Int = 0,
         connectionsOpen: Int = 0, handshakes: Int = 0, resumptions: Int = 0, queries: Int = 0,
         p50Milliseconds: Double? = nil, failures: Int = 0, lastFailure: String? = nil, errorAnswers: Int = 0,
         lastErrorAnswer: String? = nil
@@ -93,7 +94,7 @@ final class UpstreamStatistics: Sendable {
         var tlsVersion: String?
         var verifiedName: String?
         var keyPin: String?
-        var keyPinned = false
+        var keyPinned: Bool?
         /// What the transport says of itself (a DoH upstream that takes only GET).
         var transportNote: String?
         /// The last `window` round trips, a ring.
@@ -169,11 +170,10 @@ final class UpstreamStatistics: Sendable {
             return UpstreamStatus(
                 server: server.description, transport: transport, origin: origin, note: note ?? s.transportNote,
                 tlsVersion: s.tlsVersion, verifiedName: s.verifiedName, keyPin: s.keyPin, keyPinned: s.keyPinned,
-                connectionsOpened: s.connectionsOpened,
-                connectionsOpen: s.connectionsOpen, handshakes: s.handshakes, resumptions: s.resumptions,
-                queries: s.queries, p50Milliseconds: sorted.isEmpty ? nil : sorted[sorted.count / 2],
-                failures: s.failures, lastFailure: s.lastFailure, errorAnswers: s.errorAnswers,
-                lastErrorAnswer: s.lastErrorAnswer)
+                connectionsOpened: s.connectionsOpened, connectionsOpen: s.connectionsOpen, handshakes: s.handshakes,
+                resumptions: s.resumptions, queries: s.queries,
+                p50Milliseconds: sorted.isEmpty ? nil : sorted[sorted.count / 2], failures: s.failures,
+                lastFailure: s.lastFailure, errorAnswers: s.errorAnswers, lastErrorAnswer: s.lastErrorAnswer)
         }
     }
 }
