@@ -68,11 +68,12 @@ int ctls_session_reused(ctls_connection *connection);
 const char *ctls_version(ctls_connection *connection);
 size_t ctls_alpn(ctls_connection *connection, char *buffer, size_t size);
 
-/// After a failure: the X.509 verification error (X509_V_OK, 0, when the failure was not the certificate's), its
-/// text, the subject of the certificate it concerns (RFC 2253, may be empty) and the OpenSSL error text otherwise.
 /// The verification error of a server key that matched none of the context's pins
 /// (X509_V_ERR_APPLICATION_VERIFICATION).
 enum { CTLS_KEY_NOT_PINNED = 50 };
+
+/// After a failure: the X.509 verification error (X509_V_OK, 0, when the failure was not the certificate's), its
+/// text, the subject of the certificate it concerns (RFC 2253, may be empty) and the OpenSSL error text otherwise.
 long ctls_verify_error(ctls_connection *connection);
 void ctls_failure(ctls_connection *connection, char *verify_text, size_t verify_size, char *subject,
                   size_t subject_size, char *error_text, size_t error_size);
